@@ -1,0 +1,172 @@
+// The autograd tape: recording, the topological backward, checkpointing.
+// Grad mode is thread-local, as in PyTorch, so a data-loading thread can never
+// turn recording off for the training thread.
+#include "engine/autograd.h"
+
+#include <unordered_map>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+
+namespace eng {
+
+static thread_local bool g_grad_enabled = true;
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { g_grad_enabled = prev_; }
+
+bool needs_record(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record_always(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  for (const Tensor& t : inputs) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      e.shape = t.shape();
+      e.dtype = t.dtype();
+      if (t.is_leaf()) e.leaf = t.impl_ptr();
+      else e.fn = t.impl()->grad_fn;
+    }
+    node->next.push_back(std::move(e));
+  }
+  node->backward = std::move(fn);
+  out.impl()->grad_fn = std::move(node);
+}
+
+bool record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  if (!needs_record(inputs)) return false;
+  record_always(name, out, inputs, std::move(fn));
+  return true;
+}
+
+// A private copy: the incoming gradient may alias a tensor another node still reads.
+static Tensor copy_of(const Tensor& g) {
+  Tensor c = Tensor::empty(g.shape(), g.dtype(), g.device());
+  c.copy_from(g);
+  return c;
+}
+
+static void accumulate_leaf(TensorImpl* leaf, const Tensor& g) {
+  if (!leaf->grad) {
+    leaf->grad = copy_of(g).impl_ptr();
+  } else {
+    Tensor acc(leaf->grad);
+    add_(acc, g);
+  }
+}
+
+void run_backward(const Tensor& root, const Tensor& grad) {
+  ENGINE_CHECK(root.requires_grad(), "backward: ", root.desc(), " does not require grad (nothing recorded)");
+  NoGradGuard no_grad;
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    ENGINE_CHECK(root.numel() == 1, "backward: a non-scalar root ", root.desc(), " needs an explicit gradient");
+    seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
+  }
+  ENGINE_CHECK(seed.shape() == root.shape(), "backward: gradient ", seed.desc(), " for root ", root.desc());
+  if (root.is_leaf()) {
+    accumulate_leaf(root.impl(), seed);
+    for (auto& hook : root.impl()->final_hooks) {
+      Tensor g(root.impl()->grad);
+      hook(g);
+    }
+    return;
+  }
+
+  // Count, for every reachable node and leaf, how many edges lead to it; a
+  // node is ready once all its consumers have passed their gradient down.
+  std::vector<Node*> stack{root.impl()->grad_fn.get()};
+  std::unordered_map<Node*, bool> seen{{stack.back(), true}};
+  std::unordered_map<TensorImpl*, int> leaf_pending;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    ENGINE_CHECK(n->backward, "backward: the graph through '", n->name,
+                 "' was already freed by an earlier backward()");
+    for (Edge& e : n->next) {
+      if (e.fn) {
+        ++e.fn->pending;
+        if (!seen[e.fn.get()]) {
+          seen[e.fn.get()] = true;
+          stack.push_back(e.fn.get());
+        }
+      } else if (e.leaf) {
+        ++leaf_pending[e.leaf.get()];
+      }
+    }
+  }
+
+  std::vector<std::shared_ptr<Node>> ready{root.impl()->grad_fn};
+  ready.back()->grad_out = seed;
+  while (!ready.empty()) {
+    std::shared_ptr<Node> n = std::move(ready.back());
+    ready.pop_back();
+    std::vector<bool> needs;
+    for (const Edge& e : n->next) needs.push_back(e.live());
+    std::vector<Tensor> grads = n->backward(n->grad_out, needs);
+    n->backward = nullptr;  // frees the saved tensors now, not at the end
+    n->grad_out = Tensor();
+    ENGINE_CHECK(grads.size() == n->next.size(), "backward of '", n->name, "' returned ", grads.size(),
+                 " gradients for ", n->next.size(), " inputs");
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      Edge& e = n->next[i];
+      if (!e.live()) continue;
+      const Tensor& g = grads[i];
+      ENGINE_CHECK(g.defined() && g.shape() == e.shape && g.dtype() == e.dtype, "backward of '", n->name,
+                   "': gradient ", g.desc(), " for input ", i, " of shape ", shape_str(e.shape));
+      if (e.fn) {
+        Node* up = e.fn.get();
+        up->grad_out = up->grad_out.defined() ? add(up->grad_out, g) : g;
+        if (--up->pending == 0) ready.push_back(e.fn);
+      } else {
+        accumulate_leaf(e.leaf.get(), g);
+        if (--leaf_pending[e.leaf.get()] == 0)
+          for (auto& hook : e.leaf->final_hooks) {
+            Tensor lg(e.leaf->grad);
+            hook(lg);
+          }
+      }
+    }
+    n->next.clear();
+  }
+}
+
+Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return fn(inputs);
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = fn(inputs).detach();  // detach: fn may return one of its inputs as is
+  }
+  // Recorded even when no input requires grad: the parameters used inside fn
+  // are not inputs, and they still need their gradients.
+  record_always("checkpoint", out, inputs, [fn, inputs](const Tensor& g, const std::vector<bool>& needs) {
+    std::vector<Tensor> leaves;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Tensor d = inputs[i].detach();
+      if (needs[i]) d.set_requires_grad(true);
+      leaves.push_back(d);
+    }
+    EnableGradGuard eg;
+    Tensor y = fn(leaves);
+    if (y.requires_grad()) run_backward(y, g);
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (needs[i] && !leaves[i].grad().defined()) grads.push_back(Tensor::zeros(inputs[i].shape(), inputs[i].dtype(), inputs[i].device()));
+      else grads.push_back(needs[i] ? leaves[i].grad() : Tensor());
+    }
+    return grads;
+  });
+  return out;
+}
+
+}  // namespace eng

@@ -1,0 +1,83 @@
+// The define-by-run autograd tape (micrograd's idea, in C++).
+// Every differentiable op calls record() with its output, its inputs and a
+// backward closure that captures the saved tensors it needs. backward() walks
+// the graph in an iterative topological order, calls each closure once with
+// the summed gradient of its output, and accumulates (+=) into leaf .grad, so
+// gradient accumulation over micro-batches needs no extra code. A closure is
+// destroyed as soon as it has run, releasing its saved activations.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace eng {
+
+// grad: gradient of the op's output; needs[i]: whether input i wants a
+// gradient. Returns one tensor per input (undefined where needs[i] is false).
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<bool>& needs)>;
+
+struct Edge {
+  Shape shape;                       // the input's shape, checked against its gradient
+  DType dtype = DType::f32;
+  std::shared_ptr<Node> fn;          // the producer of a non-leaf input
+  std::shared_ptr<TensorImpl> leaf;  // or a leaf that requires grad
+  bool live() const { return fn || leaf; }
+};
+
+struct Node {
+  std::string name;        // the op's name, for error messages and debugging
+  std::vector<Edge> next;  // one per input, dead edges for inputs without grad
+  BackwardFn backward;
+  Tensor grad_out;         // sum of incoming gradients, filled during backward
+  int pending = 0;         // consumers not yet processed, used by backward()
+};
+
+bool grad_enabled();
+
+// Disables recording in its scope (torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Re-enables recording inside a no_grad scope (used by checkpoint's recompute).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when grad is enabled and any input requires grad.
+bool needs_record(const std::vector<Tensor>& inputs);
+
+// Attaches a node to `out` if needs_record(inputs); returns whether it did.
+bool record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn);
+
+// The same, but records even when no input requires grad (checkpoint uses it:
+// the parameters inside its block are not among its inputs).
+void record_always(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn);
+
+// Runs backward from `root` seeded with `grad` (ones for a scalar root).
+void run_backward(const Tensor& root, const Tensor& grad);
+
+// Activation checkpointing: runs fn(inputs) without recording, and in
+// backward runs it again with recording to get the gradients. Any randomness
+// inside fn must be derived from its inputs or fixed seeds so that the
+// recompute sees the same values (our dropout takes an explicit seed/offset).
+Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs);
+
+}  // namespace eng

@@ -1,0 +1,9 @@
+// Element-type conversion of n contiguous elements in host memory.
+#pragma once
+#include <cstdint>
+
+#include "engine/dtype.h"
+
+namespace eng {
+void cast(const void* src, DType src_t, void* dst, DType dst_t, int64_t n);
+}

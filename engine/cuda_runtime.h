@@ -1,0 +1,14 @@
+// The few CUDA runtime calls the engine core needs (device memory, copies,
+// device count), behind plain functions so that engine/ compiles without the
+// CUDA headers. cuda_runtime.cpp implements them with the CUDA runtime;
+// cuda_runtime_stub.cpp, used when ENGINE_CUDA is off, reports no devices.
+#pragma once
+#include <cstddef>
+
+namespace eng::cudart {
+bool built();
+int device_count();  // 0 when no GPU answers (or no driver), never throws
+void* malloc_device(size_t bytes, int device);
+void free_device(void* ptr);
+void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
+}  // namespace eng::cudart

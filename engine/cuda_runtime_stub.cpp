@@ -1,0 +1,14 @@
+// Stand-in for the CUDA runtime in builds without CUDA: no devices answer,
+// and any attempt to use one is a clear error.
+#include "engine/cuda_runtime.h"
+#include "engine/error.h"
+
+namespace eng::cudart {
+bool built() { return false; }
+int device_count() { return 0; }
+void* malloc_device(size_t, int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void free_device(void*) {}
+void memcpy(void*, bool, const void*, bool, size_t) {
+  ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");
+}
+}  // namespace eng::cudart

@@ -1,0 +1,93 @@
+// Devices, their caching allocators, and Stream/Event.
+// cpu: aligned host memory. emu: host memory posing as device memory (the
+// CUDA-on-CPU emulator runs kernels on it). cuda: cudaMalloc, present only in
+// builds with ENGINE_CUDA; asking for it elsewhere is an error, not a crash.
+// Each device has one caching allocator: freed blocks go to a free list keyed
+// by their rounded size and are reused, as PyTorch's allocator does, so a
+// training step allocates from the system only on its first iteration.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace eng {
+
+enum class DeviceType : uint8_t { cpu, cuda, emu };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0", "emu"
+  static Device parse(const std::string& s);  // "cpu" | "emu" | "cuda" | "cuda:N"
+};
+inline const Device kCPU{DeviceType::cpu, 0};
+
+bool cuda_built();       // compiled with the CUDA toolkit
+bool cuda_available();   // a GPU answers at run time
+Device device_auto();    // cuda when a GPU answers, else cpu
+
+struct MemoryStats {
+  size_t current_bytes = 0;  // bytes held by live tensors
+  size_t peak_bytes = 0;     // high-water mark of current_bytes
+  size_t cached_bytes = 0;   // bytes held in free lists, ready for reuse
+  size_t system_allocs = 0;  // how many times the system allocator was called
+};
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(Device dev) : dev_(dev) {}
+  ~CachingAllocator();
+  void* allocate(size_t bytes);
+  void release(void* ptr, size_t bytes);
+  void empty_cache();  // return every cached block to the system
+  MemoryStats stats() const;
+  void reset_peak();
+
+ private:
+  static size_t round_size(size_t bytes);
+  void* system_alloc(size_t bytes);
+  void system_free(void* ptr);
+  Device dev_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // rounded size -> cached block
+  MemoryStats stats_;
+};
+
+CachingAllocator& allocator_for(Device dev);
+
+// Copies bytes between any two devices (memcpy for cpu/emu, cudaMemcpy for cuda).
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+
+// Streams order work on a device. On cpu and emu every op runs to completion
+// before it returns, so a stream is an ordered no-op and an event is always
+// complete; on cuda they wrap cudaStream_t / cudaEvent_t (later issues).
+class Stream {
+ public:
+  explicit Stream(Device dev = kCPU) : dev_(dev) {}
+  Device device() const { return dev_; }
+  void synchronize() const {}
+  void* native() const { return native_; }
+
+ private:
+  Device dev_;
+  void* native_ = nullptr;
+};
+
+class Event {
+ public:
+  void record(const Stream&) { recorded_ = true; }
+  void wait(const Stream&) const {}
+  bool query() const { return true; }
+  void synchronize() const {}
+  bool recorded() const { return recorded_; }
+
+ private:
+  bool recorded_ = false;
+};
+
+}  // namespace eng

@@ -1,0 +1,55 @@
+// Layer construction (initialisation) and forward passes.
+#include "engine/nn/layers.h"
+
+#include <cmath>
+
+#include "engine/ops.h"
+
+namespace eng {
+
+// Seeds for the weights and biases of one layer must differ, or a square
+// layer's bias would repeat the first row of its weight.
+static uint64_t sub_seed(uint64_t seed, uint64_t k) { return seed * 1000003ull + k; }
+
+Linear::Linear(int64_t in, int64_t out, Bias b, const InitOptions& init) {
+  // torch.nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
+  const float bound = 1.0f / std::sqrt(float(in));
+  Tensor w = init.std > 0 ? Tensor::randn({out, in}, sub_seed(init.seed, 0), init.std, init.dtype, init.device)
+                          : Tensor::uniform({out, in}, sub_seed(init.seed, 0), -bound, bound, init.dtype, init.device);
+  weight = register_parameter("weight", w);
+  if (b == Bias::yes) {
+    Tensor bt = init.std > 0 ? Tensor::zeros({out}, init.dtype, init.device)
+                             : Tensor::uniform({out}, sub_seed(init.seed, 1), -bound, bound, init.dtype, init.device);
+    bias = register_parameter("bias", bt);
+  }
+}
+
+LayerNorm::LayerNorm(int64_t C, const InitOptions& init, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", Tensor::full({C}, 1.0, init.dtype, init.device));
+  bias = register_parameter("bias", Tensor::zeros({C}, init.dtype, init.device));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return layernorm(x, weight, bias, eps); }
+
+Embedding::Embedding(int64_t V, int64_t C, const InitOptions& init) {
+  const float std = init.std > 0 ? init.std : 1.0f;  // torch.nn.Embedding: N(0, 1)
+  weight = register_parameter("weight", Tensor::randn({V, C}, sub_seed(init.seed, 0), std, init.dtype, init.device));
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+MLP::MLP(int64_t in, int64_t hidden, int64_t out, Activation a, const InitOptions& init) : act(a) {
+  InitOptions i1 = init, i2 = init;
+  i1.seed = sub_seed(init.seed, 10);
+  i2.seed = sub_seed(init.seed, 11);
+  fc1 = register_module("fc1", std::make_shared<Linear>(in, hidden, Bias::yes, i1));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, out, Bias::yes, i2));
+}
+
+Tensor MLP::forward(const Tensor& x) const {
+  Tensor h = fc1->forward(x);
+  h = act == Activation::gelu ? gelu(h) : relu(h);
+  return fc2->forward(h);
+}
+
+}  // namespace eng

@@ -1,0 +1,55 @@
+// The basic layers: Linear, LayerNorm, Embedding, MLP. Initialisation follows
+// PyTorch's defaults unless a std is given (GPT-2 passes 0.02); every random
+// init takes an explicit seed so two runs build the same model.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "engine/nn/module.h"
+#include "engine/ops.h"
+
+namespace eng {
+
+enum class Bias : uint8_t { no, yes };
+enum class Activation : uint8_t { relu, gelu };
+
+struct InitOptions {
+  uint64_t seed = 0;
+  DType dtype = DType::f32;
+  Device device = kCPU;
+  float std = 0.f;  // > 0: weights N(0, std); 0: PyTorch's default for the layer
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, Bias bias, const InitOptions& init);
+  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor weight;  // (out, in), as torch.nn.Linear
+  Tensor bias;    // (out) or undefined
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t C, const InitOptions& init, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const;
+  Tensor weight, bias;
+  double eps;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t V, int64_t C, const InitOptions& init);
+  Tensor forward(const Tensor& ids) const;
+  Tensor weight;  // (V, C)
+};
+
+// fc2(act(fc1(x))), the two-layer perceptron used as the transformer's MLP.
+class MLP : public Module {
+ public:
+  MLP(int64_t in, int64_t hidden, int64_t out, Activation act, const InitOptions& init);
+  Tensor forward(const Tensor& x) const;
+  std::shared_ptr<Linear> fc1, fc2;
+  Activation act;
+};
+
+}  // namespace eng

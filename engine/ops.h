@@ -1,0 +1,67 @@
+// Engine-facing ops: each checks shapes, dtypes and devices (errors name the
+// op and the shapes), dispatches to the kernel for the tensor's device, and
+// records its backward on the autograd tape. Each op lives in
+// engine/ops/<op>.cpp with its backward beside its forward.
+// Floating ops run on f32 (training) and f64 (gradient checks) on the cpu device.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "kernels/gemm/gemm.h"
+
+namespace eng {
+
+// Trans (N or T) comes from kernels/gemm/gemm.h.
+enum class Causal : uint8_t { no, yes };
+
+// C = op(A) @ op(B) (+ bias over the last dim). A is (..., M, K) (or (..., K, M)
+// with Trans::T), B is (K, N) / (N, K) shared by every batch, or batched with
+// the same leading dims as A.
+Tensor matmul(const Tensor& a, const Tensor& b, Trans ta = Trans::N, Trans tb = Trans::N,
+              const Tensor& bias = Tensor());
+// PyTorch's nn.functional.linear: x (..., in) @ w(out, in)^T + b(out).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+Tensor add(const Tensor& a, const Tensor& b);  // same shape (residual add)
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);  // elementwise, same shape
+Tensor scale(const Tensor& x, double s);       // s * x
+Tensor gelu(const Tensor& x);                  // tanh approximation, as GPT-2
+Tensor relu(const Tensor& x);
+
+// Normalises over the last dim C; w and b are (C).
+Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
+// Softmax over the last dim. Causal::yes needs x (..., T, T) and masks keys j > query i.
+Tensor softmax(const Tensor& x, Causal causal = Causal::no);
+// Causal self-attention, q/k/v (B, T, NH, HS) -> (B, T, NH, HS), scaled by 1/sqrt(HS).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v);
+
+// Mean over non-ignored rows of -log softmax(logits)[target]; logits (N, V), targets i32 (N).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+Tensor mse_loss(const Tensor& pred, const Tensor& target);  // mean of squared differences
+// Rows of weight (V, C) picked by ids (i32, any shape) -> (ids..., C).
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+
+Tensor permute(const Tensor& x, const std::vector<int>& dims);
+Tensor transpose(const Tensor& x, int d0, int d1);
+
+Tensor sum(const Tensor& x);                                   // scalar
+Tensor mean(const Tensor& x);                                  // scalar
+Tensor sum(const Tensor& x, int dim, bool keepdim = false);    // along one dim
+Tensor mean(const Tensor& x, int dim, bool keepdim = false);
+
+Tensor concat(const std::vector<Tensor>& xs, int dim);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim);
+
+// Inverted dropout: keeps each element with probability 1-p and scales it by
+// 1/(1-p). The mask comes from a counter-based RNG at (seed, offset + index),
+// so it is reproducible and the same on every device.
+Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+
+// In-place helpers for optimizers and gradient accumulation; never recorded.
+void add_(Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha * src
+void scale_(Tensor& t, double s);
+void fill_(Tensor& t, double value);
+
+}  // namespace eng

@@ -1,0 +1,38 @@
+// gelu and relu; both save their input and recompute the local derivative.
+#include "engine/ops/op_common.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng {
+using namespace detail;
+
+Tensor gelu(const Tensor& x) {
+  const DType t = check_float_inputs("gelu", {x});
+  Tensor out = empty_like(x);
+  dispatch_float(t, [&]<typename T>() { cpu::gelu_forward(x.data<T>(), out.data<T>(), x.numel()); });
+  Tensor sx = needs_record({x}) ? x.detach() : Tensor();
+  record("gelu", out, {x}, [sx](const Tensor& g, const std::vector<bool>&) {
+    Tensor dx = empty_like(g);
+    dispatch_float(g.dtype(), [&]<typename T>() {
+      cpu::gelu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel());
+    });
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  const DType t = check_float_inputs("relu", {x});
+  Tensor out = empty_like(x);
+  dispatch_float(t, [&]<typename T>() { cpu::relu_forward(x.data<T>(), out.data<T>(), x.numel()); });
+  Tensor sx = needs_record({x}) ? x.detach() : Tensor();
+  record("relu", out, {x}, [sx](const Tensor& g, const std::vector<bool>&) {
+    Tensor dx = empty_like(g);
+    dispatch_float(g.dtype(), [&]<typename T>() {
+      cpu::relu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel());
+    });
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
+}  // namespace eng

@@ -1,0 +1,109 @@
+// permute, transpose, concat and split: explicit copies (tensors stay
+// contiguous, as in llm.c), each with the inverse copy as its backward.
+#include <numeric>
+
+#include "engine/ops/op_common.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng {
+using namespace detail;
+
+Tensor permute(const Tensor& x, const std::vector<int>& dims) {
+  const DType t = check_float_inputs("permute", {x});
+  const int nd = x.ndim();
+  ENGINE_CHECK(int(dims.size()) == nd && nd <= 8, "permute: ", dims.size(), " dims given for ", x.desc());
+  std::vector<int> d(dims.size()), seen(size_t(nd), 0);
+  for (int i = 0; i < nd; ++i) {
+    d[size_t(i)] = norm_dim("permute", dims[size_t(i)], nd);
+    ENGINE_CHECK(!seen[size_t(d[size_t(i)])]++, "permute: dim ", dims[size_t(i)], " repeated for ", x.desc());
+  }
+  Shape os(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) os[size_t(i)] = x.size(d[size_t(i)]);
+  Tensor out = Tensor::empty(os, t, x.device());
+  dispatch_float(t, [&]<typename T>() { cpu::permute(x.data<T>(), out.data<T>(), x.shape().data(), d.data(), nd); });
+  std::vector<int> inv(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) inv[size_t(d[size_t(i)])] = i;
+  record("permute", out, {x}, [inv](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{permute(g, inv)};
+  });
+  return out;
+}
+
+Tensor transpose(const Tensor& x, int d0, int d1) {
+  std::vector<int> dims(size_t(x.ndim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[size_t(norm_dim("transpose", d0, x.ndim()))], dims[size_t(norm_dim("transpose", d1, x.ndim()))]);
+  return permute(x, dims);
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int dim) {
+  ENGINE_CHECK(!xs.empty(), "concat: no tensors given");
+  const DType t = check_float_inputs("concat", xs);
+  const int nd = xs[0].ndim();
+  const int d = norm_dim("concat", dim, nd);
+  Shape os = xs[0].shape();
+  os[size_t(d)] = 0;
+  for (const Tensor& x : xs) {
+    ENGINE_CHECK(x.ndim() == nd, "concat: ranks differ: ", descs(xs));
+    for (int i = 0; i < nd; ++i)
+      ENGINE_CHECK(i == d || x.size(i) == xs[0].size(i), "concat: shapes differ outside dim ", dim, ": ",
+                   descs(xs));
+    os[size_t(d)] += x.size(d);
+  }
+  Tensor out = Tensor::empty(os, t, xs[0].device());
+  const int64_t outer = shape_numel(Shape(os.begin(), os.begin() + d));
+  const int64_t inner = shape_numel(Shape(os.begin() + d + 1, os.end()));
+  std::vector<int64_t> sizes;
+  dispatch_float(t, [&]<typename T>() {
+    int64_t col = 0;
+    for (const Tensor& x : xs) {
+      const int64_t cols = x.size(d) * inner;
+      cpu::copy_rows(x.data<T>(), cols, out.data<T>() + col, os[size_t(d)] * inner, outer, cols);
+      col += cols;
+      sizes.push_back(x.size(d));
+    }
+  });
+  record("concat", out, xs, [sizes, d](const Tensor& g, const std::vector<bool>&) { return split(g, sizes, d); });
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim) {
+  const DType t = check_float_inputs("split", {x});
+  const int d = norm_dim("split", dim, x.ndim());
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    ENGINE_CHECK(s >= 0, "split: negative size for ", x.desc());
+    total += s;
+  }
+  ENGINE_CHECK(total == x.size(d), "split: sizes sum to ", total, " but dim ", dim, " of ", x.desc(), " is ",
+               x.size(d));
+  const int64_t outer = shape_numel(Shape(x.shape().begin(), x.shape().begin() + d));
+  const int64_t inner = shape_numel(Shape(x.shape().begin() + d + 1, x.shape().end()));
+  std::vector<Tensor> outs;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    Shape os = x.shape();
+    os[size_t(d)] = s;
+    Tensor out = Tensor::empty(os, t, x.device());
+    dispatch_float(t, [&]<typename T>() {
+      cpu::copy_rows(x.data<T>() + start * inner, x.size(d) * inner, out.data<T>(), s * inner, outer, s * inner);
+    });
+    // Each piece is its own node: its gradient lands in its slot of a zero tensor.
+    const Shape full = x.shape();
+    const int64_t off = start;
+    record("split", out, {x}, [full, d, off, s](const Tensor& g, const std::vector<bool>&) {
+      Tensor dx = Tensor::zeros(full, g.dtype(), g.device());
+      const int64_t o = shape_numel(Shape(full.begin(), full.begin() + d));
+      const int64_t in = shape_numel(Shape(full.begin() + d + 1, full.end()));
+      dispatch_float(g.dtype(), [&]<typename T>() {
+        cpu::copy_rows(g.data<T>(), s * in, dx.data<T>() + off * in, full[size_t(d)] * in, o, s * in);
+      });
+      return std::vector<Tensor>{dx};
+    });
+    outs.push_back(out);
+    start += s;
+  }
+  return outs;
+}
+
+}  // namespace eng

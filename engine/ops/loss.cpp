@@ -1,0 +1,68 @@
+// Losses: fused softmax cross-entropy (mean over non-ignored rows) and MSE.
+#include <cstring>
+
+#include "engine/ops/op_common.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng {
+using namespace detail;
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
+  const DType t = check_float_inputs("cross_entropy", {logits});
+  ENGINE_CHECK(logits.ndim() == 2, "cross_entropy: logits must be (N, V), got ", logits.desc());
+  check_ids("cross_entropy", targets, logits);
+  const int64_t N = logits.size(0), V = logits.size(1);
+  ENGINE_CHECK(targets.shape() == Shape{N}, "cross_entropy: targets ", targets.desc(), " do not match logits ",
+               logits.desc());
+  const int32_t* tg = targets.data<int32_t>();
+  int64_t valid = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    if (tg[r] == ignore_index) continue;
+    ENGINE_CHECK(tg[r] >= 0 && tg[r] < V, "cross_entropy: target ", tg[r], " at row ", r,
+                 " outside the vocabulary [0, ", V, ")");
+    ++valid;
+  }
+  Tensor losses = Tensor::empty({N}, t, logits.device()), lse = Tensor::empty({N}, t, logits.device());
+  double total = 0;
+  dispatch_float(t, [&]<typename T>() {
+    cpu::cross_entropy_forward(logits.data<T>(), tg, losses.data<T>(), lse.data<T>(), N, V, ignore_index);
+    total = cpu::sum_all(losses.data<T>(), N);
+  });
+  // PyTorch returns NaN when every target is ignored; we return 0 with zero
+  // gradient instead, so a fully padded micro-batch cannot poison a step.
+  const double mean_loss = valid ? total / double(valid) : 0.0;
+  Tensor out = Tensor::full({}, mean_loss, t, logits.device());
+  const bool rec = needs_record({logits});
+  Tensor sl = rec ? logits.detach() : Tensor(), st = rec ? targets : Tensor();
+  record("cross_entropy", out, {logits}, [sl, st, lse, N, V, valid, ignore_index](const Tensor& g,
+                                                                                 const std::vector<bool>&) {
+    Tensor dl = empty_like(sl);
+    dispatch_float(g.dtype(), [&]<typename T>() {
+      const T scale = valid ? T(g.item()) / T(valid) : T(0);
+      cpu::cross_entropy_backward(sl.data<T>(), lse.data<T>(), st.data<int32_t>(), scale, dl.data<T>(), N, V,
+                                  ignore_index);
+    });
+    return std::vector<Tensor>{dl};
+  });
+  return out;
+}
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target) {
+  const DType t = check_float_inputs("mse_loss", {pred, target});
+  check_same_shape("mse_loss", pred, target);
+  double m = 0;
+  dispatch_float(t, [&]<typename T>() { m = cpu::mse_forward(pred.data<T>(), target.data<T>(), pred.numel()); });
+  Tensor out = Tensor::full({}, m, t, pred.device());
+  const bool rec = needs_record({pred, target});
+  Tensor sp = rec ? pred.detach() : Tensor(), st = rec ? target.detach() : Tensor();
+  record("mse_loss", out, {pred, target}, [sp, st](const Tensor& g, const std::vector<bool>& needs) {
+    Tensor dp = empty_like(sp);
+    dispatch_float(g.dtype(), [&]<typename T>() {
+      cpu::mse_backward(sp.data<T>(), st.data<T>(), T(g.item()), dp.data<T>(), sp.numel());
+    });
+    return std::vector<Tensor>{dp, needs[1] ? scale(dp, -1.0) : Tensor()};
+  });
+  return out;
+}
+
+}  // namespace eng

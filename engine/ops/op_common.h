@@ -1,0 +1,62 @@
+// Checks and dtype dispatch shared by the engine-facing ops (private to engine/ops).
+// Every error names the op and the tensors involved, e.g.
+//   "matmul: inner dimensions differ: f32(2, 3) on cpu @ f32(4, 5) on cpu"
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "engine/tensor.h"
+
+namespace eng::detail {
+
+inline std::string descs(const std::vector<Tensor>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].desc();
+  return s;
+}
+
+// All defined tensors on one device, with a floating dtype the cpu kernels
+// handle (f32, f64), and the same dtype. Returns that dtype.
+inline DType check_float_inputs(const char* op, const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) ENGINE_CHECK(t.defined(), op, ": undefined input tensor");
+  const Tensor& t0 = ts[0];
+  for (const Tensor& t : ts) {
+    ENGINE_CHECK(t.device() == t0.device(), op, ": inputs on different devices: ", descs(ts));
+    ENGINE_CHECK(t.dtype() == t0.dtype(), op, ": inputs of different dtypes: ", descs(ts));
+  }
+  ENGINE_CHECK(t0.dtype() == DType::f32 || t0.dtype() == DType::f64, op, ": dtype ", dtype_name(t0.dtype()),
+               " not supported (f32 or f64; convert with .to(DType::f32)): ", descs(ts));
+  ENGINE_CHECK(t0.device().type == DeviceType::cpu, op, ": no kernel for device ", t0.device().str(),
+               " yet (the CUDA backend issues add it): ", descs(ts));
+  return t0.dtype();
+}
+
+inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
+  ENGINE_CHECK(a.shape() == b.shape(), op, ": shapes differ: ", a.desc(), " and ", b.desc());
+}
+
+inline void check_ids(const char* op, const Tensor& ids, const Tensor& like) {
+  ENGINE_CHECK(ids.dtype() == DType::i32, op, ": indices must be i32, got ", ids.desc());
+  ENGINE_CHECK(ids.device() == like.device(), op, ": indices ", ids.desc(), " and data ", like.desc(),
+               " on different devices");
+}
+
+// Calls f.template operator()<T>() with T = float or double for the dtype.
+template <typename F>
+decltype(auto) dispatch_float(DType t, F&& f) {
+  if (t == DType::f64) return f.template operator()<double>();
+  return f.template operator()<float>();
+}
+
+inline int norm_dim(const char* op, int dim, int ndim) {
+  const int d = dim < 0 ? dim + ndim : dim;
+  ENGINE_CHECK(d >= 0 && d < ndim, op, ": dim ", dim, " out of range for ", ndim, "-d tensor");
+  return d;
+}
+
+inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+
+}  // namespace eng::detail

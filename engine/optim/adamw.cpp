@@ -1,0 +1,50 @@
+// AdamW: decoupled weight decay and bias correction, as torch.optim.AdamW.
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/optim/optimizer.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng {
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps)
+    : Optimizer(std::move(groups), lr), beta1_(beta1), beta2_(beta2), eps_(eps) {}
+
+void AdamW::step() {
+  NoGradGuard ng;
+  if (m_.empty())
+    for (const ParamGroup& g : groups_)
+      for (const Tensor& p : g.params) {
+        m_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+        v_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      }
+  ++t_;
+  const double bc1 = 1.0 - std::pow(beta1_, double(t_)), bc2 = 1.0 - std::pow(beta2_, double(t_));
+  size_t k = 0;
+  for (ParamGroup& g : groups_)
+    for (Tensor& p : g.params) {
+      Tensor grad = p.grad();
+      const size_t i = k++;
+      if (!grad.defined()) continue;  // unused this step, as torch skips it (state still advances t)
+      ENGINE_CHECK(p.device().type == DeviceType::cpu, "AdamW: no kernel for ", p.desc(), " yet");
+      const double lr = lr_ * g.lr_scale;
+      if (p.dtype() == DType::f64)
+        cpu::adamw_step(p.data<double>(), grad.data<double>(), m_[i].data<double>(), v_[i].data<double>(), p.numel(),
+                        lr, beta1_, beta2_, eps_, g.weight_decay, bc1, bc2);
+      else
+        cpu::adamw_step(p.data<float>(), grad.data<float>(), m_[i].data<float>(), v_[i].data<float>(), p.numel(), lr,
+                        beta1_, beta2_, eps_, g.weight_decay, bc1, bc2);
+    }
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
+  std::vector<std::pair<std::string, Tensor>> s;
+  for (size_t i = 0; i < m_.size(); ++i) {
+    s.emplace_back("exp_avg." + std::to_string(i), m_[i]);
+    s.emplace_back("exp_avg_sq." + std::to_string(i), v_[i]);
+  }
+  return s;
+}
+
+}  // namespace eng

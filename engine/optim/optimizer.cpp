@@ -1,0 +1,26 @@
+// Optimizer base and parameter grouping.
+#include "engine/optim/optimizer.h"
+
+#include "engine/error.h"
+
+namespace eng {
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
+  for (const ParamGroup& g : groups_)
+    for (const Tensor& p : g.params)
+      ENGINE_CHECK(p.is_leaf() && p.requires_grad(), "optimizer: parameter ", p.desc(),
+                   " is not a leaf that requires grad");
+}
+
+void Optimizer::zero_grad() {
+  for (ParamGroup& g : groups_)
+    for (Tensor& p : g.params) p.zero_grad();
+}
+
+std::vector<ParamGroup> decay_groups(const std::vector<Tensor>& params, double weight_decay) {
+  ParamGroup decay{{}, weight_decay, 1.0}, no_decay{{}, 0.0, 1.0};
+  for (const Tensor& p : params) (p.ndim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
+}  // namespace eng

@@ -1,0 +1,46 @@
+// SGD with momentum, dampening, Nesterov and coupled weight decay, as torch.optim.SGD.
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/optim/optimizer.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng {
+
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double dampening, Nesterov nesterov)
+    : Optimizer(std::move(groups), lr), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
+  ENGINE_CHECK(nesterov == Nesterov::no || (momentum > 0 && dampening == 0),
+               "SGD: Nesterov needs momentum > 0 and zero dampening");
+}
+
+void SGD::step() {
+  NoGradGuard ng;
+  const bool first = buf_.empty();
+  if (first)
+    for (const ParamGroup& g : groups_)
+      for (const Tensor& p : g.params) buf_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+  ++t_;
+  size_t k = 0;
+  for (ParamGroup& g : groups_)
+    for (Tensor& p : g.params) {
+      Tensor grad = p.grad();
+      const size_t i = k++;
+      if (!grad.defined()) continue;
+      ENGINE_CHECK(p.device().type == DeviceType::cpu, "SGD: no kernel for ", p.desc(), " yet");
+      const double lr = lr_ * g.lr_scale;
+      const bool nest = nesterov_ == Nesterov::yes;
+      if (p.dtype() == DType::f64)
+        cpu::sgd_step(p.data<double>(), grad.data<double>(), buf_[i].data<double>(), p.numel(), lr, momentum_,
+                      dampening_, g.weight_decay, nest, first);
+      else
+        cpu::sgd_step(p.data<float>(), grad.data<float>(), buf_[i].data<float>(), p.numel(), lr, momentum_,
+                      dampening_, g.weight_decay, nest, first);
+    }
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state() const {
+  std::vector<std::pair<std::string, Tensor>> s;
+  for (size_t i = 0; i < buf_.size(); ++i) s.emplace_back("momentum_buffer." + std::to_string(i), buf_[i]);
+  return s;
+}
+
+}  // namespace eng

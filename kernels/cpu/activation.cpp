@@ -1,0 +1,58 @@
+// GELU (tanh approximation, as GPT-2 and llm.c) and ReLU, forward and backward.
+//   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+//   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3*0.044715 x^2)
+// bytes: forward 8n, backward 12n (fp32); flops: ~20n forward, ~30n backward.
+#include <cmath>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng::cpu {
+
+constexpr int64_t kParallelMin = 1 << 14;
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCoef = 0.044715;
+
+template <typename T>
+void gelu_forward(const T* x, T* out, int64_t n) {
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    const T u = T(kSqrt2OverPi) * (xi + T(kGeluCoef) * xi * xi * xi);
+    out[i] = T(0.5) * xi * (T(1) + std::tanh(u));
+  }
+}
+
+template <typename T>
+void gelu_backward(const T* x, const T* dout, T* dx, int64_t n) {
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    const T u = T(kSqrt2OverPi) * (xi + T(kGeluCoef) * xi * xi * xi);
+    const T th = std::tanh(u);
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCoef) * xi * xi);
+    const T local = T(0.5) * (T(1) + th) + T(0.5) * xi * (T(1) - th * th) * du;
+    dx[i] = local * dout[i];
+  }
+}
+
+template <typename T>
+void relu_forward(const T* x, T* out, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] > T(0) ? x[i] : T(0);
+}
+
+template <typename T>
+void relu_backward(const T* x, const T* dout, T* dx, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dout[i] : T(0);
+}
+
+#define INSTANTIATE(T)                                              \
+  template void gelu_forward<T>(const T*, T*, int64_t);             \
+  template void gelu_backward<T>(const T*, const T*, T*, int64_t);  \
+  template void relu_forward<T>(const T*, T*, int64_t);             \
+  template void relu_backward<T>(const T*, const T*, T*, int64_t);
+INSTANTIATE(float)
+INSTANTIATE(double)
+
+}  // namespace eng::cpu

@@ -1,0 +1,78 @@
+// Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add and the
+// bias gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32,
+// flops = n (one op per element; bias_backward: rows*cols adds).
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng::cpu {
+
+// OpenMP costs a few microseconds per region, so small tensors stay serial.
+constexpr int64_t kParallelMin = 1 << 15;
+
+template <typename T>
+void add(const T* a, const T* b, T* out, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void sub(const T* a, const T* b, T* out, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
+}
+
+template <typename T>
+void mul(const T* a, const T* b, T* out, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+template <typename T>
+void scale(const T* x, T s, T* out, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = s * x[i];
+}
+
+template <typename T>
+void axpy(T* dst, const T* src, T alpha, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dst[i] += alpha * src[i];
+}
+
+template <typename T>
+void fill(T* dst, T value, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dst[i] = value;
+}
+
+template <typename T>
+void bias_add(T* out, const T* bias, int64_t rows, int64_t cols) {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] += bias[c];
+}
+
+template <typename T>
+void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
+  // Parallel over columns so each thread owns its outputs (no atomics) and the
+  // sum order is fixed, which keeps results deterministic.
+#pragma omp parallel for if (rows * cols > kParallelMin)
+  for (int64_t c = 0; c < cols; ++c) {
+    T s = 0;
+    for (int64_t r = 0; r < rows; ++r) s += dout[r * cols + c];
+    db[c] = s;
+  }
+}
+
+#define INSTANTIATE(T)                                          \
+  template void add<T>(const T*, const T*, T*, int64_t);        \
+  template void sub<T>(const T*, const T*, T*, int64_t);        \
+  template void mul<T>(const T*, const T*, T*, int64_t);        \
+  template void scale<T>(const T*, T, T*, int64_t);             \
+  template void axpy<T>(T*, const T*, T, int64_t);             \
+  template void fill<T>(T*, T, int64_t);                        \
+  template void bias_add<T>(T*, const T*, int64_t, int64_t);    \
+  template void bias_backward<T>(const T*, T*, int64_t, int64_t);
+INSTANTIATE(float)
+INSTANTIATE(double)
+
+}  // namespace eng::cpu

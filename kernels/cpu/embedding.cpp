@@ -1,0 +1,32 @@
+// Embedding lookup: out[i, :] = w[ids[i], :]; backward dw[ids[i], :] += dout[i, :].
+// The backward runs serially over tokens so repeated ids are summed in a fixed
+// order: deterministic, as the CUDA version must be too.
+// bytes: forward 8*n*C + 4n, backward 8*n*C + 4*V*C (fp32); flops: backward n*C.
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace eng::cpu {
+
+template <typename T>
+void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C) {
+#pragma omp parallel for if (n * C > 16384)
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * C, w + int64_t(ids[i]) * C, size_t(C) * sizeof(T));
+}
+
+template <typename T>
+void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C) {
+  for (int64_t i = 0; i < V * C; ++i) dw[i] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T* row = dw + int64_t(ids[i]) * C;
+    const T* d = dout + i * C;
+    for (int64_t c = 0; c < C; ++c) row[c] += d[c];
+  }
+}
+
+template void embedding_forward<float>(const float*, const int32_t*, float*, int64_t, int64_t);
+template void embedding_forward<double>(const double*, const int32_t*, double*, int64_t, int64_t);
+template void embedding_backward<float>(const float*, const int32_t*, float*, int64_t, int64_t, int64_t);
+template void embedding_backward<double>(const double*, const int32_t*, double*, int64_t, int64_t, int64_t);
+
+}  // namespace eng::cpu

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the engine builds and tests with. Idempotent:
+# packages already present are skipped, so re-running costs one dpkg query.
+# Usage: scripts/setup.sh [--torch]   (--torch adds python3-torch, needed only
+# to regenerate the committed PyTorch fixtures with scripts/make_fixtures.py)
+set -euo pipefail
+
+pkgs=(build-essential cmake ninja-build ccache pkg-config
+      libopenblas-dev libopenmpi-dev openmpi-bin libhdf5-dev
+      nlohmann-json3-dev catch2 clang-format python3)
+if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy); fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: all packages present"

@@ -1,0 +1,91 @@
+// Tensor basics: factories, views sharing storage, device and dtype copies,
+// the allocator's counters, and the 16-bit float conversions.
+#include <cmath>
+
+#include "engine/error.h"
+#include "tests/test_util.h"
+
+using namespace eng;
+
+TEST_CASE("tensor: from_vector round trip and shape queries", "[tensor]") {
+  Tensor t = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(t.ndim() == 2);
+  CHECK(t.size(-1) == 3);
+  CHECK(t.numel() == 6);
+  CHECK(t.to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK_THROWS_WITH(t.size(2), Catch::Contains("out of range"));
+}
+
+TEST_CASE("tensor: reshape and slice are views of the same storage", "[tensor]") {
+  Tensor t = Tensor::from_vector({0, 1, 2, 3, 4, 5, 6, 7}, {4, 2});
+  Tensor r = t.reshape({2, -1});
+  CHECK(r.shape() == Shape{2, 4});
+  Tensor s = t.slice(1, 3);
+  CHECK(s.shape() == Shape{2, 2});
+  CHECK(s.to_vector() == std::vector<float>{2, 3, 4, 5});
+  s.data<float>()[0] = 42;  // writes through to t
+  CHECK(t.to_vector()[2] == 42);
+  CHECK_THROWS_WITH(t.reshape({3, 3}), Catch::Contains("reshape") && Catch::Contains("(4, 2)"));
+  CHECK_THROWS_WITH(t.slice(3, 5), Catch::Contains("slice"));
+}
+
+TEST_CASE("tensor: dtype conversion rounds like IEEE", "[tensor]") {
+  // 1 + 2^-8 is exactly halfway between two bf16 values: ties go to even (1.0).
+  Tensor t = Tensor::from_vector({1.0f + 1.0f / 256, 3.14159265f, -2.5f, 65504.f, 1e-7f}, {5});
+  std::vector<float> b = t.to(DType::bf16).to(DType::f32).to_vector();
+  CHECK(b[0] == 1.0f);
+  CHECK(b[1] == 3.140625f);
+  CHECK(b[2] == -2.5f);
+  std::vector<float> h = t.to(DType::f16).to(DType::f32).to_vector();
+  CHECK(h[1] == 3.140625f);  // nearest binary16 to pi
+  CHECK(h[3] == 65504.f);    // largest finite half
+  CHECK(std::fabs(h[4] - 1.1920929e-7f) < 1e-12f);  // subnormal half: 2 * 2^-24
+  CHECK(std::isinf(f16_to_float(float_to_f16(70000.f))));
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  for (int i = 0; i < 65536; i += 7) {  // every 7th half survives half -> float -> half
+    const uint16_t x = uint16_t(i);
+    const float f = f16_to_float(x);
+    if (!std::isnan(f)) CHECK(float_to_f16(f) == x);
+  }
+}
+
+TEST_CASE("tensor: copies between cpu and emu devices", "[tensor][device]") {
+  Tensor t = Tensor::from_vector({1, 2, 3}, {3});
+  Device emu = Device::parse("emu");
+  Tensor e = t.to(emu);
+  CHECK(e.device() == emu);
+  CHECK(e.to(kCPU).to_vector() == std::vector<float>{1, 2, 3});
+  CHECK(Device::parse("cuda:1").index == 1);
+  CHECK_THROWS_WITH(Device::parse("tpu"), Catch::Contains("unknown device 'tpu'"));
+  if (!cuda_available())
+    CHECK_THROWS_WITH(t.to(Device::parse("cuda")), Catch::Contains("cuda:0"));
+}
+
+TEST_CASE("allocator: caches freed blocks and tracks current and peak bytes", "[tensor][device]") {
+  CachingAllocator& a = allocator_for(kCPU);
+  a.empty_cache();
+  const MemoryStats before = a.stats();
+  {
+    Tensor t = Tensor::empty({1000}, DType::f32);  // 4000 B, rounded to 4096
+    CHECK(a.stats().current_bytes == before.current_bytes + 4096);
+    CHECK(a.stats().peak_bytes >= before.current_bytes + 4096);
+  }
+  CHECK(a.stats().current_bytes == before.current_bytes);
+  CHECK(a.stats().cached_bytes >= 4096);
+  const size_t sys = a.stats().system_allocs;
+  { Tensor t2 = Tensor::empty({1000}, DType::f32); }
+  CHECK(a.stats().system_allocs == sys);  // reused from the cache
+}
+
+TEST_CASE("tensor: randn is reproducible and roughly standard normal", "[tensor]") {
+  Tensor a = Tensor::randn({10000}, 7), b = Tensor::randn({10000}, 7), c = Tensor::randn({10000}, 8);
+  CHECK(a.to_vector() == b.to_vector());
+  CHECK(a.to_vector() != c.to_vector());
+  double m = 0, v = 0;
+  for (float x : a.to_vector()) m += x;
+  m /= 10000;
+  for (float x : a.to_vector()) v += (x - m) * (x - m);
+  v /= 10000;
+  CHECK(std::fabs(m) < 0.05);
+  CHECK(std::fabs(v - 1) < 0.05);
+}
