@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
 

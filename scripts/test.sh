@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sets up, builds and passes all tests (the README's test command; CI runs it).
+#  1. scripts/setup.sh installs the Debian packages (idempotent).
+#  2. The main build: warnings are errors, CUDA on when nvcc is found
+#     (architectures 80;90 unless CMAKE_CUDA_ARCHITECTURES is set); ctest.
+#  3. The sanitizer build: ASan + UBSan, CPU-only (so it also proves the
+#     engine builds without the CUDA toolkit); ctest again.
+#  4. The layout check: every C++ file matches .clang-format.
+# Environment: JOBS (default: nproc), SKIP_SANITIZE=1 to skip step 3 locally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+start=$(date +%s)
+
+bash scripts/setup.sh
+
+echo "== main build"
+cmake -S . -B build -G Ninja -DENGINE_WERROR=ON
+cmake --build build -j "$JOBS"
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+if [[ "${SKIP_SANITIZE:-0}" != "1" ]]; then
+  echo "== sanitizer build (ASan + UBSan, CPU only)"
+  cmake -S . -B build-asan -G Ninja -DENGINE_WERROR=ON -DENGINE_SANITIZE=ON -DENGINE_CUDA=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake --build build-asan -j "$JOBS" --target engine_tests
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+fi
+
+echo "== layout (clang-format)"
+bash scripts/format.sh --check
+
+echo "== test.sh took $(( $(date +%s) - start )) s"
