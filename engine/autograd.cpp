@@ -33,8 +33,10 @@ void record_always(const char* name, Tensor& out, const std::vector<Tensor>& inp
     if (t.defined() && t.requires_grad()) {
       e.shape = t.shape();
       e.dtype = t.dtype();
-      if (t.is_leaf()) e.leaf = t.impl_ptr();
-      else e.fn = t.impl()->grad_fn;
+      if (t.is_leaf())
+        e.leaf = t.impl_ptr();
+      else
+        e.fn = t.impl()->grad_fn;
     }
     node->next.push_back(std::move(e));
   }
@@ -64,9 +66,24 @@ static void accumulate_leaf(TensorImpl* leaf, const Tensor& g) {
   }
 }
 
+static void fire_final_hooks(TensorImpl* leaf) {
+  for (auto& hook : leaf->final_hooks) {
+    Tensor g(leaf->grad);
+    hook(g);
+  }
+}
+
+// A checkpoint node's backward runs a nested backward that adds into leaves
+// (its block's parameters) the outer graph has no edges to, so the outer
+// backward cannot tell when those leaves are final. Nested backwards therefore
+// never fire hooks: they report finished leaves to the outermost backward,
+// which holds back every hook while a checkpoint node is still pending.
+static thread_local std::vector<std::shared_ptr<TensorImpl>>* g_finished_leaves = nullptr;
+
 void run_backward(const Tensor& root, const Tensor& grad) {
   ENGINE_CHECK(root.requires_grad(), "backward: ", root.desc(), " does not require grad (nothing recorded)");
   NoGradGuard no_grad;
+  const bool nested = g_finished_leaves != nullptr;
   Tensor seed = grad;
   if (!seed.defined()) {
     ENGINE_CHECK(root.numel() == 1, "backward: a non-scalar root ", root.desc(), " needs an explicit gradient");
@@ -75,10 +92,10 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   ENGINE_CHECK(seed.shape() == root.shape(), "backward: gradient ", seed.desc(), " for root ", root.desc());
   if (root.is_leaf()) {
     accumulate_leaf(root.impl(), seed);
-    for (auto& hook : root.impl()->final_hooks) {
-      Tensor g(root.impl()->grad);
-      hook(g);
-    }
+    if (nested)
+      g_finished_leaves->push_back(root.impl_ptr());
+    else
+      fire_final_hooks(root.impl());
     return;
   }
 
@@ -87,11 +104,12 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   std::vector<Node*> stack{root.impl()->grad_fn.get()};
   std::unordered_map<Node*, bool> seen{{stack.back(), true}};
   std::unordered_map<TensorImpl*, int> leaf_pending;
+  int checkpoints_left = 0;
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    ENGINE_CHECK(n->backward, "backward: the graph through '", n->name,
-                 "' was already freed by an earlier backward()");
+    ENGINE_CHECK(n->backward, "backward: the graph through '", n->name, "' was already freed by an earlier backward()");
+    if (n->nested_backward) ++checkpoints_left;
     for (Edge& e : n->next) {
       if (e.fn) {
         ++e.fn->pending;
@@ -105,6 +123,32 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     }
   }
 
+  // Leaves whose contributions (from this graph or a nested one) are complete
+  // but whose hooks wait for the remaining checkpoint nodes.
+  std::vector<std::shared_ptr<TensorImpl>> finished;
+  struct Restore {
+    std::vector<std::shared_ptr<TensorImpl>>* prev;
+    ~Restore() { g_finished_leaves = prev; }
+  } restore{g_finished_leaves};
+  if (!nested) g_finished_leaves = &finished;
+  auto leaf_done = [&](const std::shared_ptr<TensorImpl>& leaf) {
+    if (nested || checkpoints_left > 0)
+      g_finished_leaves->push_back(leaf);
+    else
+      fire_final_hooks(leaf.get());
+  };
+  auto flush = [&] {  // each held-back leaf once, unless this graph still owes it a contribution
+    std::unordered_map<TensorImpl*, bool> fired;
+    for (const auto& leaf : finished) {
+      auto it = leaf_pending.find(leaf.get());
+      if ((it == leaf_pending.end() || it->second == 0) && !fired[leaf.get()]) {
+        fired[leaf.get()] = true;
+        fire_final_hooks(leaf.get());
+      }
+    }
+    finished.clear();
+  };
+
   std::vector<std::shared_ptr<Node>> ready{root.impl()->grad_fn};
   ready.back()->grad_out = seed;
   while (!ready.empty()) {
@@ -113,6 +157,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     std::vector<bool> needs;
     for (const Edge& e : n->next) needs.push_back(e.live());
     std::vector<Tensor> grads = n->backward(n->grad_out, needs);
+    if (n->nested_backward && --checkpoints_left == 0 && !nested) flush();
     n->backward = nullptr;  // frees the saved tensors now, not at the end
     n->grad_out = Tensor();
     ENGINE_CHECK(grads.size() == n->next.size(), "backward of '", n->name, "' returned ", grads.size(),
@@ -129,15 +174,12 @@ void run_backward(const Tensor& root, const Tensor& grad) {
         if (--up->pending == 0) ready.push_back(e.fn);
       } else {
         accumulate_leaf(e.leaf.get(), g);
-        if (--leaf_pending[e.leaf.get()] == 0)
-          for (auto& hook : e.leaf->final_hooks) {
-            Tensor lg(e.leaf->grad);
-            hook(lg);
-          }
+        if (--leaf_pending[e.leaf.get()] == 0) leaf_done(e.leaf);
       }
     }
     n->next.clear();
   }
+  if (!nested) flush();
 }
 
 Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs) {
@@ -161,11 +203,14 @@ Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn, c
     if (y.requires_grad()) run_backward(y, g);
     std::vector<Tensor> grads;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (needs[i] && !leaves[i].grad().defined()) grads.push_back(Tensor::zeros(inputs[i].shape(), inputs[i].dtype(), inputs[i].device()));
-      else grads.push_back(needs[i] ? leaves[i].grad() : Tensor());
+      if (needs[i] && !leaves[i].grad().defined())
+        grads.push_back(Tensor::zeros(inputs[i].shape(), inputs[i].dtype(), inputs[i].device()));
+      else
+        grads.push_back(needs[i] ? leaves[i].grad() : Tensor());
     }
     return grads;
   });
+  out.impl()->grad_fn->nested_backward = true;
   return out;
 }
 

@@ -20,7 +20,7 @@ namespace eng {
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<bool>& needs)>;
 
 struct Edge {
-  Shape shape;                       // the input's shape, checked against its gradient
+  Shape shape;  // the input's shape, checked against its gradient
   DType dtype = DType::f32;
   std::shared_ptr<Node> fn;          // the producer of a non-leaf input
   std::shared_ptr<TensorImpl> leaf;  // or a leaf that requires grad
@@ -31,8 +31,11 @@ struct Node {
   std::string name;        // the op's name, for error messages and debugging
   std::vector<Edge> next;  // one per input, dead edges for inputs without grad
   BackwardFn backward;
-  Tensor grad_out;         // sum of incoming gradients, filled during backward
-  int pending = 0;         // consumers not yet processed, used by backward()
+  Tensor grad_out;  // sum of incoming gradients, filled during backward
+  int pending = 0;  // consumers not yet processed, used by backward()
+  // Set by checkpoint(): this node's backward runs a nested backward that
+  // adds into leaves the outer graph has no edges to.
+  bool nested_backward = false;
 };
 
 bool grad_enabled();

@@ -10,24 +10,42 @@ namespace eng {
 
 static double load(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::u16: return static_cast<const uint16_t*>(p)[i];
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f64:
+      return static_cast<const double*>(p)[i];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::i32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::u16:
+      return static_cast<const uint16_t*>(p)[i];
   }
   return 0;
 }
 
 static void store(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(float(v)); break;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_f16(float(v)); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); break;
-    case DType::u16: static_cast<uint16_t*>(p)[i] = uint16_t(v); break;
+    case DType::f32:
+      static_cast<float*>(p)[i] = float(v);
+      break;
+    case DType::f64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(p)[i] = float_to_bf16(float(v));
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(p)[i] = float_to_f16(float(v));
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(p)[i] = int32_t(v);
+      break;
+    case DType::u16:
+      static_cast<uint16_t*>(p)[i] = uint16_t(v);
+      break;
   }
 }
 

@@ -7,9 +7,9 @@
 
 #include "engine/error.h"
 
-#define CUDA_CHECK(call)                                                            \
-  do {                                                                              \
-    cudaError_t err_ = (call);                                                      \
+#define CUDA_CHECK(call)                                                             \
+  do {                                                                               \
+    cudaError_t err_ = (call);                                                       \
     ENGINE_CHECK(err_ == cudaSuccess, #call, " failed: ", cudaGetErrorString(err_)); \
   } while (0)
 

@@ -11,9 +11,12 @@ namespace eng {
 
 std::string Device::str() const {
   switch (type) {
-    case DeviceType::cpu: return "cpu";
-    case DeviceType::emu: return "emu";
-    case DeviceType::cuda: return cat("cuda:", index);
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::emu:
+      return "emu";
+    case DeviceType::cuda:
+      return cat("cuda:", index);
   }
   return "?";
 }
@@ -54,8 +57,10 @@ void* CachingAllocator::system_alloc(size_t bytes) {
 }
 
 void CachingAllocator::system_free(void* ptr) {
-  if (dev_.type == DeviceType::cuda) cudart::free_device(ptr);
-  else std::free(ptr);
+  if (dev_.type == DeviceType::cuda)
+    cudart::free_device(ptr);
+  else
+    std::free(ptr);
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
@@ -108,8 +113,8 @@ CachingAllocator& allocator_for(Device dev) {
   std::lock_guard<std::mutex> lock(mu);
   if (dev.type == DeviceType::cuda) {
     ENGINE_CHECK(cuda_built(), "device ", dev.str(), " requested but this build has no CUDA (ENGINE_CUDA=OFF)");
-    ENGINE_CHECK(dev.index < cudart::device_count(), "device ", dev.str(), " requested but ",
-                 cudart::device_count(), " CUDA device(s) answer");
+    ENGINE_CHECK(dev.index < cudart::device_count(), "device ", dev.str(), " requested but ", cudart::device_count(),
+                 " CUDA device(s) answer");
   }
   auto& slot = (*table)[{int(dev.type), dev.index}];
   if (!slot) slot = std::make_unique<CachingAllocator>(dev);

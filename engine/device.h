@@ -22,14 +22,14 @@ struct Device {
   DeviceType type = DeviceType::cpu;
   int index = 0;
   bool operator==(const Device&) const = default;
-  std::string str() const;  // "cpu", "cuda:0", "emu"
+  std::string str() const;                    // "cpu", "cuda:0", "emu"
   static Device parse(const std::string& s);  // "cpu" | "emu" | "cuda" | "cuda:N"
 };
 inline const Device kCPU{DeviceType::cpu, 0};
 
-bool cuda_built();       // compiled with the CUDA toolkit
-bool cuda_available();   // a GPU answers at run time
-Device device_auto();    // cuda when a GPU answers, else cpu
+bool cuda_built();      // compiled with the CUDA toolkit
+bool cuda_available();  // a GPU answers at run time
+Device device_auto();   // cuda when a GPU answers, else cpu
 
 struct MemoryStats {
   size_t current_bytes = 0;  // bytes held by live tensors

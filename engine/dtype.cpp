@@ -6,30 +6,37 @@
 
 namespace eng {
 
-void throw_error(const char* file, int line, const std::string& msg) {
-  throw Error(cat(file, ":", line, ": ", msg));
-}
+void throw_error(const char* file, int line, const std::string& msg) { throw Error(cat(file, ":", line, ": ", msg)); }
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f64: return 8;
+    case DType::f64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::bf16:
     case DType::f16:
-    case DType::u16: return 2;
+    case DType::u16:
+      return 2;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i32: return "i32";
-    case DType::u16: return "u16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::u16:
+      return "u16";
   }
   return "?";
 }
@@ -45,10 +52,10 @@ uint16_t float_to_f16(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow (after rounding) -> inf
-  if (absx < 0x38800000u) {                                   // subnormal or zero in f16
-    if (absx < 0x33000000u) return uint16_t(sign);            // below half the smallest subnormal
+  if (absx < 0x38800000u) {                                  // subnormal or zero in f16
+    if (absx < 0x33000000u) return uint16_t(sign);           // below half the smallest subnormal
     const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     // value = mant * 2^(exp-150) and the f16 subnormal unit is 2^-24, so the
     // f16 mantissa is mant >> (126 - exp), rounded to nearest even.
@@ -76,7 +83,10 @@ float f16_to_float(uint16_t h) {
       out = sign;
     } else {  // normalise the subnormal
       int e = -1;
-      do { mant <<= 1; ++e; } while (!(mant & 0x400u));
+      do {
+        mant <<= 1;
+        ++e;
+      } while (!(mant & 0x400u));
       out = sign | (uint32_t(112 - e) << 23) | ((mant & 0x3ffu) << 13);
     }
   } else {

@@ -15,9 +15,7 @@ enum class DType : uint8_t { f32, f64, bf16, f16, i32, u16 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 DType dtype_from_name(const std::string& name);  // "f32", "bf16", ... ; throws on unknown
-inline bool is_floating(DType t) {
-  return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16;
-}
+inline bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16; }
 
 // bf16 is the top half of an IEEE float; round to nearest even, keep NaN a NaN.
 inline uint16_t float_to_bf16(float f) {
@@ -33,7 +31,7 @@ inline float bf16_to_float(uint16_t h) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-uint16_t float_to_f16(float f);   // IEEE binary16, round to nearest even
+uint16_t float_to_f16(float f);  // IEEE binary16, round to nearest even
 float f16_to_float(uint16_t h);
 
 }  // namespace eng

@@ -25,8 +25,8 @@ std::string cat(const Args&... args) {
 
 }  // namespace eng
 
-#define ENGINE_CHECK(cond, ...)                                        \
-  do {                                                                 \
+#define ENGINE_CHECK(cond, ...)                                                   \
+  do {                                                                            \
     if (!(cond)) ::eng::throw_error(__FILE__, __LINE__, ::eng::cat(__VA_ARGS__)); \
   } while (0)
 

@@ -46,9 +46,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor permute(const Tensor& x, const std::vector<int>& dims);
 Tensor transpose(const Tensor& x, int d0, int d1);
 
-Tensor sum(const Tensor& x);                                   // scalar
-Tensor mean(const Tensor& x);                                  // scalar
-Tensor sum(const Tensor& x, int dim, bool keepdim = false);    // along one dim
+Tensor sum(const Tensor& x);                                 // scalar
+Tensor mean(const Tensor& x);                                // scalar
+Tensor sum(const Tensor& x, int dim, bool keepdim = false);  // along one dim
 Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 
 Tensor concat(const std::vector<Tensor>& xs, int dim);

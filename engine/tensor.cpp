@@ -22,9 +22,7 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
-  data = allocator_for(dev).allocate(nbytes);
-}
+Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) { data = allocator_for(dev).allocate(nbytes); }
 Storage::~Storage() { allocator_for(device).release(data, bytes); }
 
 static bool host_memory(Device d) { return d.type != DeviceType::cuda; }
@@ -116,8 +114,7 @@ void* Tensor::data_ptr() const {
 }
 
 void Tensor::check_type(size_t elem_size) const {
-  ENGINE_CHECK(dtype_size(dtype()) == elem_size, "data<T>(): element size ", elem_size, " does not match ",
-               desc());
+  ENGINE_CHECK(dtype_size(dtype()) == elem_size, "data<T>(): element size ", elem_size, " does not match ", desc());
 }
 
 Tensor Tensor::reshape(const Shape& new_shape) const {
@@ -134,8 +131,7 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
     }
   }
   if (infer >= 0) {
-    ENGINE_CHECK(known > 0 && numel() % known == 0, "reshape: cannot reshape ", desc(), " to ",
-                 shape_str(new_shape));
+    ENGINE_CHECK(known > 0 && numel() % known == 0, "reshape: cannot reshape ", desc(), " to ", shape_str(new_shape));
     s[size_t(infer)] = numel() / known;
   }
   ENGINE_CHECK(shape_numel(s) == numel(), "reshape: cannot reshape ", desc(), " to ", shape_str(new_shape));
@@ -147,9 +143,8 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
   impl->requires_grad = false;
   Tensor out(std::move(impl));
   const Shape old = shape();
-  record("reshape", out, {*this}, [old](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g.reshape(old)};
-  });
+  record("reshape", out, {*this},
+         [old](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.reshape(old)}; });
   return out;
 }
 
@@ -197,9 +192,8 @@ Tensor Tensor::to(Device dev) const {
   Tensor out = empty(shape(), dtype(), dev);
   copy_bytes(out.data_ptr(), dev, data_ptr(), device(), nbytes());
   const Device src = device();
-  record("to_device", out, {*this}, [src](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g.to(src)};
-  });
+  record("to_device", out, {*this},
+         [src](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.to(src)}; });
   return out;
 }
 
@@ -209,9 +203,8 @@ Tensor Tensor::to(DType t) const {
   out.copy_from(*this);
   const DType src = dtype();
   if (is_floating(t) && is_floating(src))
-    record("to_dtype", out, {*this}, [src](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{g.to(src)};
-    });
+    record("to_dtype", out, {*this},
+           [src](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.to(src)}; });
   return out;
 }
 

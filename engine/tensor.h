@@ -42,9 +42,9 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;     // accumulated gradient of a leaf
-  std::shared_ptr<Node> grad_fn;        // the op that produced this tensor, if recorded
-  std::vector<GradHook> final_hooks;    // called once the leaf's gradient is final in a backward
+  std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf
+  std::shared_ptr<Node> grad_fn;      // the op that produced this tensor, if recorded
+  std::vector<GradHook> final_hooks;  // called once the leaf's gradient is final in a backward
 };
 
 class Tensor {
@@ -60,8 +60,7 @@ class Tensor {
                             Device dev = kCPU);
   static Tensor from_ints(const std::vector<int32_t>& v, const Shape& shape, Device dev = kCPU);
   // Normal(0, std) from a seeded counter-based RNG: same seed, same values on every device.
-  static Tensor randn(const Shape& shape, uint64_t seed, float std = 1.f, DType dtype = DType::f32,
-                      Device dev = kCPU);
+  static Tensor randn(const Shape& shape, uint64_t seed, float std = 1.f, DType dtype = DType::f32, Device dev = kCPU);
   static Tensor uniform(const Shape& shape, uint64_t seed, float lo, float hi, DType dtype = DType::f32,
                         Device dev = kCPU);
 
@@ -90,7 +89,7 @@ class Tensor {
   Tensor to(Device dev) const;
   Tensor to(DType dtype) const;
   Tensor clone() const;
-  Tensor detach() const;  // same storage, no autograd history
+  Tensor detach() const;                 // same storage, no autograd history
   std::vector<float> to_vector() const;  // host copy converted to float
   std::vector<double> to_f64_vector() const;
   float item() const;
@@ -102,9 +101,9 @@ class Tensor {
   bool is_leaf() const;
   Tensor grad() const;  // undefined until a backward reaches this leaf
   void set_grad(const Tensor& g);
-  void zero_grad();  // drops the gradient (like set_to_none=True)
+  void zero_grad();                                    // drops the gradient (like set_to_none=True)
   void backward(const Tensor& grad = Tensor()) const;  // seeds with 1 for a scalar
-  void add_final_grad_hook(GradHook hook);  // fires when this leaf's gradient is final
+  void add_final_grad_hook(GradHook hook);             // fires when this leaf's gradient is final
 
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

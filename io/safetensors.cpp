@@ -14,12 +14,18 @@ namespace eng {
 
 static const char* st_dtype(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::i32: return "I32";
-    case DType::u16: return "U16";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::i32:
+      return "I32";
+    case DType::u16:
+      return "U16";
   }
   return "?";
 }
@@ -52,8 +58,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-  ENGINE_CHECK(header_len <= file_size - 8, path, ": truncated (header of ", header_len, " bytes, file of ",
-               file_size, ")");
+  ENGINE_CHECK(header_len <= file_size - 8, path, ": truncated (header of ", header_len, " bytes, file of ", file_size,
+               ")");
   std::string header(header_len, '\0');
   in.read(header.data(), std::streamsize(header_len));
   nlohmann::json j;

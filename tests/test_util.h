@@ -26,11 +26,11 @@ inline std::string compare(const std::vector<double>& x, const std::vector<doubl
   return "";
 }
 
-#define CHECK_CLOSE(x, ref, atol, rtol)                                                   \
-  do {                                                                                   \
-    const std::string msg_ = ::eng::test::compare((x), (ref), (atol), (rtol));            \
-    INFO(msg_);                                                                          \
-    CHECK(msg_.empty());                                                                 \
+#define CHECK_CLOSE(x, ref, atol, rtol)                                        \
+  do {                                                                         \
+    const std::string msg_ = ::eng::test::compare((x), (ref), (atol), (rtol)); \
+    INFO(msg_);                                                                \
+    CHECK(msg_.empty());                                                       \
   } while (0)
 
 inline std::vector<double> values(const Tensor& t) { return t.to_f64_vector(); }
@@ -75,11 +75,11 @@ inline std::string gradcheck(const std::function<Tensor(const std::vector<Tensor
   return "";
 }
 
-#define CHECK_GRADCHECK(...)                                  \
-  do {                                                        \
+#define CHECK_GRADCHECK(...)                                      \
+  do {                                                            \
     const std::string msg_ = ::eng::test::gradcheck(__VA_ARGS__); \
-    INFO(msg_);                                               \
-    CHECK(msg_.empty());                                      \
+    INFO(msg_);                                                   \
+    CHECK(msg_.empty());                                          \
   } while (0)
 
 // An f64 leaf with N(0, std) values from `seed`.

@@ -12,9 +12,8 @@ Tensor gelu(const Tensor& x) {
   Tensor sx = needs_record({x}) ? x.detach() : Tensor();
   record("gelu", out, {x}, [sx](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = empty_like(g);
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::gelu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel());
-    });
+    dispatch_float(g.dtype(),
+                   [&]<typename T>() { cpu::gelu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel()); });
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -27,9 +26,8 @@ Tensor relu(const Tensor& x) {
   Tensor sx = needs_record({x}) ? x.detach() : Tensor();
   record("relu", out, {x}, [sx](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = empty_like(g);
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::relu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel());
-    });
+    dispatch_float(g.dtype(),
+                   [&]<typename T>() { cpu::relu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel()); });
     return std::vector<Tensor>{dx};
   });
   return out;

@@ -9,8 +9,8 @@ using namespace detail;
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const DType t = check_float_inputs("attention", {q, k, v});
   ENGINE_CHECK(q.ndim() == 4, "attention: q must be (B, T, NH, HS), got ", q.desc());
-  ENGINE_CHECK(k.shape() == q.shape() && v.shape() == q.shape(), "attention: q, k, v shapes differ: ",
-               descs({q, k, v}));
+  ENGINE_CHECK(k.shape() == q.shape() && v.shape() == q.shape(),
+               "attention: q, k, v shapes differ: ", descs({q, k, v}));
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2), HS = q.size(3);
   Tensor out = empty_like(q);
   Tensor att = Tensor::empty({B, NH, T, T}, t, q.device());

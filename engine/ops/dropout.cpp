@@ -11,14 +11,12 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   const DType t = check_float_inputs("dropout", {x});
   if (p == 0.0) return x;
   Tensor out = empty_like(x);
-  dispatch_float(t, [&]<typename T>() {
-    cpu::dropout_forward(x.data<T>(), out.data<T>(), x.numel(), p, seed, offset);
-  });
+  dispatch_float(t,
+                 [&]<typename T>() { cpu::dropout_forward(x.data<T>(), out.data<T>(), x.numel(), p, seed, offset); });
   record("dropout", out, {x}, [p, seed, offset](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = empty_like(g);
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::dropout_backward(g.data<T>(), dx.data<T>(), g.numel(), p, seed, offset);
-    });
+    dispatch_float(g.dtype(),
+                   [&]<typename T>() { cpu::dropout_backward(g.data<T>(), dx.data<T>(), g.numel(), p, seed, offset); });
     return std::vector<Tensor>{dx};
   });
   return out;

@@ -42,9 +42,8 @@ Tensor scale(const Tensor& x, double s) {
   const DType t = check_float_inputs("scale", {x});
   Tensor out = empty_like(x);
   dispatch_float(t, [&]<typename T>() { cpu::scale(x.data<T>(), T(s), out.data<T>(), x.numel()); });
-  record("scale", out, {x}, [s](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{scale(g, s)};
-  });
+  record("scale", out, {x},
+         [s](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{scale(g, s)}; });
   return out;
 }
 

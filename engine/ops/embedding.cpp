@@ -12,8 +12,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
   const int32_t* id = ids.data<int32_t>();
   for (int64_t i = 0; i < n; ++i)
-    ENGINE_CHECK(id[i] >= 0 && id[i] < V, "embedding: id ", id[i], " at position ", i,
-                 " outside the vocabulary [0, ", V, ")");
+    ENGINE_CHECK(id[i] >= 0 && id[i] < V, "embedding: id ", id[i], " at position ", i, " outside the vocabulary [0, ",
+                 V, ")");
   Shape os = ids.shape();
   os.push_back(C);
   Tensor out = Tensor::empty(os, t, weight.device());

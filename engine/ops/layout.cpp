@@ -23,9 +23,8 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   dispatch_float(t, [&]<typename T>() { cpu::permute(x.data<T>(), out.data<T>(), x.shape().data(), d.data(), nd); });
   std::vector<int> inv(static_cast<size_t>(nd));
   for (int i = 0; i < nd; ++i) inv[size_t(d[size_t(i)])] = i;
-  record("permute", out, {x}, [inv](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{permute(g, inv)};
-  });
+  record("permute", out, {x},
+         [inv](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{permute(g, inv)}; });
   return out;
 }
 
@@ -46,8 +45,7 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   for (const Tensor& x : xs) {
     ENGINE_CHECK(x.ndim() == nd, "concat: ranks differ: ", descs(xs));
     for (int i = 0; i < nd; ++i)
-      ENGINE_CHECK(i == d || x.size(i) == xs[0].size(i), "concat: shapes differ outside dim ", dim, ": ",
-                   descs(xs));
+      ENGINE_CHECK(i == d || x.size(i) == xs[0].size(i), "concat: shapes differ outside dim ", dim, ": ", descs(xs));
     os[size_t(d)] += x.size(d);
   }
   Tensor out = Tensor::empty(os, t, xs[0].device());

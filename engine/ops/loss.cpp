@@ -34,16 +34,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   Tensor out = Tensor::full({}, mean_loss, t, logits.device());
   const bool rec = needs_record({logits});
   Tensor sl = rec ? logits.detach() : Tensor(), st = rec ? targets : Tensor();
-  record("cross_entropy", out, {logits}, [sl, st, lse, N, V, valid, ignore_index](const Tensor& g,
-                                                                                 const std::vector<bool>&) {
-    Tensor dl = empty_like(sl);
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      const T scale = valid ? T(g.item()) / T(valid) : T(0);
-      cpu::cross_entropy_backward(sl.data<T>(), lse.data<T>(), st.data<int32_t>(), scale, dl.data<T>(), N, V,
-                                  ignore_index);
-    });
-    return std::vector<Tensor>{dl};
-  });
+  record("cross_entropy", out, {logits},
+         [sl, st, lse, N, V, valid, ignore_index](const Tensor& g, const std::vector<bool>&) {
+           Tensor dl = empty_like(sl);
+           dispatch_float(g.dtype(), [&]<typename T>() {
+             // g read as double, not item() (float), so f64 gradients keep full precision.
+             const T scale = valid ? T(g.to_f64_vector()[0]) / T(valid) : T(0);
+             cpu::cross_entropy_backward(sl.data<T>(), lse.data<T>(), st.data<int32_t>(), scale, dl.data<T>(), N, V,
+                                         ignore_index);
+           });
+           return std::vector<Tensor>{dl};
+         });
   return out;
 }
 
@@ -58,7 +59,7 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target) {
   record("mse_loss", out, {pred, target}, [sp, st](const Tensor& g, const std::vector<bool>& needs) {
     Tensor dp = empty_like(sp);
     dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::mse_backward(sp.data<T>(), st.data<T>(), T(g.item()), dp.data<T>(), sp.numel());
+      cpu::mse_backward(sp.data<T>(), st.data<T>(), T(g.to_f64_vector()[0]), dp.data<T>(), sp.numel());
     });
     return std::vector<Tensor>{dp, needs[1] ? scale(dp, -1.0) : Tensor()};
   });

@@ -20,8 +20,7 @@ struct MatmulDims {
 };
 
 MatmulDims matmul_dims(const Tensor& a, const Tensor& b, Trans ta, Trans tb) {
-  ENGINE_CHECK(a.ndim() >= 2 && b.ndim() >= 2, "matmul: need at least 2-D operands, got ", a.desc(), " @ ",
-               b.desc());
+  ENGINE_CHECK(a.ndim() >= 2 && b.ndim() >= 2, "matmul: need at least 2-D operands, got ", a.desc(), " @ ", b.desc());
   MatmulDims d;
   const int64_t ar = a.size(-2), ac = a.size(-1), br = b.size(-2), bc = b.size(-1);
   d.M = ta == Trans::N ? ar : ac;
@@ -51,8 +50,8 @@ void run_gemm(const MatmulDims& d, Trans ta, Trans tb, const T* A, const T* B, T
   if (d.shared_b && ta == Trans::N) {
     cpu::gemm<T>(ta, tb, d.batch * d.M, d.N, d.K, T(1), A, lda, B, ldb, T(0), C, d.N);
   } else {
-    cpu::gemm_batched<T>(ta, tb, d.M, d.N, d.K, T(1), A, lda, d.M * d.K, B, ldb, d.shared_b ? 0 : d.K * d.N, T(0),
-                         C, d.N, d.M * d.N, d.batch);
+    cpu::gemm_batched<T>(ta, tb, d.M, d.N, d.K, T(1), A, lda, d.M * d.K, B, ldb, d.shared_b ? 0 : d.K * d.N, T(0), C,
+                         d.N, d.M * d.N, d.batch);
   }
 }
 }  // namespace
@@ -86,8 +85,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor
           e.M = d.K, e.N = d.M, e.K = d.N;
           const T* B = sb.data<T>();
           const int64_t ldb = tb == Trans::N ? d.N : d.K;
-          cpu::gemm_batched<T>(tb, Trans::T, e.M, e.N, e.K, T(1), B, ldb, d.shared_b ? 0 : d.K * d.N, G, d.N,
-                               d.M * d.N, T(0), da.data<T>(), d.M, d.M * d.K, d.batch);
+          cpu::gemm_batched<T>(tb, Trans::T, e.M, e.N, e.K, T(1), B, ldb, d.shared_b ? 0 : d.K * d.N, G, d.N, d.M * d.N,
+                               T(0), da.data<T>(), d.M, d.M * d.K, d.batch);
         }
         grads[0] = da;
       }
@@ -98,14 +97,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor
         // Shared B sums over the batch: with beta = 1 each batch adds its part.
         const int64_t nb = d.shared_b ? 1 : d.batch;
         const int64_t inner = d.shared_b ? d.batch : 1;  // batches folded into one sum
-        if (tb == Trans::N) {  // dB (K x N) = op(A)^T G
+        if (tb == Trans::N) {                            // dB (K x N) = op(A)^T G
           if (d.shared_b && ta == Trans::N) {
             cpu::gemm<T>(Trans::T, Trans::N, d.K, d.N, d.batch * d.M, T(1), A, lda, G, d.N, T(0), db.data<T>(), d.N);
           } else {
             for (int64_t i = 0; i < inner; ++i)
               cpu::gemm_batched<T>(ta == Trans::N ? Trans::T : Trans::N, Trans::N, d.K, d.N, d.M, T(1),
-                                   A + i * d.M * d.K, lda, d.M * d.K, G + i * d.M * d.N, d.N, d.M * d.N,
-                                   T(i ? 1 : 0), db.data<T>(), d.N, d.K * d.N, nb);
+                                   A + i * d.M * d.K, lda, d.M * d.K, G + i * d.M * d.N, d.N, d.M * d.N, T(i ? 1 : 0),
+                                   db.data<T>(), d.N, d.K * d.N, nb);
           }
         } else {  // dB (N x K) = G^T op(A)
           if (d.shared_b && ta == Trans::N) {
@@ -113,8 +112,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor
           } else {
             for (int64_t i = 0; i < inner; ++i)
               cpu::gemm_batched<T>(Trans::T, ta, d.N, d.K, d.M, T(1), G + i * d.M * d.N, d.N, d.M * d.N,
-                                   A + i * d.M * d.K, lda, d.M * d.K, T(i ? 1 : 0), db.data<T>(), d.K, d.K * d.N,
-                                   nb);
+                                   A + i * d.M * d.K, lda, d.M * d.K, T(i ? 1 : 0), db.data<T>(), d.K, d.K * d.N, nb);
           }
         }
         grads[1] = db;

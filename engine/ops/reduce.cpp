@@ -14,7 +14,8 @@ static Tensor reduce_all(const Tensor& x, bool is_mean) {
   Tensor out = Tensor::full({}, s / div, t, x.device());
   const Shape shape = x.shape();
   record(op, out, {x}, [shape, div](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{Tensor::full(shape, double(g.item()) / div, g.dtype(), g.device())};
+    // Read g as double: item() rounds to float, which would cap f64 gradients at f32 precision.
+    return std::vector<Tensor>{Tensor::full(shape, g.to_f64_vector()[0] / div, g.dtype(), g.device())};
   });
   return out;
 }
@@ -27,8 +28,10 @@ static Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool is_mean) {
   const int64_t n = x.size(d);
   const int64_t inner = shape_numel(Shape(x.shape().begin() + d + 1, x.shape().end()));
   Shape os = x.shape();
-  if (keepdim) os[size_t(d)] = 1;
-  else os.erase(os.begin() + d);
+  if (keepdim)
+    os[size_t(d)] = 1;
+  else
+    os.erase(os.begin() + d);
   Tensor out = Tensor::empty(os, t, x.device());
   const double alpha = is_mean ? 1.0 / double(std::max<int64_t>(n, 1)) : 1.0;
   dispatch_float(t, [&]<typename T>() {
@@ -38,9 +41,8 @@ static Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool is_mean) {
   const Shape shape = x.shape();
   record(op, out, {x}, [shape, outer, n, inner, alpha](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = Tensor::empty(shape, g.dtype(), g.device());
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::broadcast_dim(g.data<T>(), dx.data<T>(), T(alpha), outer, n, inner);
-    });
+    dispatch_float(g.dtype(),
+                   [&]<typename T>() { cpu::broadcast_dim(g.data<T>(), dx.data<T>(), T(alpha), outer, n, inner); });
     return std::vector<Tensor>{dx};
   });
   return out;

@@ -12,15 +12,13 @@ Tensor softmax(const Tensor& x, Causal causal) {
   if (causal == Causal::yes)
     ENGINE_CHECK(x.ndim() >= 2 && x.size(-2) == C, "softmax: causal mask needs (..., T, T), got ", x.desc());
   Tensor y = empty_like(x);
-  dispatch_float(t, [&]<typename T>() {
-    cpu::softmax_forward(x.data<T>(), y.data<T>(), rows, C, causal == Causal::yes);
-  });
+  dispatch_float(t,
+                 [&]<typename T>() { cpu::softmax_forward(x.data<T>(), y.data<T>(), rows, C, causal == Causal::yes); });
   Tensor sy = needs_record({x}) ? y.detach() : Tensor();
   record("softmax", y, {x}, [sy, rows, C](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = empty_like(g);
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::softmax_backward(sy.data<T>(), g.data<T>(), dx.data<T>(), rows, C);
-    });
+    dispatch_float(g.dtype(),
+                   [&]<typename T>() { cpu::softmax_backward(sy.data<T>(), g.data<T>(), dx.data<T>(), rows, C); });
     return std::vector<Tensor>{dx};
   });
   return y;

@@ -18,16 +18,18 @@ void AdamW::step() {
       for (const Tensor& p : g.params) {
         m_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
         v_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+        step_.push_back(0);
       }
   ++t_;
-  const double bc1 = 1.0 - std::pow(beta1_, double(t_)), bc2 = 1.0 - std::pow(beta2_, double(t_));
   size_t k = 0;
   for (ParamGroup& g : groups_)
     for (Tensor& p : g.params) {
       Tensor grad = p.grad();
       const size_t i = k++;
-      if (!grad.defined()) continue;  // unused this step, as torch skips it (state still advances t)
+      if (!grad.defined()) continue;  // unused this step: torch skips it and its step count
       ENGINE_CHECK(p.device().type == DeviceType::cpu, "AdamW: no kernel for ", p.desc(), " yet");
+      const double t = double(++step_[i]);
+      const double bc1 = 1.0 - std::pow(beta1_, t), bc2 = 1.0 - std::pow(beta2_, t);
       const double lr = lr_ * g.lr_scale;
       if (p.dtype() == DType::f64)
         cpu::adamw_step(p.data<double>(), grad.data<double>(), m_[i].data<double>(), v_[i].data<double>(), p.numel(),

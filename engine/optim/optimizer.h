@@ -31,6 +31,7 @@ class Optimizer {
   int64_t steps() const { return t_; }
   const std::vector<ParamGroup>& groups() const { return groups_; }
   // Named state tensors ("exp_avg.3" ...) for checkpoints.
+  // steps() counts step() calls; per-parameter counts may be lower.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
 
  protected:
@@ -48,6 +49,7 @@ class AdamW : public Optimizer {
  private:
   double beta1_, beta2_, eps_;
   std::vector<Tensor> m_, v_;  // flat over groups, in order
+  std::vector<int64_t> step_;  // per parameter, as torch: a step without a gradient does not count
 };
 
 enum class Nesterov : uint8_t { no, yes };
@@ -63,6 +65,7 @@ class SGD : public Optimizer {
   double momentum_, dampening_;
   Nesterov nesterov_;
   std::vector<Tensor> buf_;
+  std::vector<bool> has_buf_;  // torch starts a parameter's buffer at its first gradient
 };
 
 // Splits parameters the GPT-2 way: tensors with 2 or more dims get weight

@@ -14,10 +14,12 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double damp
 
 void SGD::step() {
   NoGradGuard ng;
-  const bool first = buf_.empty();
-  if (first)
+  if (buf_.empty())
     for (const ParamGroup& g : groups_)
-      for (const Tensor& p : g.params) buf_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      for (const Tensor& p : g.params) {
+        buf_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+        has_buf_.push_back(false);
+      }
   ++t_;
   size_t k = 0;
   for (ParamGroup& g : groups_)
@@ -28,12 +30,14 @@ void SGD::step() {
       ENGINE_CHECK(p.device().type == DeviceType::cpu, "SGD: no kernel for ", p.desc(), " yet");
       const double lr = lr_ * g.lr_scale;
       const bool nest = nesterov_ == Nesterov::yes;
+      const bool first = !has_buf_[i];
+      has_buf_[i] = true;
       if (p.dtype() == DType::f64)
         cpu::sgd_step(p.data<double>(), grad.data<double>(), buf_[i].data<double>(), p.numel(), lr, momentum_,
                       dampening_, g.weight_decay, nest, first);
       else
-        cpu::sgd_step(p.data<float>(), grad.data<float>(), buf_[i].data<float>(), p.numel(), lr, momentum_,
-                      dampening_, g.weight_decay, nest, first);
+        cpu::sgd_step(p.data<float>(), grad.data<float>(), buf_[i].data<float>(), p.numel(), lr, momentum_, dampening_,
+                      g.weight_decay, nest, first);
     }
 }
 

@@ -47,10 +47,10 @@ void relu_backward(const T* x, const T* dout, T* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dout[i] : T(0);
 }
 
-#define INSTANTIATE(T)                                              \
-  template void gelu_forward<T>(const T*, T*, int64_t);             \
-  template void gelu_backward<T>(const T*, const T*, T*, int64_t);  \
-  template void relu_forward<T>(const T*, T*, int64_t);             \
+#define INSTANTIATE(T)                                             \
+  template void gelu_forward<T>(const T*, T*, int64_t);            \
+  template void gelu_backward<T>(const T*, const T*, T*, int64_t); \
+  template void relu_forward<T>(const T*, T*, int64_t);            \
   template void relu_backward<T>(const T*, const T*, T*, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

@@ -53,13 +53,13 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, int64
 }
 
 template <typename T>
-void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv,
-                        int64_t B, int64_t Tn, int64_t NH, int64_t HS) {
+void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv, int64_t B,
+                        int64_t Tn, int64_t NH, int64_t HS) {
   const int64_t C = NH * HS;
   const T sc = T(1) / std::sqrt(T(HS));
   for (int64_t i = 0; i < B * Tn * C; ++i) dq[i] = dk[i] = dv[i] = 0;
-  // Each (b, h) pair touches only its own head's slices of dq/dk/dv, so the
-  // pairs run in parallel without atomics.
+    // Each (b, h) pair touches only its own head's slices of dq/dk/dv, so the
+    // pairs run in parallel without atomics.
 #pragma omp parallel for collapse(2) if (B * NH * Tn > 64)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
@@ -95,12 +95,11 @@ void attention_backward(const T* dout, const T* q, const T* k, const T* v, const
 
 template void attention_forward<float>(const float*, const float*, const float*, float*, float*, int64_t, int64_t,
                                        int64_t, int64_t);
-template void attention_forward<double>(const double*, const double*, const double*, double*, double*, int64_t,
-                                        int64_t, int64_t, int64_t);
-template void attention_backward<float>(const float*, const float*, const float*, const float*, const float*,
-                                        float*, float*, float*, int64_t, int64_t, int64_t, int64_t);
-template void attention_backward<double>(const double*, const double*, const double*, const double*,
-                                         const double*, double*, double*, double*, int64_t, int64_t, int64_t,
-                                         int64_t);
+template void attention_forward<double>(const double*, const double*, const double*, double*, double*, int64_t, int64_t,
+                                        int64_t, int64_t);
+template void attention_backward<float>(const float*, const float*, const float*, const float*, const float*, float*,
+                                        float*, float*, int64_t, int64_t, int64_t, int64_t);
+template void attention_backward<double>(const double*, const double*, const double*, const double*, const double*,
+                                         double*, double*, double*, int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace eng::cpu

@@ -10,42 +10,55 @@
 namespace eng::cpu {
 
 // elementwise.cpp
-template <typename T> void add(const T* a, const T* b, T* out, int64_t n);
-template <typename T> void sub(const T* a, const T* b, T* out, int64_t n);
-template <typename T> void mul(const T* a, const T* b, T* out, int64_t n);
-template <typename T> void scale(const T* x, T s, T* out, int64_t n);
-template <typename T> void axpy(T* dst, const T* src, T alpha, int64_t n);  // dst += alpha*src
-template <typename T> void fill(T* dst, T value, int64_t n);
+template <typename T>
+void add(const T* a, const T* b, T* out, int64_t n);
+template <typename T>
+void sub(const T* a, const T* b, T* out, int64_t n);
+template <typename T>
+void mul(const T* a, const T* b, T* out, int64_t n);
+template <typename T>
+void scale(const T* x, T s, T* out, int64_t n);
+template <typename T>
+void axpy(T* dst, const T* src, T alpha, int64_t n);  // dst += alpha*src
+template <typename T>
+void fill(T* dst, T value, int64_t n);
 // out[r, c] += bias[c] for rows x cols; bias_backward: db[c] = sum_r dout[r, c]
-template <typename T> void bias_add(T* out, const T* bias, int64_t rows, int64_t cols);
-template <typename T> void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols);
+template <typename T>
+void bias_add(T* out, const T* bias, int64_t rows, int64_t cols);
+template <typename T>
+void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols);
 
 // activation.cpp
-template <typename T> void gelu_forward(const T* x, T* out, int64_t n);
-template <typename T> void gelu_backward(const T* x, const T* dout, T* dx, int64_t n);
-template <typename T> void relu_forward(const T* x, T* out, int64_t n);
-template <typename T> void relu_backward(const T* x, const T* dout, T* dx, int64_t n);
+template <typename T>
+void gelu_forward(const T* x, T* out, int64_t n);
+template <typename T>
+void gelu_backward(const T* x, const T* dout, T* dx, int64_t n);
+template <typename T>
+void relu_forward(const T* x, T* out, int64_t n);
+template <typename T>
+void relu_backward(const T* x, const T* dout, T* dx, int64_t n);
 
 // layernorm.cpp: x (N, C); mean/rstd (N) saved for backward.
 template <typename T>
-void layernorm_forward(const T* x, const T* w, const T* b, T* out, T* mean, T* rstd, int64_t N, int64_t C,
-                       double eps);
+void layernorm_forward(const T* x, const T* w, const T* b, T* out, T* mean, T* rstd, int64_t N, int64_t C, double eps);
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* w, const T* mean, const T* rstd, T* dx, T* dw, T* db,
                         int64_t N, int64_t C);
 
 // softmax.cpp: rows of length C; with causal, row r is query (r % T) of a
 // (T, T) block and keys j > query are masked to probability 0 (C == T).
-template <typename T> void softmax_forward(const T* x, T* y, int64_t rows, int64_t C, bool causal);
-template <typename T> void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
+template <typename T>
+void softmax_forward(const T* x, T* y, int64_t rows, int64_t C, bool causal);
+template <typename T>
+void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
 
 // attention.cpp: q, k, v, out (B, T, NH, HS); att (B, NH, T, T) probabilities.
 template <typename T>
 void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, int64_t B, int64_t Tn, int64_t NH,
                        int64_t HS);
 template <typename T>
-void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv,
-                        int64_t B, int64_t Tn, int64_t NH, int64_t HS);
+void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv, int64_t B,
+                        int64_t Tn, int64_t NH, int64_t HS);
 
 // cross_entropy.cpp: logits (N, V), targets (N). Forward writes per-row loss
 // (0 for ignored rows) and logsumexp; backward writes dlogits =
@@ -58,14 +71,19 @@ void cross_entropy_backward(const T* logits, const T* lse, const int32_t* target
                             int64_t V, int32_t ignore_index);
 
 // embedding.cpp: w (V, C); ids (n). Backward zeroes dw, then sums rows.
-template <typename T> void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C);
-template <typename T> void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C);
+template <typename T>
+void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C);
+template <typename T>
+void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C);
 
 // reduce.cpp: x viewed as (outer, n, inner); sum over n -> (outer, inner).
-template <typename T> void sum_dim(const T* x, T* out, int64_t outer, int64_t n, int64_t inner);
+template <typename T>
+void sum_dim(const T* x, T* out, int64_t outer, int64_t n, int64_t inner);
 // the adjoint: dx[o, j, i] = alpha * g[o, i]
-template <typename T> void broadcast_dim(const T* g, T* dx, T alpha, int64_t outer, int64_t n, int64_t inner);
-template <typename T> double sum_all(const T* x, int64_t n);  // accumulated in double
+template <typename T>
+void broadcast_dim(const T* g, T* dx, T alpha, int64_t outer, int64_t n, int64_t inner);
+template <typename T>
+double sum_all(const T* x, int64_t n);  // accumulated in double
 
 // layout.cpp: out = x permuted; shape/dims of length ndim <= 8.
 template <typename T>
@@ -75,12 +93,16 @@ template <typename T>
 void copy_rows(const T* src, int64_t src_stride, T* dst, int64_t dst_stride, int64_t outer, int64_t cols);
 
 // dropout.cpp: keep with probability 1-p, mask from rng at (seed, offset+i).
-template <typename T> void dropout_forward(const T* x, T* out, int64_t n, double p, uint64_t seed, uint64_t offset);
-template <typename T> void dropout_backward(const T* dout, T* dx, int64_t n, double p, uint64_t seed, uint64_t offset);
+template <typename T>
+void dropout_forward(const T* x, T* out, int64_t n, double p, uint64_t seed, uint64_t offset);
+template <typename T>
+void dropout_backward(const T* dout, T* dx, int64_t n, double p, uint64_t seed, uint64_t offset);
 
 // loss.cpp
-template <typename T> double mse_forward(const T* pred, const T* target, int64_t n);  // mean
-template <typename T> void mse_backward(const T* pred, const T* target, T g, T* dpred, int64_t n);
+template <typename T>
+double mse_forward(const T* pred, const T* target, int64_t n);  // mean
+template <typename T>
+void mse_backward(const T* pred, const T* target, T g, T* dpred, int64_t n);
 
 }  // namespace eng::cpu
 
@@ -90,7 +112,8 @@ template <typename T>
 void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, double lr, double beta1, double beta2, double eps,
                 double weight_decay, double bias_correction1, double bias_correction2);
 template <typename T>
-void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening,
-              double weight_decay, bool nesterov, bool first_step);
-template <typename T> double sum_squares(const T* x, int64_t n);
+void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening, double weight_decay,
+              bool nesterov, bool first_step);
+template <typename T>
+double sum_squares(const T* x, int64_t n);
 }  // namespace eng::cpu

@@ -44,11 +44,10 @@ void cross_entropy_backward(const T* logits, const T* lse, const int32_t* target
 }
 
 template void cross_entropy_forward<float>(const float*, const int32_t*, float*, float*, int64_t, int64_t, int32_t);
-template void cross_entropy_forward<double>(const double*, const int32_t*, double*, double*, int64_t, int64_t,
+template void cross_entropy_forward<double>(const double*, const int32_t*, double*, double*, int64_t, int64_t, int32_t);
+template void cross_entropy_backward<float>(const float*, const float*, const int32_t*, float, float*, int64_t, int64_t,
                                             int32_t);
-template void cross_entropy_backward<float>(const float*, const float*, const int32_t*, float, float*, int64_t,
-                                            int64_t, int32_t);
-template void cross_entropy_backward<double>(const double*, const double*, const int32_t*, double, double*,
-                                             int64_t, int64_t, int32_t);
+template void cross_entropy_backward<double>(const double*, const double*, const int32_t*, double, double*, int64_t,
+                                             int64_t, int32_t);
 
 }  // namespace eng::cpu

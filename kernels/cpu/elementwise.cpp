@@ -63,14 +63,14 @@ void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
   }
 }
 
-#define INSTANTIATE(T)                                          \
-  template void add<T>(const T*, const T*, T*, int64_t);        \
-  template void sub<T>(const T*, const T*, T*, int64_t);        \
-  template void mul<T>(const T*, const T*, T*, int64_t);        \
-  template void scale<T>(const T*, T, T*, int64_t);             \
-  template void axpy<T>(T*, const T*, T, int64_t);             \
-  template void fill<T>(T*, T, int64_t);                        \
-  template void bias_add<T>(T*, const T*, int64_t, int64_t);    \
+#define INSTANTIATE(T)                                       \
+  template void add<T>(const T*, const T*, T*, int64_t);     \
+  template void sub<T>(const T*, const T*, T*, int64_t);     \
+  template void mul<T>(const T*, const T*, T*, int64_t);     \
+  template void scale<T>(const T*, T, T*, int64_t);          \
+  template void axpy<T>(T*, const T*, T, int64_t);           \
+  template void fill<T>(T*, T, int64_t);                     \
+  template void bias_add<T>(T*, const T*, int64_t, int64_t); \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

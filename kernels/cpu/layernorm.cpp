@@ -12,8 +12,7 @@
 namespace eng::cpu {
 
 template <typename T>
-void layernorm_forward(const T* x, const T* w, const T* b, T* out, T* mean, T* rstd, int64_t N, int64_t C,
-                       double eps) {
+void layernorm_forward(const T* x, const T* w, const T* b, T* out, T* mean, T* rstd, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for if (N * C > 16384)
   for (int64_t r = 0; r < N; ++r) {
     const T* xr = x + r * C;
@@ -67,7 +66,7 @@ void layernorm_backward(const T* dout, const T* x, const T* w, const T* mean, co
   }
 }
 
-#define INSTANTIATE(T)                                                                                   \
+#define INSTANTIATE(T)                                                                                    \
   template void layernorm_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double); \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t);
 INSTANTIATE(float)

@@ -31,12 +31,11 @@ void permute(const T* x, T* out, const int64_t* shape, const int* dims, int ndim
 template <typename T>
 void copy_rows(const T* src, int64_t src_stride, T* dst, int64_t dst_stride, int64_t outer, int64_t cols) {
 #pragma omp parallel for if (outer * cols > 65536)
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * dst_stride, src + o * src_stride, size_t(cols) * sizeof(T));
+  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * dst_stride, src + o * src_stride, size_t(cols) * sizeof(T));
 }
 
-#define INSTANTIATE(T)                                                       \
-  template void permute<T>(const T*, T*, const int64_t*, const int*, int);   \
+#define INSTANTIATE(T)                                                     \
+  template void permute<T>(const T*, T*, const int64_t*, const int*, int); \
   template void copy_rows<T>(const T*, int64_t, T*, int64_t, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

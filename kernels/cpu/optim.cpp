@@ -28,8 +28,8 @@ void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, double lr, double beta1
 }
 
 template <typename T>
-void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening,
-              double weight_decay, bool nesterov, bool first_step) {
+void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening, double weight_decay,
+              bool nesterov, bool first_step) {
   const T mom = T(momentum), damp = T(1.0 - dampening), wd = T(weight_decay), l = T(lr);
 #pragma omp parallel for simd if (n > 32768)
   for (int64_t i = 0; i < n; ++i) {
@@ -50,10 +50,9 @@ double sum_squares(const T* x, int64_t n) {
   return s;
 }
 
-#define INSTANTIATE(T)                                                                                        \
-  template void adamw_step<T>(T*, const T*, T*, T*, int64_t, double, double, double, double, double, double,  \
-                              double);                                                                        \
-  template void sgd_step<T>(T*, const T*, T*, int64_t, double, double, double, double, bool, bool);           \
+#define INSTANTIATE(T)                                                                                                \
+  template void adamw_step<T>(T*, const T*, T*, T*, int64_t, double, double, double, double, double, double, double); \
+  template void sgd_step<T>(T*, const T*, T*, int64_t, double, double, double, double, bool, bool);                   \
   template double sum_squares<T>(const T*, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

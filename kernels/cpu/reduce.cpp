@@ -34,9 +34,9 @@ double sum_all(const T* x, int64_t n) {
   return s;
 }
 
-#define INSTANTIATE(T)                                                          \
-  template void sum_dim<T>(const T*, T*, int64_t, int64_t, int64_t);            \
-  template void broadcast_dim<T>(const T*, T*, T, int64_t, int64_t, int64_t);   \
+#define INSTANTIATE(T)                                                        \
+  template void sum_dim<T>(const T*, T*, int64_t, int64_t, int64_t);          \
+  template void broadcast_dim<T>(const T*, T*, T, int64_t, int64_t, int64_t); \
   template double sum_all<T>(const T*, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

@@ -17,8 +17,8 @@ void gemm<float>(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alph
 }
 
 template <>
-void gemm<double>(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+void gemm<double>(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+                  const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
               int(ldc));
@@ -34,8 +34,7 @@ void gemm_batched(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
 
 template void gemm_batched<float>(Trans, Trans, int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
                                   const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t);
-template void gemm_batched<double>(Trans, Trans, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                   int64_t, const double*, int64_t, int64_t, double, double*, int64_t, int64_t,
-                                   int64_t);
+template void gemm_batched<double>(Trans, Trans, int64_t, int64_t, int64_t, double, const double*, int64_t, int64_t,
+                                   const double*, int64_t, int64_t, double, double*, int64_t, int64_t, int64_t);
 
 }  // namespace eng::cpu

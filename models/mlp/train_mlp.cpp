@@ -54,9 +54,8 @@ void print_help(const Options& o) {
       "  --seed N          seed for data, init and batches (default %llu)\n"
       "  --device D        auto | cpu | cuda | emu (default %s)\n"
       "  --help            this text\n",
-      (long long)o.steps, (long long)o.hidden, (long long)o.batch, (long long)o.points, o.classes, o.lr,
-      o.weight_decay, o.clip, (long long)o.warmup, (long long)o.log_every, (unsigned long long)o.seed,
-      o.device.c_str());
+      (long long)o.steps, (long long)o.hidden, (long long)o.batch, (long long)o.points, o.classes, o.lr, o.weight_decay,
+      o.clip, (long long)o.warmup, (long long)o.log_every, (unsigned long long)o.seed, o.device.c_str());
 }
 
 double parse_num(const char* flag, const char* v) {
@@ -76,19 +75,32 @@ Options parse(int argc, char** argv) {
     }
     ENGINE_CHECK(i + 1 < argc, "option ", a, " needs a value (see --help)");
     const char* v = argv[++i];
-    if (a == "--steps") o.steps = int64_t(parse_num(argv[i - 1], v));
-    else if (a == "--hidden") o.hidden = int64_t(parse_num(argv[i - 1], v));
-    else if (a == "--batch") o.batch = int64_t(parse_num(argv[i - 1], v));
-    else if (a == "--points") o.points = int64_t(parse_num(argv[i - 1], v));
-    else if (a == "--classes") o.classes = int(parse_num(argv[i - 1], v));
-    else if (a == "--lr") o.lr = parse_num(argv[i - 1], v);
-    else if (a == "--weight-decay") o.weight_decay = parse_num(argv[i - 1], v);
-    else if (a == "--clip") o.clip = parse_num(argv[i - 1], v);
-    else if (a == "--warmup") o.warmup = int64_t(parse_num(argv[i - 1], v));
-    else if (a == "--log-every") o.log_every = int64_t(parse_num(argv[i - 1], v));
-    else if (a == "--seed") o.seed = uint64_t(parse_num(argv[i - 1], v));
-    else if (a == "--device") o.device = v;
-    else ENGINE_FAIL("unknown option '", a, "' (see --help)");
+    if (a == "--steps")
+      o.steps = int64_t(parse_num(argv[i - 1], v));
+    else if (a == "--hidden")
+      o.hidden = int64_t(parse_num(argv[i - 1], v));
+    else if (a == "--batch")
+      o.batch = int64_t(parse_num(argv[i - 1], v));
+    else if (a == "--points")
+      o.points = int64_t(parse_num(argv[i - 1], v));
+    else if (a == "--classes")
+      o.classes = int(parse_num(argv[i - 1], v));
+    else if (a == "--lr")
+      o.lr = parse_num(argv[i - 1], v);
+    else if (a == "--weight-decay")
+      o.weight_decay = parse_num(argv[i - 1], v);
+    else if (a == "--clip")
+      o.clip = parse_num(argv[i - 1], v);
+    else if (a == "--warmup")
+      o.warmup = int64_t(parse_num(argv[i - 1], v));
+    else if (a == "--log-every")
+      o.log_every = int64_t(parse_num(argv[i - 1], v));
+    else if (a == "--seed")
+      o.seed = uint64_t(parse_num(argv[i - 1], v));
+    else if (a == "--device")
+      o.device = v;
+    else
+      ENGINE_FAIL("unknown option '", a, "' (see --help)");
   }
   ENGINE_CHECK(o.steps > 0 && o.hidden > 0 && o.points > 0 && o.classes >= 2 && o.batch >= 0 && o.warmup >= 0 &&
                    o.warmup <= o.steps && o.log_every > 0,
@@ -170,8 +182,8 @@ int run(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double acc = accuracy(mlp, data);
-  std::printf("done in %.1f s: first loss %.4f (ln %d = %.4f), train accuracy %.1f%%\n", secs, first_loss,
-              o.classes, std::log(double(o.classes)), 100.0 * acc);
+  std::printf("done in %.1f s: first loss %.4f (ln %d = %.4f), train accuracy %.1f%%\n", secs, first_loss, o.classes,
+              std::log(double(o.classes)), 100.0 * acc);
   return 0;
 }
 

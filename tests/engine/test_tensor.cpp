@@ -37,8 +37,8 @@ TEST_CASE("tensor: dtype conversion rounds like IEEE", "[tensor]") {
   CHECK(b[1] == 3.140625f);
   CHECK(b[2] == -2.5f);
   std::vector<float> h = t.to(DType::f16).to(DType::f32).to_vector();
-  CHECK(h[1] == 3.140625f);  // nearest binary16 to pi
-  CHECK(h[3] == 65504.f);    // largest finite half
+  CHECK(h[1] == 3.140625f);                         // nearest binary16 to pi
+  CHECK(h[3] == 65504.f);                           // largest finite half
   CHECK(std::fabs(h[4] - 1.1920929e-7f) < 1e-12f);  // subnormal half: 2 * 2^-24
   CHECK(std::isinf(f16_to_float(float_to_f16(70000.f))));
   CHECK(std::isnan(bf16_to_float(float_to_bf16(NAN))));
@@ -57,8 +57,7 @@ TEST_CASE("tensor: copies between cpu and emu devices", "[tensor][device]") {
   CHECK(e.to(kCPU).to_vector() == std::vector<float>{1, 2, 3});
   CHECK(Device::parse("cuda:1").index == 1);
   CHECK_THROWS_WITH(Device::parse("tpu"), Catch::Contains("unknown device 'tpu'"));
-  if (!cuda_available())
-    CHECK_THROWS_WITH(t.to(Device::parse("cuda")), Catch::Contains("cuda:0"));
+  if (!cuda_available()) CHECK_THROWS_WITH(t.to(Device::parse("cuda")), Catch::Contains("cuda:0"));
 }
 
 TEST_CASE("allocator: caches freed blocks and tracks current and peak bytes", "[tensor][device]") {
