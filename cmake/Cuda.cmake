@@ -14,6 +14,12 @@ if(NOT ENGINE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
     enable_language(CUDA)
+    # CMake < 3.26 has no C++20 flag on record for nvcc (which has had
+    # -std=c++20 since 12.0) and would reject every CUDA target.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
     find_package(CUDAToolkit REQUIRED)
     foreach(lib cudart cublas cublasLt)

@@ -5,6 +5,18 @@ find_package(BLAS)
 if(NOT BLAS_FOUND)
   message(FATAL_ERROR "OpenBLAS not found: run scripts/setup.sh (Debian package libopenblas-dev)")
 endif()
+# Prefer Debian's OpenMP build of OpenBLAS: it shares libgomp's thread pool
+# with our OpenMP loops. The default pthread build keeps its own spinning
+# threads, and on 2 cores the two pools fight (measured: ~1/3 of a GPT-2 step
+# lost in sched_yield). The build RPATH points the loader at this copy.
+find_library(OPENBLAS_OPENMP_LIBRARY NAMES libopenblas.so.0
+             PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+if(OPENBLAS_OPENMP_LIBRARY)
+  set(BLAS_LIBRARIES ${OPENBLAS_OPENMP_LIBRARY})
+  message(STATUS "OpenBLAS: OpenMP build ${OPENBLAS_OPENMP_LIBRARY}")
+else()
+  message(STATUS "OpenBLAS: ${BLAS_LIBRARIES} (install libopenblas0-openmp to share OpenMP's threads)")
+endif()
 find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread)
 if(NOT CBLAS_INCLUDE_DIR)
   message(FATAL_ERROR "cblas.h not found: run scripts/setup.sh (Debian package libopenblas-dev)")

@@ -11,15 +11,18 @@ namespace eng {
 AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps)
     : Optimizer(std::move(groups), lr), beta1_(beta1), beta2_(beta2), eps_(eps) {}
 
+void AdamW::init_state() {
+  for (const ParamGroup& g : groups_)
+    for (const Tensor& p : g.params) {
+      m_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      v_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      step_.push_back(0);
+    }
+}
+
 void AdamW::step() {
   NoGradGuard ng;
-  if (m_.empty())
-    for (const ParamGroup& g : groups_)
-      for (const Tensor& p : g.params) {
-        m_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-        v_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-        step_.push_back(0);
-      }
+  if (m_.empty()) init_state();
   ++t_;
   size_t k = 0;
   for (ParamGroup& g : groups_)
@@ -46,7 +49,27 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
     s.emplace_back("exp_avg." + std::to_string(i), m_[i]);
     s.emplace_back("exp_avg_sq." + std::to_string(i), v_[i]);
   }
+  // Step counts as f64: exact up to 2^53 and storable in safetensors.
+  Tensor st = Tensor::empty({int64_t(step_.size())}, DType::f64);
+  for (size_t i = 0; i < step_.size(); ++i) st.data<double>()[i] = double(step_[i]);
+  s.emplace_back("step", st);
+  Tensor total = Tensor::full({1}, double(t_), DType::f64);
+  s.emplace_back("optimizer_steps", total);
   return s;
+}
+
+void AdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  NoGradGuard ng;
+  m_.clear(), v_.clear(), step_.clear();
+  init_state();
+  for (size_t i = 0; i < m_.size(); ++i) {
+    m_[i].copy_from(find_state(state, "exp_avg." + std::to_string(i), m_[i].shape()));
+    v_[i].copy_from(find_state(state, "exp_avg_sq." + std::to_string(i), v_[i].shape()));
+  }
+  const Tensor& st = find_state(state, "step", {int64_t(step_.size())});
+  const std::vector<double> sv = st.to_f64_vector();
+  for (size_t i = 0; i < step_.size(); ++i) step_[i] = int64_t(sv[i]);
+  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
 }
 
 }  // namespace eng

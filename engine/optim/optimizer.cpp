@@ -17,6 +17,17 @@ void Optimizer::zero_grad() {
     for (Tensor& p : g.params) p.zero_grad();
 }
 
+const Tensor& find_state(const std::vector<std::pair<std::string, Tensor>>& state, const std::string& name,
+                         const Shape& shape) {
+  for (auto& [n, t] : state)
+    if (n == name) {
+      ENGINE_CHECK(t.shape() == shape, "optimizer state '", name, "' is ", t.desc(), ", expected shape ",
+                   shape_str(shape));
+      return t;
+    }
+  ENGINE_FAIL("optimizer state '", name, "' is missing");
+}
+
 std::vector<ParamGroup> decay_groups(const std::vector<Tensor>& params, double weight_decay) {
   ParamGroup decay{{}, weight_decay, 1.0}, no_decay{{}, 0.0, 1.0};
   for (const Tensor& p : params) (p.ndim() >= 2 ? decay : no_decay).params.push_back(p);

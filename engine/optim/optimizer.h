@@ -20,6 +20,10 @@ struct ParamGroup {
   double lr_scale = 1.0;
 };
 
+// Looks a tensor up by name in a state list; the error names the entry.
+const Tensor& find_state(const std::vector<std::pair<std::string, Tensor>>& state, const std::string& name,
+                         const Shape& shape);
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<ParamGroup> groups, double lr);
@@ -33,6 +37,9 @@ class Optimizer {
   // Named state tensors ("exp_avg.3" ...) for checkpoints.
   // steps() counts step() calls; per-parameter counts may be lower.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  // Restores what state() returned (by name); errors name a missing or
+  // mis-shaped entry. Used by --resume.
+  virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& state) = 0;
 
  protected:
   std::vector<ParamGroup> groups_;
@@ -45,8 +52,10 @@ class AdamW : public Optimizer {
   AdamW(std::vector<ParamGroup> groups, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8);
   void step() override;
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
  private:
+  void init_state();
   double beta1_, beta2_, eps_;
   std::vector<Tensor> m_, v_;  // flat over groups, in order
   std::vector<int64_t> step_;  // per parameter, as torch: a step without a gradient does not count
@@ -60,8 +69,10 @@ class SGD : public Optimizer {
       Nesterov nesterov = Nesterov::no);
   void step() override;
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
  private:
+  void init_state();
   double momentum_, dampening_;
   Nesterov nesterov_;
   std::vector<Tensor> buf_;

@@ -12,14 +12,17 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double damp
                "SGD: Nesterov needs momentum > 0 and zero dampening");
 }
 
+void SGD::init_state() {
+  for (const ParamGroup& g : groups_)
+    for (const Tensor& p : g.params) {
+      buf_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      has_buf_.push_back(false);
+    }
+}
+
 void SGD::step() {
   NoGradGuard ng;
-  if (buf_.empty())
-    for (const ParamGroup& g : groups_)
-      for (const Tensor& p : g.params) {
-        buf_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-        has_buf_.push_back(false);
-      }
+  if (buf_.empty()) init_state();
   ++t_;
   size_t k = 0;
   for (ParamGroup& g : groups_)
@@ -44,7 +47,22 @@ void SGD::step() {
 std::vector<std::pair<std::string, Tensor>> SGD::state() const {
   std::vector<std::pair<std::string, Tensor>> s;
   for (size_t i = 0; i < buf_.size(); ++i) s.emplace_back("momentum_buffer." + std::to_string(i), buf_[i]);
+  Tensor has = Tensor::empty({int64_t(has_buf_.size())}, DType::f64);
+  for (size_t i = 0; i < has_buf_.size(); ++i) has.data<double>()[i] = has_buf_[i] ? 1.0 : 0.0;
+  s.emplace_back("has_buffer", has);
+  s.emplace_back("optimizer_steps", Tensor::full({1}, double(t_), DType::f64));
   return s;
+}
+
+void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  NoGradGuard ng;
+  buf_.clear(), has_buf_.clear();
+  init_state();
+  for (size_t i = 0; i < buf_.size(); ++i)
+    buf_[i].copy_from(find_state(state, "momentum_buffer." + std::to_string(i), buf_[i].shape()));
+  const std::vector<double> has = find_state(state, "has_buffer", {int64_t(has_buf_.size())}).to_f64_vector();
+  for (size_t i = 0; i < has_buf_.size(); ++i) has_buf_[i] = has[i] != 0.0;
+  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
 }
 
 }  // namespace eng

@@ -9,6 +9,14 @@
 namespace eng::cpu {
 
 constexpr int64_t kParallelMin = 1 << 14;
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1): one exp instead of libm's tanh, which is
+// ~3x slower and was 20% of a GPT-2 step on the cpu. Saturates correctly
+// (exp -> inf gives 1, exp -> 0 gives -1); absolute error ~1e-7 in fp32.
+template <typename T>
+inline T fast_tanh(T u) {
+  return T(1) - T(2) / (std::exp(T(2) * u) + T(1));
+}
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kGeluCoef = 0.044715;
 
@@ -18,7 +26,7 @@ void gelu_forward(const T* x, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const T xi = x[i];
     const T u = T(kSqrt2OverPi) * (xi + T(kGeluCoef) * xi * xi * xi);
-    out[i] = T(0.5) * xi * (T(1) + std::tanh(u));
+    out[i] = T(0.5) * xi * (T(1) + fast_tanh(u));
   }
 }
 
@@ -28,7 +36,7 @@ void gelu_backward(const T* x, const T* dout, T* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const T xi = x[i];
     const T u = T(kSqrt2OverPi) * (xi + T(kGeluCoef) * xi * xi * xi);
-    const T th = std::tanh(u);
+    const T th = fast_tanh(u);
     const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCoef) * xi * xi);
     const T local = T(0.5) * (T(1) + th) + T(0.5) * xi * (T(1) - th * th) * du;
     dx[i] = local * dout[i];

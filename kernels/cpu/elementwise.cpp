@@ -1,6 +1,8 @@
 // Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add and the
 // bias gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32,
 // flops = n (one op per element; bias_backward: rows*cols adds).
+#include <algorithm>
+
 #include "kernels/cpu/cpu_ops.h"
 
 namespace eng::cpu {
@@ -53,13 +55,20 @@ void bias_add(T* out, const T* bias, int64_t rows, int64_t cols) {
 
 template <typename T>
 void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
-  // Parallel over columns so each thread owns its outputs (no atomics) and the
-  // sum order is fixed, which keeps results deterministic.
+  // Each thread owns a band of columns and walks the rows in order, so the
+  // inner loop reads contiguous memory, no atomics are needed, and the sum
+  // order is fixed (deterministic) whatever the thread count.
+  constexpr int64_t kBand = 64;
+  const int64_t bands = (cols + kBand - 1) / kBand;
 #pragma omp parallel for if (rows * cols > kParallelMin)
-  for (int64_t c = 0; c < cols; ++c) {
-    T s = 0;
-    for (int64_t r = 0; r < rows; ++r) s += dout[r * cols + c];
-    db[c] = s;
+  for (int64_t band = 0; band < bands; ++band) {
+    const int64_t c0 = band * kBand, c1 = std::min(cols, c0 + kBand);
+    T acc[kBand] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = dout + r * cols;
+      for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+    }
+    for (int64_t c = c0; c < c1; ++c) db[c] = acc[c - c0];
   }
 }
 

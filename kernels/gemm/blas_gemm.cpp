@@ -37,4 +37,19 @@ template void gemm_batched<float>(Trans, Trans, int64_t, int64_t, int64_t, float
 template void gemm_batched<double>(Trans, Trans, int64_t, int64_t, int64_t, double, const double*, int64_t, int64_t,
                                    const double*, int64_t, int64_t, double, double*, int64_t, int64_t, int64_t);
 
+std::string blas_info() {
+  const std::string core = openblas_get_corename();
+  std::string s = "OpenBLAS " + core + " kernels, " + std::to_string(openblas_get_num_threads()) + " threads";
+  if (core == "Prescott") {
+    __builtin_cpu_init();
+    const char* better = __builtin_cpu_supports("avx512f")                                 ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
+                                                                                           : nullptr;
+    if (better)
+      s += std::string(" (this CPU has ") + (better[0] == 'S' ? "AVX-512" : "AVX2") +
+           ": export OPENBLAS_CORETYPE=" + better + " for faster GEMMs; scripts/train.sh does)";
+  }
+  return s;
+}
+
 }  // namespace eng::cpu

@@ -5,6 +5,7 @@
 // flops = 2*M*N*K; bytes >= 4*(M*K + K*N + 2*M*N) for fp32.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace eng {
 
@@ -20,5 +21,10 @@ template <typename T>
 void gemm_batched(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                   int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C, int64_t ldc,
                   int64_t stride_c, int64_t batch);
+// "OpenBLAS <core> kernels, N threads" and, when OpenBLAS's CPU detection fell
+// back to its SSE3 (Prescott) kernels on a CPU with AVX2/AVX-512, a hint naming
+// the OPENBLAS_CORETYPE that would use them (detection happens when the
+// library loads, so only the environment can change it).
+std::string blas_info();
 }  // namespace cpu
 }  // namespace eng

@@ -1,0 +1,378 @@
+// Kernel launches under the emulator: blocks run one after another on the
+// launching OS thread, each CUDA thread of a block is a fiber, and the
+// scheduler below runs every runnable fiber in turn until the block is done
+// (docs/emulator.md walks through one launch).
+//
+// __syncthreads() is a counting barrier: each arriving thread records its
+// call site; the last one to arrive releases the others, after checking that
+// all of them wait at the same call site. A thread that returns while others
+// wait (or arrives after one has returned), divergent call sites, and a block
+// in which no fiber can run are reported as eng::Error naming the file:line
+// of the barrier, the thread, and the launch.
+//
+// Shared memory is poisoned with 0xFF bytes (a NaN in every float type) at
+// the start of each block: the dynamic buffer, and the thread-local block of
+// the module holding the kernel, where `__shared__` puts static shared
+// variables (emu.h says why). That TLS block is saved before the launch and
+// restored after it, so the launching thread's other thread_locals (e.g.
+// autograd's grad mode) are untouched; kernel code cannot legally read host
+// thread_locals, so the poison in between harms nothing.
+#include <link.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <new>
+
+#include "kernels/emu/runtime.h"
+
+namespace emu::detail {
+
+uint3 g_thread_idx{};
+uint3 g_block_idx{};
+dim3 g_block_dim;
+dim3 g_grid_dim;
+Launch* g_launch = nullptr;
+Fiber* g_current = nullptr;
+
+namespace {
+
+// Serialises launches process-wide. Recursive so that a launch from inside a
+// kernel (same OS thread) gets a clear error instead of a self-deadlock.
+std::recursive_mutex g_launch_mutex;
+
+std::string xyz(unsigned x, unsigned y, unsigned z) { return eng::cat("(", x, ",", y, ",", z, ")"); }
+
+// The kernel as written in LAUNCH_KERNEL: its text up to the first top-level comma.
+std::string kernel_name(const char* what) {
+  std::string s;
+  int depth = 0;
+  for (const char* p = what; *p && !(*p == ',' && depth == 0); ++p) {
+    if (*p == '<' || *p == '(' || *p == '[') ++depth;
+    if (*p == '>' || *p == ')' || *p == ']') --depth;
+    s += *p;
+  }
+  return s;
+}
+
+std::string launch_context(const Launch& L, const Fiber* thrower) {
+  const LaunchSpec& s = L.spec;
+  return eng::cat(" [", thrower ? "raised in " + thread_name(*thrower) + "; " : "", "kernel ", kernel_name(s.what),
+                  " launched at ", site(s.file, s.line), " with grid ", xyz(s.grid.x, s.grid.y, s.grid.z), ", block ",
+                  xyz(s.block.x, s.block.y, s.block.z), "]");
+}
+
+// First error wins; eng::Errors get the launch (and the thread that threw)
+// appended, other exception types (the kernel's own) are carried out unchanged.
+void record_error(Launch& L, std::exception_ptr e, const Fiber* thrower) {
+  if (L.error) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const eng::Error& err) {
+    L.error = std::make_exception_ptr(eng::Error(err.what() + launch_context(L, thrower)));
+  } catch (...) {
+    L.error = e;
+  }
+}
+void record_error(Launch& L, const std::string& msg) {
+  record_error(L, std::make_exception_ptr(eng::Error(msg)), nullptr);
+}
+
+void validate(const LaunchSpec& s) {
+  const std::string what =
+      eng::cat("LAUNCH_KERNEL(", kernel_name(s.what), ") with grid ", xyz(s.grid.x, s.grid.y, s.grid.z), ", block ",
+               xyz(s.block.x, s.block.y, s.block.z), ": ");
+  const auto bad = [&](const std::string& why) { fail(s.file, s.line, what + why); };
+  if (!s.grid.x || !s.grid.y || !s.grid.z || !s.block.x || !s.block.y || !s.block.z)
+    bad("every dimension must be at least 1 (CUDA: invalid configuration argument)");
+  if (s.block.x > 1024 || s.block.y > 1024 || s.block.z > 64 || uint64_t(s.block.x) * s.block.y * s.block.z > 1024)
+    bad("a block holds at most 1024 threads, with z <= 64 (CUDA: invalid configuration argument)");
+  if (s.grid.x > 2147483647u || s.grid.y > 65535 || s.grid.z > 65535)
+    bad("grid limits are x < 2^31, y and z <= 65535 (CUDA: invalid configuration argument)");
+  if (s.smem_bytes > 227 * 1024)
+    bad(eng::cat(s.smem_bytes, " bytes of dynamic shared memory exceed the 227 KiB an sm_90 block can have"));
+}
+
+// The TLS block of the module containing `code` on this thread.
+struct TlsRange {
+  std::uintptr_t code = 0;
+  unsigned char* data = nullptr;
+  size_t bytes = 0;
+};
+int find_module_tls(dl_phdr_info* info, size_t, void* arg) {
+  auto* r = static_cast<TlsRange*>(arg);
+  bool contains = false;
+  const ElfW(Phdr)* tls = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const std::uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && r->code >= lo && r->code < lo + ph.p_memsz) contains = true;
+    if (ph.p_type == PT_TLS) tls = &ph;
+  }
+  if (!contains) return 0;
+  if (tls && info->dlpi_tls_data) r->data = static_cast<unsigned char*>(info->dlpi_tls_data), r->bytes = tls->p_memsz;
+  return 1;
+}
+
+// Static and dynamic shared memory of one launch (see the header comment).
+class SharedMemory {
+ public:
+  explicit SharedMemory(const LaunchSpec& s) : dyn_bytes_(s.smem_bytes) {
+    tls_.code = s.code;
+    dl_iterate_phdr(find_module_tls, &tls_);
+    const auto* e = reinterpret_cast<const unsigned char*>(&errno);
+    if (tls_.data && e >= tls_.data && e < tls_.data + tls_.bytes) {
+      // A fully static binary keeps libc's TLS (errno) in the same block:
+      // poisoning it would break the C library, so static __shared__ stays unpoisoned.
+      static bool noted = false;
+      if (!noted) std::fprintf(stderr, "emulator: static binary, __shared__ variables are not poisoned\n");
+      noted = true;
+      tls_.data = nullptr;
+    }
+    if (tls_.data) saved_.assign(tls_.data, tls_.data + tls_.bytes);
+    // Exactly the requested size, so AddressSanitizer flags any access past it.
+    dyn_ = static_cast<unsigned char*>(::operator new (std::max<size_t>(dyn_bytes_, 1), std::align_val_t{16}));
+  }
+  ~SharedMemory() {
+    if (tls_.data) std::memcpy(tls_.data, saved_.data(), tls_.bytes);
+    ::operator delete (dyn_, std::align_val_t{16});
+  }
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+
+  void poison() {
+    if (tls_.data) std::memset(tls_.data, 0xFF, tls_.bytes);
+    std::memset(dyn_, 0xFF, dyn_bytes_);
+  }
+  unsigned char* dynamic() const { return dyn_; }
+
+ private:
+  TlsRange tls_;
+  std::vector<unsigned char> saved_;
+  size_t dyn_bytes_;
+  unsigned char* dyn_;
+};
+SharedMemory* g_smem = nullptr;
+
+// A thread returned: a barrier with waiters can never complete, and warp
+// collectives waiting for this lane may now be complete (exited lanes do not
+// take part, as in CUDA).
+void thread_exited(Launch& L, Fiber& self) {
+  self.state = FiberState::done;
+  ++L.exited;
+  if (L.arrived > 0) {
+    const Fiber* w = *std::find_if(L.fibers.begin(), L.fibers.end(),
+                                   [](const Fiber* f) { return f->state == FiberState::at_barrier; });
+    record_error(L, eng::cat(site(w->file, w->line), ": __syncthreads() can never complete: ", thread_name(self),
+                             " returned while ", L.arrived, " of the block's ", L.nthreads,
+                             " threads wait here (first: ", thread_name(*w), ")"));
+    return;
+  }
+  const int base = self.linear & ~31;
+  for (int i = base; i < std::min(base + 32, L.nthreads); ++i) {
+    if (L.fibers[i]->state != FiberState::at_warp) continue;
+    const std::string err = try_complete_warp(L, *L.fibers[i]);
+    if (!err.empty()) return record_error(L, err);
+  }
+}
+
+void run_thread(Launch& L, Fiber& self) {
+  try {
+    L.thunk(L.ctx);
+  } catch (const Cancelled&) {
+    return;
+  } catch (...) {
+    record_error(L, std::current_exception(), &self);
+    return;
+  }
+  thread_exited(L, self);
+}
+
+// Every fiber starts here, once per launch, and runs its thread once per block.
+void fiber_main() {
+  fiber_started();
+  Fiber& self = *g_current;
+  Launch& L = *g_launch;
+  while (!L.finished) {
+    if (!L.cancelling) run_thread(L, self);
+    self.state = FiberState::done;
+    yield(self, false);
+  }
+  yield(self, true);
+}
+
+std::string deadlock_message(const Launch& L) {
+  for (const Fiber* f : L.fibers) {
+    if (f->state != FiberState::at_warp) continue;
+    const int base = f->linear & ~31;
+    for (int i = base; i < std::min(base + 32, L.nthreads); ++i) {
+      const Fiber* g = L.fibers[i];
+      if (!(f->warp.mask >> (i - base) & 1u) || g->state != FiberState::at_barrier) continue;
+      return eng::cat(site(f->file, f->line), ": deadlock: ", thread_name(*f), " waits in ", warp_op_name(f->warp.op),
+                      " for lane ", i - base, " (", thread_name(*g), "), which waits at __syncthreads() at ",
+                      site(g->file, g->line));
+    }
+  }
+  return eng::cat(site(L.spec.file, L.spec.line), ": deadlock in block ", xyz(L.block.x, L.block.y, L.block.z),
+                  ": no thread can run");
+}
+
+// Runs one block; false when it failed (L.error is set).
+bool run_block(Launch& L) {
+  g_block_idx = L.block;
+  g_smem->poison();
+  L.arrived = L.exited = 0;
+  for (Fiber* f : L.fibers) f->state = FiberState::runnable;
+  for (;;) {
+    bool ran = false;
+    for (Fiber* f : L.fibers) {
+      if (f->state != FiberState::runnable) continue;
+      resume(*f);
+      ran = true;
+      if (L.error) return false;
+    }
+    if (std::all_of(L.fibers.begin(), L.fibers.end(), [](const Fiber* f) { return f->state == FiberState::done; }))
+      return true;
+    if (!ran) {
+      record_error(L, deadlock_message(L));
+      return false;
+    }
+  }
+}
+
+// Unwinds every fiber still inside the kernel (their destructors run).
+void cancel_block(Launch& L) {
+  L.cancelling = true;
+  for (Fiber* f : L.fibers)
+    if (f->state != FiberState::done) resume(*f);
+}
+
+}  // namespace
+
+std::string site(const char* file, int line) { return eng::cat(file, ":", line); }
+
+std::string thread_name(const Fiber& f) {
+  const Launch& L = *g_launch;
+  return eng::cat("thread ", xyz(f.tid.x, f.tid.y, f.tid.z), " of block ", xyz(L.block.x, L.block.y, L.block.z));
+}
+
+void fail(const char* file, int line, const std::string& msg) {
+  throw eng::Error(eng::cat(file, ":", line, ": ", msg));
+}
+
+Fiber& current_fiber(const char* what, const char* file, int line) {
+  if (!g_current || !g_launch) fail(file, line, eng::cat(what, " called outside an emulated kernel"));
+  return *g_current;
+}
+
+void wait(Fiber& f) {
+  yield(f, false);
+  if (g_launch->cancelling) throw Cancelled{};
+}
+
+}  // namespace emu::detail
+
+const uint3& threadIdx = emu::detail::g_thread_idx;
+const uint3& blockIdx = emu::detail::g_block_idx;
+const dim3& blockDim = emu::detail::g_block_dim;
+const dim3& gridDim = emu::detail::g_grid_dim;
+
+namespace emu {
+using namespace detail;
+
+int barrier(BarrierOp op, int predicate, const char* file, int line) {
+  Fiber& f = current_fiber("__syncthreads()", file, line);
+  Launch& L = *g_launch;
+  if (L.exited > 0) {
+    const Fiber* d =
+        *std::find_if(L.fibers.begin(), L.fibers.end(), [](const Fiber* g) { return g->state == FiberState::done; });
+    fail(file, line,
+         eng::cat("__syncthreads() can never complete: ", thread_name(*d),
+                  " has already returned without reaching it (every thread of a block must)"));
+  }
+  f.state = FiberState::at_barrier;
+  f.file = file;
+  f.line = line;
+  f.predicate = predicate != 0;
+  if (++L.arrived < L.nthreads) {
+    wait(f);
+    return f.barrier_result;
+  }
+  // The last thread arrived: all must wait at this very call site.
+  L.arrived = 0;
+  int count = 0;
+  bool divergent = false;
+  for (const Fiber* g : L.fibers) {
+    count += g->predicate;
+    divergent = divergent || g->line != line || std::strcmp(g->file, file) != 0;
+  }
+  if (divergent) {
+    std::string sites;  // "N at file:line (first: thread ...)" per call site, in thread order
+    for (const Fiber* g : L.fibers) {
+      const auto same_site = [g](const Fiber* h) { return h->line == g->line && std::strcmp(h->file, g->file) == 0; };
+      if (std::find_if(L.fibers.begin(), L.fibers.end(), same_site) != L.fibers.begin() + g->linear) continue;
+      sites += eng::cat(sites.empty() ? "" : ", ", std::count_if(L.fibers.begin(), L.fibers.end(), same_site), " at ",
+                        site(g->file, g->line), " (first: ", thread_name(*g), ")");
+    }
+    fail(file, line,
+         eng::cat("divergent __syncthreads(): the threads of the block wait at different barriers: ", sites,
+                  "; all threads of a block must reach the same __syncthreads()"));
+  }
+  const int result = op == BarrierOp::count ? count
+                     : op == BarrierOp::all ? count == L.nthreads
+                     : op == BarrierOp::any ? count > 0
+                                            : 0;
+  for (Fiber* g : L.fibers) g->barrier_result = result, g->state = FiberState::runnable;
+  f.state = FiberState::running;
+  return result;
+}
+
+unsigned char* dynamic_smem(const char* file, int line) {
+  current_fiber("DYNAMIC_SMEM", file, line);
+  return g_smem->dynamic();
+}
+
+void trap(const char* file, int line) {
+  current_fiber("__trap()", file, line);
+  fail(file, line, eng::cat("__trap() in ", thread_name(*g_current)));
+}
+
+void launch(const LaunchSpec& spec, void (*thunk)(void*), void* ctx) {
+  std::lock_guard<std::recursive_mutex> lock(g_launch_mutex);
+  if (g_launch)
+    fail(spec.file, spec.line, "LAUNCH_KERNEL inside a running kernel (dynamic parallelism) is not emulated");
+  validate(spec);
+  Launch L;
+  L.spec = spec;
+  L.thunk = thunk;
+  L.ctx = ctx;
+  L.nthreads = int(spec.block.x * spec.block.y * spec.block.z);
+  for (int i = 0; i < L.nthreads; ++i) {
+    Fiber& f = pooled_fiber(size_t(i));
+    prepare_fiber(f, fiber_main);
+    f.linear = i;
+    f.tid = uint3{i % spec.block.x, i / spec.block.x % spec.block.y, i / (spec.block.x * spec.block.y)};
+    L.fibers.push_back(&f);
+  }
+  SharedMemory smem(spec);
+  g_launch = &L;
+  g_smem = &smem;
+  g_block_dim = spec.block;
+  g_grid_dim = spec.grid;
+  struct Reset {
+    ~Reset() { g_launch = nullptr, g_smem = nullptr; }
+  } reset;
+
+  for (unsigned z = 0; z < spec.grid.z && !L.error; ++z)
+    for (unsigned y = 0; y < spec.grid.y && !L.error; ++y)
+      for (unsigned x = 0; x < spec.grid.x && !L.error; ++x) {
+        L.block = uint3{x, y, z};
+        if (!run_block(L)) cancel_block(L);
+      }
+  L.finished = true;  // let every fiber leave its loop, so its stack is free for the next launch
+  for (Fiber* f : L.fibers) resume(*f);
+  if (L.error) std::rethrow_exception(L.error);
+}
+
+}  // namespace emu

@@ -1,0 +1,104 @@
+// GPT-2 construction (initialisation as GPT-2/nanoGPT) and forward pass.
+#include "models/gpt2/gpt2.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/ops.h"
+
+namespace eng::models {
+
+void GPT2Config::validate() const {
+  ENGINE_CHECK(vocab_size > 0, "gpt2 config: vocab_size must be > 0, got ", vocab_size);
+  ENGINE_CHECK(block_size > 0, "gpt2 config: block_size must be > 0, got ", block_size);
+  ENGINE_CHECK(n_layer > 0, "gpt2 config: n_layer must be > 0, got ", n_layer);
+  ENGINE_CHECK(n_head > 0 && n_embd > 0 && n_embd % n_head == 0, "gpt2 config: n_embd (", n_embd,
+               ") must be a positive multiple of n_head (", n_head, ")");
+}
+
+double gpt2_flops_per_token(const GPT2Config& c, int64_t T) {
+  // Non-embedding matmul parameters: 12 C^2 per layer, plus the tied lm_head V*C.
+  const double C = double(c.n_embd), L = double(c.n_layer);
+  const double n = 12.0 * L * C * C + double(c.vocab_size) * C;
+  // 6 flops per parameter per token (2 forward, 4 backward), plus attention's
+  // QK^T and PV: 2 * 2 * T * C per layer forward, x3 with backward (PaLM's formula).
+  return 6.0 * n + 12.0 * L * C * double(T);
+}
+
+GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev) : n_head(c.n_head), n_embd(c.n_embd) {
+  const int64_t C = c.n_embd;
+  const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
+  InitOptions w{s, DType::f32, dev, 0.02f};
+  // Residual projections are scaled by 1/sqrt(2 * n_layer) so the residual
+  // stream's variance does not grow with depth (GPT-2 paper, section 2.3).
+  InitOptions proj = w;
+  proj.std = 0.02f / std::sqrt(2.0f * float(c.n_layer));
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(C, w));
+  InitOptions a = w, ap = proj, f = w, mp = proj;
+  a.seed = s + 1, ap.seed = s + 2, f.seed = s + 3, mp.seed = s + 4;
+  c_attn = register_module("attn.c_attn", std::make_shared<Linear>(C, 3 * C, Bias::yes, a));
+  attn_proj = register_module("attn.c_proj", std::make_shared<Linear>(C, C, Bias::yes, ap));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(C, w));
+  c_fc = register_module("mlp.c_fc", std::make_shared<Linear>(C, 4 * C, Bias::yes, f));
+  mlp_proj = register_module("mlp.c_proj", std::make_shared<Linear>(4 * C, C, Bias::yes, mp));
+}
+
+Tensor GPT2Block::forward(const Tensor& x) const {
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd, NH = n_head;
+  // Attention: qkv projection, split into heads laid out (B, T, NH, HS).
+  Tensor qkv = c_attn->forward(ln_1->forward(x));
+  std::vector<Tensor> parts = split(qkv, {C, C, C}, -1);
+  const Shape heads{B, T, NH, C / NH};
+  Tensor y = attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads));
+  Tensor x1 = add(x, attn_proj->forward(y.reshape({B, T, C})));
+  // MLP with 4C hidden units.
+  Tensor m = mlp_proj->forward(gelu(c_fc->forward(ln_2->forward(x1))));
+  return add(x1, m);
+}
+
+GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) {
+  c.validate();
+  wte = register_module(
+      "wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, InitOptions{seed * 31 + 1, DType::f32, dev, 0.02f}));
+  wpe = register_module(
+      "wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}));
+  for (int l = 0; l < c.n_layer; ++l)
+    h.push_back(register_module("h." + std::to_string(l), std::make_shared<GPT2Block>(c, l, seed, dev)));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
+}
+
+Tensor GPT2::forward(const Tensor& ids, Recompute recompute) const {
+  ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
+  const int64_t B = ids.size(0), T = ids.size(1);
+  ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
+  std::vector<int32_t> pos(size_t(B * T));
+  for (int64_t i = 0; i < B * T; ++i) pos[size_t(i)] = int32_t(i % T);
+  Tensor x = add(wte->forward(ids), wpe->forward(Tensor::from_ints(pos, {B, T}, ids.device())));
+  for (const auto& block : h) {
+    if (recompute == Recompute::yes) {
+      // Saves only the block's input; its activations are recomputed in backward.
+      const GPT2Block* b = block.get();
+      x = checkpoint([b](const std::vector<Tensor>& in) { return b->forward(in[0]); }, {x});
+    } else {
+      x = block->forward(x);
+    }
+  }
+  Tensor hf = ln_f->forward(x).reshape({B * T, cfg_.n_embd});
+  return matmul(hf, wte->weight, Trans::N, Trans::T);  // lm_head tied to wte
+}
+
+Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute) const {
+  ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
+  return cross_entropy(forward(ids, recompute), targets.reshape({ids.numel()}));
+}
+
+bool gpt2_is_conv1d_weight(const std::string& name) {
+  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
+    const std::string s(suffix);
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace eng::models

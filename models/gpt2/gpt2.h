@@ -1,0 +1,65 @@
+// GPT-2 (Radford et al. 2019; Hugging Face's GPT2LMHeadModel): learned token
+// and position embeddings, pre-LN blocks of causal multi-head attention and a
+// GELU(tanh) MLP with 4C hidden units, a final layernorm, and an lm_head tied
+// to the token embedding.
+// Parameter names are Hugging Face's ("h.0.attn.c_attn.weight", ...), so a
+// checkpoint loads into GPT2LMHeadModel. Internally every matrix is stored
+// (out, in) like torch.nn.Linear; Hugging Face's Conv1D stores (in, out), and
+// the checkpoint code transposes at the file boundary (see gpt2_io.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/nn/layers.h"
+
+namespace eng::models {
+
+struct GPT2Config {
+  int64_t vocab_size = 256;
+  int64_t block_size = 128;  // maximum sequence length (n_positions)
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  void validate() const;  // errors name the offending field
+};
+
+// Multiply-adds per token for a forward pass, llm.c's accounting: 6*N per
+// token for forward+backward of the matmuls plus the attention scores.
+double gpt2_flops_per_token(const GPT2Config& c, int64_t T);
+
+class GPT2Block : public Module {
+ public:
+  GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev);
+  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<Linear> c_attn, attn_proj, c_fc, mlp_proj;
+  int64_t n_head, n_embd;
+};
+
+enum class Recompute : uint8_t { no, yes };  // activation checkpointing per block
+
+class GPT2 : public Module {
+ public:
+  GPT2(const GPT2Config& c, uint64_t seed, Device dev = kCPU);
+  // ids (B, T) i32 -> logits (B*T, V)
+  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no) const;
+  // Mean cross-entropy of forward(ids) against targets (B, T) i32.
+  Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no) const;
+  const GPT2Config& config() const { return cfg_; }
+  Device device() const { return dev_; }
+
+  std::shared_ptr<Embedding> wte, wpe;
+  std::vector<std::shared_ptr<GPT2Block>> h;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  GPT2Config cfg_;
+  Device dev_;
+};
+
+// Names of the parameters Hugging Face stores transposed (Conv1D weights).
+bool gpt2_is_conv1d_weight(const std::string& name);
+
+}  // namespace eng::models

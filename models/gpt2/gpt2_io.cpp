@@ -1,0 +1,115 @@
+// GPT-2 safetensors export/import and training checkpoints.
+#include "models/gpt2/gpt2_io.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "io/safetensors.h"
+
+namespace eng::models {
+
+namespace fs = std::filesystem;
+
+void save_gpt2_weights(const std::string& path, const GPT2& model) {
+  NoGradGuard ng;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, p] : model.named_parameters()) {
+    Tensor t = p.detach();
+    if (gpt2_is_conv1d_weight(name)) t = transpose(t, 0, 1);  // (out, in) -> Conv1D's (in, out)
+    out.emplace_back(name, t.to(kCPU));
+  }
+  const GPT2Config& c = model.config();
+  save_safetensors(path, out,
+                   {{"format", "pt"},
+                    {"model", "gpt2"},
+                    {"n_layer", std::to_string(c.n_layer)},
+                    {"n_head", std::to_string(c.n_head)},
+                    {"n_embd", std::to_string(c.n_embd)},
+                    {"n_positions", std::to_string(c.block_size)},
+                    {"vocab_size", std::to_string(c.vocab_size)}});
+}
+
+void load_gpt2_weights(const std::string& path, GPT2& model) {
+  NoGradGuard ng;
+  const SafetensorsFile f = load_safetensors(path);
+  for (auto& [name, p] : model.named_parameters()) {
+    const std::string alt = "transformer." + name;
+    ENGINE_CHECK(f.has(name) || f.has(alt), path, ": missing tensor '", name, "' (nor '", alt, "')");
+    Tensor t = f.has(name) ? f.get(name) : f.get(alt);
+    ENGINE_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()));
+    t = t.to(DType::f32);
+    if (gpt2_is_conv1d_weight(name) && t.ndim() == 2) t = transpose(t, 0, 1);
+    ENGINE_CHECK(t.shape() == p.shape(), path, ": tensor '", name, "' has shape ", shape_str(t.shape()),
+                 gpt2_is_conv1d_weight(name) ? " (after the Conv1D transpose)" : "", ", the model needs ",
+                 shape_str(p.shape()));
+    Tensor dst = p;
+    dst.copy_from(t.to(p.device()));
+  }
+}
+
+void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer& opt, int64_t step,
+                     const nlohmann::json& config) {
+  const fs::path final_dir(dir), tmp_dir(dir + ".tmp"), old_dir(dir + ".old");
+  fs::remove_all(tmp_dir);
+  fs::create_directories(tmp_dir);
+  save_gpt2_weights((tmp_dir / "model.safetensors").string(), model);
+  std::vector<std::pair<std::string, Tensor>> st;
+  for (auto& [n, t] : opt.state()) st.emplace_back(n, t.device() == kCPU ? t : t.detach().to(kCPU));
+  save_safetensors((tmp_dir / "optimizer.safetensors").string(), st);
+  {
+    // config.json makes the directory loadable by GPT2LMHeadModel.from_pretrained.
+    const GPT2Config& c = model.config();
+    std::ofstream hf(tmp_dir / "config.json");
+    hf << nlohmann::json{{"architectures", {"GPT2LMHeadModel"}},
+                         {"model_type", "gpt2"},
+                         {"vocab_size", c.vocab_size},
+                         {"n_positions", c.block_size},
+                         {"n_ctx", c.block_size},
+                         {"n_embd", c.n_embd},
+                         {"n_layer", c.n_layer},
+                         {"n_head", c.n_head},
+                         {"activation_function", "gelu_new"},
+                         {"layer_norm_epsilon", 1e-5},
+                         {"tie_word_embeddings", true}}
+              .dump(2)
+       << "\n";
+    ENGINE_CHECK(hf, (tmp_dir / "config.json").string(), ": write failed");
+  }
+  {
+    std::ofstream out(tmp_dir / "state.json");
+    out << nlohmann::json{{"step", step}, {"config", config}}.dump(2) << "\n";
+    ENGINE_CHECK(out, (tmp_dir / "state.json").string(), ": write failed");
+  }
+  // Swap directories: the old checkpoint disappears only after the new one is complete.
+  fs::remove_all(old_dir);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
+  fs::rename(tmp_dir, final_dir);
+  fs::remove_all(old_dir);
+}
+
+nlohmann::json load_checkpoint(const std::string& dir, GPT2& model, Optimizer& opt) {
+  const fs::path d(dir);
+  ENGINE_CHECK(fs::exists(d / "state.json"), dir, ": no checkpoint here (state.json missing)");
+  nlohmann::json state;
+  try {
+    std::ifstream in(d / "state.json");
+    state = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    ENGINE_FAIL((d / "state.json").string(), ": bad JSON: ", e.what());
+  }
+  ENGINE_CHECK(state.contains("step") && state["step"].is_number_integer(), (d / "state.json").string(),
+               ": missing integer 'step'");
+  load_gpt2_weights((d / "model.safetensors").string(), model);
+  const SafetensorsFile os = load_safetensors((d / "optimizer.safetensors").string());
+  try {
+    opt.load_state(os.tensors);
+  } catch (const Error& e) {
+    ENGINE_FAIL((d / "optimizer.safetensors").string(), ": ", e.what());
+  }
+  return state;
+}
+
+}  // namespace eng::models

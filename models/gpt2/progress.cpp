@@ -1,0 +1,109 @@
+// Progress display, metrics file and the peak-FLOP/s reference.
+#include "models/gpt2/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "engine/error.h"
+#include "kernels/gemm/gemm.h"
+
+namespace eng::models {
+
+double device_peak_flops(Device dev) {
+  if (dev.type != DeviceType::cpu) return 0.0;
+  const int64_t n = 1024;
+  std::vector<float> a(size_t(n * n), 1.0f), b(size_t(n * n), 0.5f), c(size_t(n * n));
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::gemm<float>(Trans::N, Trans::N, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * double(n * n * n) / s);
+  }
+  return best;
+}
+
+static std::string human_bytes(size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / (1024.0 * 1024.0));
+  return buf;
+}
+
+static std::string human_time(double s) {
+  char buf[32];
+  const int64_t t = int64_t(s);
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60),
+                (long long)(t % 60));
+  return buf;
+}
+
+Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step)
+    : log_every_(std::max<int64_t>(log_every, 1)), tty_(::isatty(STDOUT_FILENO)) {
+  // Keep the lines of earlier steps on resume, drop any from after the checkpoint.
+  std::vector<std::string> keep;
+  {
+    std::ifstream in(metrics_path);
+    std::string line;
+    while (std::getline(in, line)) {
+      try {
+        if (nlohmann::json::parse(line).value("step", int64_t(0)) <= first_step) keep.push_back(line);
+      } catch (const std::exception&) {
+        // A torn last line from a killed run: drop it.
+      }
+    }
+  }
+  metrics_.open(metrics_path, std::ios::trunc);
+  ENGINE_CHECK(metrics_, metrics_path, ": cannot open for writing");
+  for (const std::string& l : keep) metrics_ << l << "\n";
+}
+
+void Progress::end_live_line() {
+  if (live_) std::printf("\n");
+  live_ = false;
+}
+
+void Progress::step(const StepStats& s) {
+  metrics_ << nlohmann::json{{"step", s.step},
+                             {"loss", s.loss},
+                             {"lr", s.lr},
+                             {"grad_norm", s.grad_norm},
+                             {"tokens_per_s", s.tokens_per_s},
+                             {"flops_per_s", s.flops_per_s},
+                             {"mfu", s.mfu}}
+                  .dump()
+           << "\n";
+  metrics_.flush();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | MFU %.1f%% | ETA %s | mem %s",
+                (long long)s.step, (long long)s.total, s.loss, s.lr, s.grad_norm, s.tokens_per_s, 100.0 * s.mfu,
+                human_time(s.eta_s).c_str(), human_bytes(s.mem_bytes).c_str());
+  if (tty_) {
+    std::printf("\r\033[K%s", line);
+    live_ = true;
+  } else if (s.step % log_every_ == 0 || s.step == s.total || s.step == 1) {
+    std::printf("%s\n", line);
+  }
+  std::fflush(stdout);
+}
+
+void Progress::val(int64_t step, double val_loss) {
+  metrics_ << nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump() << "\n";
+  metrics_.flush();
+  end_live_line();
+  std::printf("step %6lld | val loss %.4f\n", (long long)step, val_loss);
+  std::fflush(stdout);
+}
+
+void Progress::message(const std::string& text) {
+  end_live_line();
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+void Progress::finish() { end_live_line(); }
+
+}  // namespace eng::models

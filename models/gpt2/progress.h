@@ -1,0 +1,44 @@
+// Training progress output: a live one-line display on a terminal (rewritten
+// in place with \r), plain lines every log_every steps otherwise (logs, CI),
+// and a JSON-lines metrics file a user can plot
+// (step, loss, val_loss, lr, grad_norm, tokens_per_s, flops_per_s, mfu).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/device.h"
+
+namespace eng::models {
+
+// The peak the MFU figure is measured against: on the cpu, this machine's
+// measured OpenBLAS SGEMM rate (a 1024^3 product, best of 3); on cuda, the
+// dense BF16/TF32 peak of known GPUs arrives with the CUDA backend.
+double device_peak_flops(Device dev);
+
+struct StepStats {
+  int64_t step = 0, total = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double tokens_per_s = 0, flops_per_s = 0, mfu = 0, eta_s = 0;
+  size_t mem_bytes = 0;
+};
+
+class Progress {
+ public:
+  Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step);
+  void step(const StepStats& s);
+  void val(int64_t step, double val_loss);
+  void message(const std::string& text);  // ends a live line first
+  void finish();
+
+ private:
+  void end_live_line();
+  std::ofstream metrics_;
+  int64_t log_every_;
+  bool tty_;
+  bool live_ = false;
+};
+
+}  // namespace eng::models

@@ -1,0 +1,179 @@
+// Option table, strict merging and --help for the train program.
+#include "models/gpt2/train_config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace eng::models {
+
+using Json = nlohmann::json;
+
+const std::vector<OptionSpec>& train_options() {
+  static const std::vector<OptionSpec> specs = {
+      {"device", "auto", "auto | cpu | cuda | cuda:N | emu (auto: cuda if a GPU answers, else cpu)"},
+      {"train_bin", "data/fortunes/train.bin", "training tokens (flat little-endian uint16)"},
+      {"val_bin", "data/fortunes/val.bin", "validation tokens"},
+      {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)"},
+      {"block_size", 128, "the model's maximum sequence length (n_positions)"},
+      {"n_layer", 4, "transformer blocks"},
+      {"n_head", 4, "attention heads per block"},
+      {"n_embd", 128, "embedding width C (a multiple of n_head)"},
+      {"batch_size", 16, "sequences per micro-batch"},
+      {"seq_len", 128, "tokens per sequence (at most block_size)"},
+      {"grad_accum", 1, "micro-batches per optimizer step"},
+      {"steps", 600, "optimizer steps (the LR schedule's length)"},
+      {"stop_after", 0, "end this run after N steps with a checkpoint, to --resume later (0: run to the end)"},
+      {"lr", 3e-3, "peak learning rate"},
+      {"min_lr", 3e-4, "learning rate at the end of the cosine decay"},
+      {"warmup_steps", 50, "linear warmup steps"},
+      {"weight_decay", 0.1, "AdamW weight decay, applied to matrices only"},
+      {"beta1", 0.9, "AdamW beta1"},
+      {"beta2", 0.95, "AdamW beta2"},
+      {"grad_clip", 1.0, "global gradient-norm clip (0: off)"},
+      {"seed", 1337, "seed for initialisation, batches and sampling"},
+      {"recompute", false, "activation checkpointing: recompute each block in backward"},
+      {"val_every", 100, "validation loss every N steps (0: only at the end)"},
+      {"val_batches", 8, "batches per validation"},
+      {"sample_every", 200, "print a text sample every N steps (0: only at the end)"},
+      {"sample_tokens", 160, "tokens per sample"},
+      {"temperature", 0.8, "sampling temperature"},
+      {"top_k", 40, "sample from the k most likely tokens (0: all)"},
+      {"log_every", 10, "progress line every N steps when stdout is not a terminal"},
+      {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
+      {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
+      {"resume", false, "continue from out_dir/checkpoint (bit-exact on cpu)"},
+      {"init_from", "", "initialise weights from a Hugging Face GPT-2 safetensors file"},
+  };
+  return specs;
+}
+
+static const OptionSpec* find_spec(const std::string& key) {
+  for (const OptionSpec& s : train_options())
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+static size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> d(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) d[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = d[0];
+    d[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cur = d[j];
+      d[j] = std::min({d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return d[b.size()];
+}
+
+static std::string suggestion(const std::string& key) {
+  std::string best;
+  size_t best_d = 4;  // suggest only near misses
+  for (const OptionSpec& s : train_options()) {
+    const size_t dist = edit_distance(key, s.key);
+    if (dist < best_d) best_d = dist, best = s.key;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+TrainConfig::TrainConfig() {
+  for (const OptionSpec& s : train_options()) values_[s.key] = s.default_value;
+}
+
+void TrainConfig::set(const std::string& key, const Json& v, const std::string& source) {
+  const OptionSpec* spec = find_spec(key);
+  ENGINE_CHECK(spec, source, ": unknown key '", key, "'", suggestion(key), "; see --help");
+  const Json& d = spec->default_value;
+  const bool ok = (d.is_boolean() && v.is_boolean()) || (d.is_string() && v.is_string()) ||
+                  (d.is_number_integer() && v.is_number_integer()) || (d.is_number_float() && v.is_number());
+  ENGINE_CHECK(ok, source, ": key '", key, "' must be ", d.type_name(), ", got ", v.dump());
+  values_[key] = d.is_number_float() ? Json(v.get<double>()) : v;
+}
+
+void TrainConfig::merge_file(const std::string& path) {
+  std::ifstream in(path);
+  ENGINE_CHECK(in, path, ": cannot open config file");
+  Json j;
+  try {
+    j = Json::parse(in);
+  } catch (const std::exception& e) {
+    ENGINE_FAIL(path, ": bad JSON: ", e.what());
+  }
+  ENGINE_CHECK(j.is_object(), path, ": a config file is one JSON object of key: value");
+  for (auto it = j.begin(); it != j.end(); ++it) set(it.key(), it.value(), path);
+}
+
+void TrainConfig::set_from_cli(const std::string& key, const std::string& value) {
+  const OptionSpec* spec = find_spec(key);
+  ENGINE_CHECK(spec, "command line: unknown option '--", key, "'", suggestion(key), "; see --help");
+  Json v;
+  if (spec->default_value.is_string()) {
+    v = value;
+  } else {
+    try {
+      v = Json::parse(value);
+    } catch (const std::exception&) {
+      ENGINE_FAIL("command line: option '--", key, "' must be ", spec->default_value.type_name(), ", got '", value,
+                  "'");
+    }
+  }
+  set(key, v, "command line");
+}
+
+bool TrainConfig::parse_args(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--help" || arg == "-h") return false;
+    ENGINE_CHECK(arg.rfind("--", 0) == 0, "command line: expected --key value, got '", arg, "'");
+    arg = arg.substr(2);
+    std::string value;
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else {
+      const OptionSpec* spec = find_spec(arg);
+      // A bare boolean flag (--resume) means true.
+      if (spec && spec->default_value.is_boolean() && (a + 1 >= argc || std::string(argv[a + 1]).rfind("--", 0) == 0)) {
+        value = "true";
+      } else {
+        ENGINE_CHECK(a + 1 < argc, "command line: option '--", arg, "' needs a value");
+        value = argv[++a];
+      }
+    }
+    std::replace(arg.begin(), arg.end(), '-', '_');  // --grad-clip == --grad_clip
+    kv.emplace_back(arg, value);
+  }
+  for (auto& [k, v] : kv)
+    if (k == "config") merge_file(v);
+  for (auto& [k, v] : kv)
+    if (k != "config") set_from_cli(k, v);
+  return true;
+}
+
+int64_t TrainConfig::i(const std::string& key) const { return values_.at(key).get<int64_t>(); }
+double TrainConfig::f(const std::string& key) const { return values_.at(key).get<double>(); }
+bool TrainConfig::b(const std::string& key) const { return values_.at(key).get<bool>(); }
+std::string TrainConfig::s(const std::string& key) const { return values_.at(key).get<std::string>(); }
+
+std::string TrainConfig::help_text() const {
+  std::ostringstream os;
+  os << "usage: train [--config FILE.json] [--key value | --key=value]...\n"
+        "Trains GPT-2 on a flat uint16 token file. Options (a config file sets the same keys;\n"
+        "command-line values override it):\n"
+        "  --config FILE          JSON object of the keys below (configs/*.json)\n";
+  for (const OptionSpec& s : train_options()) {
+    std::string left = "  --" + s.key + " ";
+    left.resize(std::max<size_t>(left.size() + 1, 25), ' ');
+    os << left << s.help << " (default " << s.default_value.dump() << ")\n";
+  }
+  return os.str();
+}
+
+}  // namespace eng::models
