@@ -9,6 +9,24 @@
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
+#include "kernels/cuda/gpu_ops.h"
+
+// Calls the launcher `fn` of the tensor's GPU device: eng::emuk (the
+// emulated kernels, always built) or eng::cudak (CUDA builds only). The
+// stream argument is left to the caller (nullptr: the default stream).
+#if defined(ENGINE_HAVE_CUDA)
+#define ENGINE_GPU_CALL(dev, fn, ...)                                      \
+  do {                                                                     \
+    if ((dev).type == ::eng::DeviceType::cuda) ::eng::cudak::fn(__VA_ARGS__); \
+    else ::eng::emuk::fn(__VA_ARGS__);                                     \
+  } while (0)
+#else
+#define ENGINE_GPU_CALL(dev, fn, ...)                                                              \
+  do {                                                                                             \
+    ENGINE_CHECK((dev).type == ::eng::DeviceType::emu, #fn ": this build has no CUDA device");     \
+    ::eng::emuk::fn(__VA_ARGS__);                                                                  \
+  } while (0)
+#endif
 
 namespace eng::detail {
 
@@ -18,19 +36,34 @@ inline std::string descs(const std::vector<Tensor>& ts) {
   return s;
 }
 
-// All defined tensors on one device, with a floating dtype the cpu kernels
-// handle (f32, f64), and the same dtype. Returns that dtype.
-inline DType check_float_inputs(const char* op, const std::vector<Tensor>& ts) {
+// Whether an op has hand-written CUDA kernels (so runs on emu and cuda).
+enum class GpuKernel : uint8_t { no, yes };
+
+inline bool on_gpu(const Tensor& t) { return t.device().type != DeviceType::cpu; }
+
+inline gpu::Storage storage_of(DType t) {
+  return t == DType::bf16 ? gpu::Storage::bf16 : t == DType::f16 ? gpu::Storage::f16 : gpu::Storage::f32;
+}
+
+// All defined tensors on one device, with the same floating dtype that the
+// device's kernels handle: f32 or f64 on the cpu; f32, bf16 or f16 on emu and
+// cuda, for ops with GPU kernels. Returns that dtype.
+inline DType check_float_inputs(const char* op, const std::vector<Tensor>& ts, GpuKernel gpu = GpuKernel::no) {
   for (const Tensor& t : ts) ENGINE_CHECK(t.defined(), op, ": undefined input tensor");
   const Tensor& t0 = ts[0];
   for (const Tensor& t : ts) {
     ENGINE_CHECK(t.device() == t0.device(), op, ": inputs on different devices: ", descs(ts));
     ENGINE_CHECK(t.dtype() == t0.dtype(), op, ": inputs of different dtypes: ", descs(ts));
   }
-  ENGINE_CHECK(t0.dtype() == DType::f32 || t0.dtype() == DType::f64, op, ": dtype ", dtype_name(t0.dtype()),
-               " not supported (f32 or f64; convert with .to(DType::f32)): ", descs(ts));
+  if (on_gpu(t0) && gpu == GpuKernel::yes) {
+    ENGINE_CHECK(t0.dtype() == DType::f32 || t0.dtype() == DType::bf16 || t0.dtype() == DType::f16, op, ": dtype ",
+                 dtype_name(t0.dtype()), " not supported on ", t0.device().str(), " (f32, bf16 or f16): ", descs(ts));
+    return t0.dtype();
+  }
   ENGINE_CHECK(t0.device().type == DeviceType::cpu, op, ": no kernel for device ", t0.device().str(),
                " yet (the CUDA backend issues add it): ", descs(ts));
+  ENGINE_CHECK(t0.dtype() == DType::f32 || t0.dtype() == DType::f64, op, ": dtype ", dtype_name(t0.dtype()),
+               " not supported on cpu (f32 or f64; convert with .to(DType::f32)): ", descs(ts));
   return t0.dtype();
 }
 

@@ -28,6 +28,14 @@
 // supplies the device-side names that header declares.
 #pragma once
 
+// ENGINE_GPU_NS: the namespace a kernel file's launchers live in (see
+// kernels/cuda/gpu_ops.h): eng::cudak under nvcc, eng::emuk under g++.
+#if defined(__CUDACC__)
+#define ENGINE_GPU_NS cudak
+#else
+#define ENGINE_GPU_NS emuk
+#endif
+
 #if defined(__CUDACC__)
 
 #include <cuda_bf16.h>

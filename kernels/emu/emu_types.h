@@ -54,3 +54,26 @@ inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline double2 make_double2(double x, double y) { return {x, y}; }
+
+// Without the toolkit's cuda_bf16.h/cuda_fp16.h (a machine with no CUDA at
+// all), minimal stand-ins for the two 16-bit types and the conversions the
+// kernels use, built on the engine's own bit-exact conversions, so the
+// emulated kernels still build and run in every storage type.
+#include "engine/dtype.h"
+
+struct __nv_bfloat16 {
+  unsigned short x;
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float f) : x(eng::float_to_bf16(f)) {}
+  operator float() const { return eng::bf16_to_float(x); }
+};
+struct __half {
+  unsigned short x;
+  __half() = default;
+  __half(float f) : x(eng::float_to_f16(f)) {}
+  operator float() const { return eng::f16_to_float(x); }
+};
+inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+inline float __bfloat162float(__nv_bfloat16 h) { return float(h); }
+inline __half __float2half(float f) { return __half(f); }
+inline float __half2float(__half h) { return float(h); }

@@ -51,7 +51,7 @@ void load_gpt2_weights(const std::string& path, GPT2& model) {
 }
 
 void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer& opt, int64_t step,
-                     const nlohmann::json& config) {
+                     const nlohmann::json& config, const nlohmann::json& extra) {
   const fs::path final_dir(dir), tmp_dir(dir + ".tmp"), old_dir(dir + ".old");
   fs::remove_all(tmp_dir);
   fs::create_directories(tmp_dir);
@@ -80,7 +80,9 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer&
   }
   {
     std::ofstream out(tmp_dir / "state.json");
-    out << nlohmann::json{{"step", step}, {"config", config}}.dump(2) << "\n";
+    nlohmann::json state{{"step", step}, {"config", config}};
+    state.update(extra);
+    out << state.dump(2) << "\n";
     ENGINE_CHECK(out, (tmp_dir / "state.json").string(), ": write failed");
   }
   // Swap directories: the old checkpoint disappears only after the new one is complete.

@@ -23,8 +23,10 @@ void load_gpt2_weights(const std::string& path, GPT2& model);
 // GPT2LMHeadModel.from_pretrained(dir) loads it), optimizer.safetensors and
 // state.json ({"step": k, "config": {...}}). Written to "<dir>.tmp" and
 // renamed over <dir>, so an interrupted save leaves the previous checkpoint.
+// `extra` is merged into state.json (the train program records its sampler
+// and RNG positions there).
 void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer& opt, int64_t step,
-                     const nlohmann::json& config);
+                     const nlohmann::json& config, const nlohmann::json& extra = nlohmann::json::object());
 // Loads weights and optimizer state; returns the state.json object.
 nlohmann::json load_checkpoint(const std::string& dir, GPT2& model, Optimizer& opt);
 

@@ -108,6 +108,9 @@ int run(int argc, char** argv) {
       ENGINE_CHECK(state["config"].value(k, nlohmann::json()) == cfg.json()[k], ckpt_dir, ": checkpoint has ", k, " = ",
                    state["config"].value(k, nlohmann::json()).dump(), ", the config asks for ", cfg.json()[k].dump());
     start = state["step"].get<int64_t>();
+    ENGINE_CHECK(state["config"].value("seed", nlohmann::json()) == cfg.json()["seed"], ckpt_dir,
+                 ": checkpoint was trained with seed ", state["config"].value("seed", nlohmann::json()).dump(),
+                 ", the config asks for ", cfg.json()["seed"].dump(), " (the batch order would change)");
     ENGINE_CHECK(start <= steps, ckpt_dir, ": checkpoint is at step ", start, ", beyond steps = ", steps);
   }
   std::printf("model: GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step on %s\n",
@@ -167,7 +170,16 @@ int run(int argc, char** argv) {
     if ((ve > 0 && done % ve == 0) || done == steps)
       progress.val(done, eval_loss(model, val_file, B, T, cfg.i("val_batches")));
     if ((se > 0 && done % se == 0) || done == steps) sample(done);
-    if ((ce > 0 && done % ce == 0) || done == end) save_checkpoint(ckpt_dir, model, opt, done, cfg.json());
+    if ((ce > 0 && done % ce == 0) || done == end) {
+      // The sampler and the RNGs are counter-based: their positions are
+      // functions of the step, recorded here so the file says so explicitly.
+      const nlohmann::json run_state{
+          {"sampler", {{"order", "random"}, {"seed", seed}, {"next_batch", done * accum}}},
+          {"rng", {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
+                   {"init_seed", seed},
+                   {"sample_seed", seed * 977 + uint64_t(done)}}}};
+      save_checkpoint(ckpt_dir, model, opt, done, cfg.json(), run_state);
+    }
   }
   progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

@@ -1,0 +1,84 @@
+// Storage types inside kernels: loads convert to fp32, stores round from
+// fp32 (round to nearest even for bf16/half), so every kernel does its math
+// in fp32 whatever the tensor holds. Also the Storage -> C++ type dispatch
+// the launchers use, and the common block/grid arithmetic.
+#pragma once
+#include <cstdint>
+
+#include "engine/error.h"
+#include "kernels/cuda/gpu_ops.h"
+#include "kernels/cuda/portable.cuh"
+
+namespace eng::ENGINE_GPU_NS {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half(v);
+}
+
+// 16 bytes of T: 4 floats or 8 bf16/half. One 128-bit load or store moves a
+// whole pack, the widest access a CUDA thread can issue.
+template <typename T>
+struct alignas(16) Pack128 {
+  static constexpr int size = int(16 / sizeof(T));
+  T v[16 / sizeof(T)];
+};
+template <typename T>
+__device__ __forceinline__ Pack128<T> load128(const T* p) {
+  return *reinterpret_cast<const Pack128<T>*>(p);
+}
+template <typename T>
+__device__ __forceinline__ void store128(T* p, const Pack128<T>& v) {
+  *reinterpret_cast<Pack128<T>*>(p) = v;
+}
+// Whether every pointer is 16-byte aligned (tensor views may not be).
+inline bool aligned16(const void* a, const void* b = nullptr, const void* c = nullptr) {
+  return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) & 15u) == 0;
+}
+
+// Calls f.template operator()<T>() with T the C++ storage type.
+template <typename F>
+void dispatch_storage(gpu::Storage st, F&& f) {
+  switch (st) {
+    case gpu::Storage::f32: f.template operator()<float>(); return;
+    case gpu::Storage::bf16: f.template operator()<__nv_bfloat16>(); return;
+    case gpu::Storage::f16: f.template operator()<__half>(); return;
+  }
+}
+
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
+
+// The most blocks a grid-stride kernel launches. On a GPU, 1024 fills an
+// H100 (132 SMs) several times over. Under the emulator the cap is 4, so that
+// the small shapes tests can afford still take several passes of every
+// grid-stride loop ("more rows than the grid holds in one pass").
+#if defined(__CUDACC__)
+inline constexpr int64_t kMaxGrid = 1024;
+#else
+inline constexpr int64_t kMaxGrid = 4;
+#endif
+
+// Blocks for `work` items at `per_block` items per block, capped at kMaxGrid;
+// kernels loop (grid-stride) over whatever one pass does not cover.
+inline unsigned grid_for(int64_t work, int64_t per_block) {
+  const int64_t blocks = (work + per_block - 1) / per_block;
+  return unsigned(blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks));
+}
+
+}  // namespace eng::ENGINE_GPU_NS
