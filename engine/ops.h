@@ -32,6 +32,11 @@ Tensor relu(const Tensor& x);
 
 // Normalises over the last dim C; w and b are (C).
 Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
+// Residual add fused with the layernorm after it (llm.c fused_residual_forward):
+// returns (sum, normed), sum = x + r, normed = layernorm(sum, w, b). Gradients
+// reaching sum and normed both flow into x and r.
+std::pair<Tensor, Tensor> add_layernorm(const Tensor& x, const Tensor& r, const Tensor& w, const Tensor& b,
+                                        double eps = 1e-5);
 // Softmax over the last dim. Causal::yes needs x (..., T, T) and masks keys j > query i.
 Tensor softmax(const Tensor& x, Causal causal = Causal::no);
 // Causal self-attention, q/k/v (B, T, NH, HS) -> (B, T, NH, HS), scaled by 1/sqrt(HS).

@@ -1,7 +1,7 @@
 // gelu and relu; both save their input and recompute the local derivative.
+#include "kernels/cuda/activation.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cuda/activation.h"
 
 namespace eng {
 using namespace detail;

@@ -1,4 +1,7 @@
 // add, sub, mul, scale and the in-place helpers, with their backward.
+// cpu tensors run kernels/cpu/elementwise.cpp (f32/f64); emu and cuda tensors
+// run kernels/cuda/elementwise.cu (f32/bf16/f16, fp32 math).
+#include "kernels/cuda/elementwise.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 
@@ -6,19 +9,27 @@ namespace eng {
 using namespace detail;
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  const DType t = check_float_inputs("add", {a, b});
+  const DType t = check_float_inputs("add", {a, b}, GpuKernel::yes);
   check_same_shape("add", a, b);
   Tensor out = empty_like(a);
-  dispatch_float(t, [&]<typename T>() { cpu::add(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
+  if (on_gpu(a))
+    ENGINE_GPU_CALL(a.device(), add_forward, storage_of(t), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(),
+                    nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::add(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
   record("add", out, {a, b}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g, g}; });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  const DType t = check_float_inputs("sub", {a, b});
+  const DType t = check_float_inputs("sub", {a, b}, GpuKernel::yes);
   check_same_shape("sub", a, b);
   Tensor out = empty_like(a);
-  dispatch_float(t, [&]<typename T>() { cpu::sub(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
+  if (on_gpu(a))
+    ENGINE_GPU_CALL(a.device(), sub_forward, storage_of(t), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(),
+                    nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::sub(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
   record("sub", out, {a, b}, [](const Tensor& g, const std::vector<bool>& needs) {
     return std::vector<Tensor>{g, needs[1] ? scale(g, -1.0) : Tensor()};
   });
@@ -26,10 +37,14 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  const DType t = check_float_inputs("mul", {a, b});
+  const DType t = check_float_inputs("mul", {a, b}, GpuKernel::yes);
   check_same_shape("mul", a, b);
   Tensor out = empty_like(a);
-  dispatch_float(t, [&]<typename T>() { cpu::mul(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
+  if (on_gpu(a))
+    ENGINE_GPU_CALL(a.device(), mul_forward, storage_of(t), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(),
+                    nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::mul(a.data<T>(), b.data<T>(), out.data<T>(), a.numel()); });
   const bool rec = needs_record({a, b});
   Tensor sa = rec ? a.detach() : Tensor(), sb = rec ? b.detach() : Tensor();
   record("mul", out, {a, b}, [sa, sb](const Tensor& g, const std::vector<bool>& needs) {
@@ -39,28 +54,42 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor scale(const Tensor& x, double s) {
-  const DType t = check_float_inputs("scale", {x});
+  const DType t = check_float_inputs("scale", {x}, GpuKernel::yes);
   Tensor out = empty_like(x);
-  dispatch_float(t, [&]<typename T>() { cpu::scale(x.data<T>(), T(s), out.data<T>(), x.numel()); });
+  if (on_gpu(x))
+    ENGINE_GPU_CALL(x.device(), scale_forward, storage_of(t), x.data_ptr(), float(s), out.data_ptr(), x.numel(),
+                    nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::scale(x.data<T>(), T(s), out.data<T>(), x.numel()); });
   record("scale", out, {x},
          [s](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{scale(g, s)}; });
   return out;
 }
 
 void add_(Tensor& dst, const Tensor& src, double alpha) {
-  const DType t = check_float_inputs("add_", {dst, src});
+  const DType t = check_float_inputs("add_", {dst, src}, GpuKernel::yes);
   check_same_shape("add_", dst, src);
-  dispatch_float(t, [&]<typename T>() { cpu::axpy(dst.data<T>(), src.data<T>(), T(alpha), dst.numel()); });
+  if (on_gpu(dst))
+    ENGINE_GPU_CALL(dst.device(), axpy_inplace, storage_of(t), dst.data_ptr(), src.data_ptr(), float(alpha),
+                    dst.numel(), nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::axpy(dst.data<T>(), src.data<T>(), T(alpha), dst.numel()); });
 }
 
 void scale_(Tensor& x, double s) {
-  const DType t = check_float_inputs("scale_", {x});
-  dispatch_float(t, [&]<typename T>() { cpu::scale(x.data<T>(), T(s), x.data<T>(), x.numel()); });
+  const DType t = check_float_inputs("scale_", {x}, GpuKernel::yes);
+  if (on_gpu(x))
+    ENGINE_GPU_CALL(x.device(), scale_forward, storage_of(t), x.data_ptr(), float(s), x.data_ptr(), x.numel(), nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::scale(x.data<T>(), T(s), x.data<T>(), x.numel()); });
 }
 
 void fill_(Tensor& x, double value) {
-  const DType t = check_float_inputs("fill_", {x});
-  dispatch_float(t, [&]<typename T>() { cpu::fill(x.data<T>(), T(value), x.numel()); });
+  const DType t = check_float_inputs("fill_", {x}, GpuKernel::yes);
+  if (on_gpu(x))
+    ENGINE_GPU_CALL(x.device(), fill_inplace, storage_of(t), x.data_ptr(), float(value), x.numel(), nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::fill(x.data<T>(), T(value), x.numel()); });
 }
 
 }  // namespace eng

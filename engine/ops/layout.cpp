@@ -1,15 +1,17 @@
 // permute, transpose, concat and split: explicit copies (tensors stay
 // contiguous, as in llm.c), each with the inverse copy as its backward.
+// permute (and so transpose) also runs on emu/cuda (kernels/cuda/permute.cu).
 #include <numeric>
 
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/permute.h"
 
 namespace eng {
 using namespace detail;
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims) {
-  const DType t = check_float_inputs("permute", {x});
+  const DType t = check_float_inputs("permute", {x}, GpuKernel::yes);
   const int nd = x.ndim();
   ENGINE_CHECK(int(dims.size()) == nd && nd <= 8, "permute: ", dims.size(), " dims given for ", x.desc());
   std::vector<int> d(dims.size()), seen(size_t(nd), 0);
@@ -20,7 +22,11 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   Shape os(static_cast<size_t>(nd));
   for (int i = 0; i < nd; ++i) os[size_t(i)] = x.size(d[size_t(i)]);
   Tensor out = Tensor::empty(os, t, x.device());
-  dispatch_float(t, [&]<typename T>() { cpu::permute(x.data<T>(), out.data<T>(), x.shape().data(), d.data(), nd); });
+  if (on_gpu(x))
+    ENGINE_GPU_CALL(x.device(), permute_forward, storage_of(t), x.data_ptr(), out.data_ptr(), x.shape().data(),
+                    d.data(), nd, nullptr);
+  else
+    dispatch_float(t, [&]<typename T>() { cpu::permute(x.data<T>(), out.data<T>(), x.shape().data(), d.data(), nd); });
   std::vector<int> inv(static_cast<size_t>(nd));
   for (int i = 0; i < nd; ++i) inv[size_t(d[size_t(i)])] = i;
   record("permute", out, {x},

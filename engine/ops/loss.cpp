@@ -1,20 +1,58 @@
-// Losses: fused softmax cross-entropy (mean over non-ignored rows) and MSE.
+// Losses: fused softmax cross-entropy (mean over non-ignored rows; cpu, emu
+// and cuda) and MSE (cpu).
 #include <cstring>
 
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cross_entropy.h"
 
 namespace eng {
 using namespace detail;
 
+// On emu/cuda the loss is the graph's last op, so (as llm.c does) the forward
+// runs the fused kernel that writes the per-row losses AND dlogits for an
+// incoming gradient of 1, i.e. scaled by 1/valid; the backward hands that
+// tensor back, rescaled in place when the incoming gradient is not 1. No
+// logits or logsumexp are saved, and probabilities never reach memory.
+static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int64_t valid, int32_t ignore_index) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const gpu::Storage st = storage_of(logits.dtype());
+  const bool rec = needs_record({logits});
+  Tensor losses = Tensor::empty({N}, DType::f32, logits.device());
+  Tensor dlogits = rec ? empty_like(logits) : Tensor();
+  const float scale = valid ? float(1.0 / double(valid)) : 0.f;
+  ENGINE_GPU_CALL(logits.device(), cross_entropy_fused, st, logits.data_ptr(), targets.data<int32_t>(),
+                  losses.data<float>(), rec ? dlogits.data_ptr() : nullptr, N, V, scale, ignore_index, nullptr);
+  // The mean on the host: N floats copied back and summed in double, in row
+  // order. N is batch x sequence (thousands), so a device reduction would save
+  // nothing measurable next to the N x V kernel; the copy also syncs, which
+  // the caller does anyway to log the loss.
+  double total = 0;
+  for (double l : losses.to_f64_vector()) total += l;
+  Tensor out = Tensor::full({}, valid ? total / double(valid) : 0.0, logits.dtype(), logits.device());
+  record("cross_entropy", out, {logits}, [dlogits](const Tensor& g, const std::vector<bool>&) {
+    const double gv = g.to_f64_vector()[0];
+    // The closure runs once (autograd frees it after), so rescaling the saved
+    // tensor in place is safe; g == 1 (the usual loss.backward()) costs nothing.
+    if (gv != 1.0)
+      ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dlogits.dtype()), dlogits.data_ptr(), float(gv),
+                      dlogits.numel(), nullptr);
+    return std::vector<Tensor>{dlogits};
+  });
+  return out;
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
-  const DType t = check_float_inputs("cross_entropy", {logits});
+  const DType t = check_float_inputs("cross_entropy", {logits}, GpuKernel::yes);
   ENGINE_CHECK(logits.ndim() == 2, "cross_entropy: logits must be (N, V), got ", logits.desc());
   check_ids("cross_entropy", targets, logits);
   const int64_t N = logits.size(0), V = logits.size(1);
   ENGINE_CHECK(targets.shape() == Shape{N}, "cross_entropy: targets ", targets.desc(), " do not match logits ",
                logits.desc());
-  const int32_t* tg = targets.data<int32_t>();
+  // Targets are validated on the host before any kernel reads them: emu
+  // memory is host memory; cuda targets are copied back (N int32s).
+  const Tensor h_targets = targets.device().type == DeviceType::cuda ? targets.to(kCPU) : targets;
+  const int32_t* tg = h_targets.data<int32_t>();
   int64_t valid = 0;
   for (int64_t r = 0; r < N; ++r) {
     if (tg[r] == ignore_index) continue;
@@ -22,6 +60,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
                  " outside the vocabulary [0, ", V, ")");
     ++valid;
   }
+  if (on_gpu(logits)) return cross_entropy_gpu(logits, targets, valid, ignore_index);
   Tensor losses = Tensor::empty({N}, t, logits.device()), lse = Tensor::empty({N}, t, logits.device());
   double total = 0;
   dispatch_float(t, [&]<typename T>() {

@@ -5,8 +5,11 @@
 //   dbias = column sums of G
 // A shared 2-D B with a batched A is folded into one big GEMM over all rows,
 // which is how Linear on (B, T, C) activations becomes a single call.
+// Devices: cpu (f32/f64, OpenBLAS) and emu/cuda (f32/bf16/f16 storage, fp32
+// accumulation, the hand-written GEMM of kernels/cuda/gemm.cu).
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm/gemm.h"
 
 namespace eng {
@@ -43,86 +46,143 @@ MatmulDims matmul_dims(const Tensor& a, const Tensor& b, Trans ta, Trans tb) {
   return d;
 }
 
-// C[batch] = op(A) op(B) with beta = 0, handling the shared-B fold.
-template <typename T>
-void run_gemm(const MatmulDims& d, Trans ta, Trans tb, const T* A, const T* B, T* C) {
-  const int64_t lda = ta == Trans::N ? d.K : d.M, ldb = tb == Trans::N ? d.N : d.K;
-  if (d.shared_b && ta == Trans::N) {
-    cpu::gemm<T>(ta, tb, d.batch * d.M, d.N, d.K, T(1), A, lda, B, ldb, T(0), C, d.N);
+// Each product of the forward and backward is planned once, as GemmCalls
+// (kernels/gemm/gemm.h), and run by the cpu executor (OpenBLAS) or the GPU
+// one (the hand-written tiled GEMM on emu/cuda; cuBLASLt later takes the
+// same calls). A plan names which tensor feeds each GEMM operand.
+enum class Operand : uint8_t { a, b, g };  // the inputs A, B and the output grad G
+struct GemmStep {
+  GemmCall call;
+  Operand first, second;                        // the GEMM's A and B
+  int64_t offset_first = 0, offset_second = 0;  // in elements
+};
+using GemmPlan = std::vector<GemmStep>;
+
+Trans flip(Trans t) { return t == Trans::N ? Trans::T : Trans::N; }
+
+// C[batch] = op(X) op(Y) with beta = 0; a shared Y with an untransposed X
+// folds the batch into the rows: one (batch*M, K) @ (K, N) GEMM.
+GemmStep product(const MatmulDims& d, Trans tx, Trans ty, Operand x, Operand y) {
+  GemmCall c;
+  c.ta = tx, c.tb = ty, c.N = d.N, c.K = d.K;
+  c.lda = tx == Trans::N ? d.K : d.M, c.ldb = ty == Trans::N ? d.N : d.K, c.ldc = d.N;
+  if (d.shared_b && tx == Trans::N) {
+    c.M = d.batch * d.M;
   } else {
-    cpu::gemm_batched<T>(ta, tb, d.M, d.N, d.K, T(1), A, lda, d.M * d.K, B, ldb, d.shared_b ? 0 : d.K * d.N, T(0), C,
-                         d.N, d.M * d.N, d.batch);
+    c.M = d.M, c.batch = d.batch;
+    c.stride_a = d.M * d.K, c.stride_b = d.shared_b ? 0 : d.K * d.N, c.stride_c = d.M * d.N;
   }
+  return {c, x, y};
+}
+
+GemmPlan plan_forward(const MatmulDims& d, Trans ta, Trans tb) { return {product(d, ta, tb, Operand::a, Operand::b)}; }
+
+// dA (as stored) = G op(B)^T, or op(B) G^T when A was transposed.
+GemmPlan plan_grad_a(const MatmulDims& d, Trans ta, Trans tb) {
+  if (ta == Trans::N) {
+    MatmulDims e = d;
+    e.N = d.K, e.K = d.N;
+    return {product(e, Trans::N, flip(tb), Operand::g, Operand::b)};
+  }
+  // (K x M) = op(B) (K x N) @ G^T (N x M): batched, B first (a shared B has
+  // stride 0, and cannot fold: the batch would have to be G's columns).
+  GemmCall c;
+  c.ta = tb, c.tb = Trans::T, c.M = d.K, c.N = d.M, c.K = d.N, c.batch = d.batch;
+  c.lda = tb == Trans::N ? d.N : d.K, c.ldb = d.N, c.ldc = d.M;
+  c.stride_a = d.shared_b ? 0 : d.K * d.N, c.stride_b = d.M * d.N, c.stride_c = d.M * d.K;
+  return {{c, Operand::b, Operand::g}};
+}
+
+// dB (K x N) = op(A)^T G, or (N x K) = G^T op(A) when B was transposed. A
+// shared B sums over the batch: folded into the reduction (K' = batch*M) when
+// A is untransposed, else one GEMM per batch accumulating with beta = 1.
+GemmPlan plan_grad_b(const MatmulDims& d, Trans ta, Trans tb) {
+  const int64_t lda = ta == Trans::N ? d.K : d.M;
+  if (d.shared_b && ta == Trans::N) {
+    GemmCall c;
+    c.ta = Trans::T, c.tb = Trans::N, c.K = d.batch * d.M;
+    if (tb == Trans::N) {
+      c.M = d.K, c.N = d.N, c.lda = lda, c.ldb = d.N, c.ldc = d.N;
+      return {{c, Operand::a, Operand::g}};
+    }
+    c.M = d.N, c.N = d.K, c.lda = d.N, c.ldb = lda, c.ldc = d.K;
+    return {{c, Operand::g, Operand::a}};
+  }
+  const int64_t nb = d.shared_b ? 1 : d.batch, inner = d.shared_b ? d.batch : 1;
+  GemmPlan plan;
+  for (int64_t i = 0; i < inner; ++i) {
+    GemmCall c;
+    c.K = d.M, c.batch = nb, c.beta = i ? 1.f : 0.f, c.stride_c = d.K * d.N;
+    if (tb == Trans::N) {
+      c.ta = flip(ta), c.tb = Trans::N, c.M = d.K, c.N = d.N;
+      c.lda = lda, c.stride_a = d.M * d.K, c.ldb = d.N, c.stride_b = d.M * d.N, c.ldc = d.N;
+      plan.push_back({c, Operand::a, Operand::g, i * d.M * d.K, i * d.M * d.N});
+    } else {
+      c.ta = Trans::T, c.tb = ta, c.M = d.N, c.N = d.K;
+      c.lda = d.N, c.stride_a = d.M * d.N, c.ldb = lda, c.stride_b = d.M * d.K, c.ldc = d.K;
+      plan.push_back({c, Operand::g, Operand::a, i * d.M * d.N, i * d.M * d.K});
+    }
+  }
+  return plan;
+}
+
+// Runs a plan into `out` on its device; `bias` (optional, one-step plans
+// only) is added to every row: as the GEMM's epilogue on a GPU, by
+// cpu::bias_add after it on the cpu.
+void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
+              const Tensor& bias = Tensor()) {
+  ENGINE_CHECK(!bias.defined() || plan.size() == 1, "matmul: a bias needs a one-GEMM plan");
+  auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
+  if (on_gpu(out)) {
+    const size_t es = dtype_size(out.dtype());
+    for (const GemmStep& s : plan) {
+      const char* x = static_cast<const char*>(pick(s.first).data_ptr()) + s.offset_first * int64_t(es);
+      const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
+      ENGINE_GPU_CALL(out.device(), tiled_gemm, storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
+                      bias.defined() ? bias.data_ptr() : nullptr, nullptr);
+    }
+    return;
+  }
+  dispatch_float(out.dtype(), [&]<typename T>() {
+    for (const GemmStep& s : plan)
+      cpu::gemm_call<T>(s.call, pick(s.first).data<T>() + s.offset_first, pick(s.second).data<T>() + s.offset_second,
+                        out.data<T>());
+    if (bias.defined()) cpu::bias_add<T>(out.data<T>(), bias.data<T>(), out.numel() / bias.numel(), bias.numel());
+  });
 }
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor& bias) {
-  const DType t = bias.defined() ? check_float_inputs("matmul", {a, b, bias}) : check_float_inputs("matmul", {a, b});
+  const DType t = bias.defined() ? check_float_inputs("matmul", {a, b, bias}, GpuKernel::yes)
+                                 : check_float_inputs("matmul", {a, b}, GpuKernel::yes);
   const MatmulDims d = matmul_dims(a, b, ta, tb);
   if (bias.defined())
     ENGINE_CHECK(bias.ndim() == 1 && bias.size(0) == d.N, "matmul: bias ", bias.desc(), " does not match ", d.N,
                  " output columns of ", a.desc(), " @ ", b.desc());
   Tensor out = Tensor::empty(d.out_shape, t, a.device());
-  dispatch_float(t, [&]<typename T>() {
-    run_gemm<T>(d, ta, tb, a.data<T>(), b.data<T>(), out.data<T>());
-    if (bias.defined()) cpu::bias_add<T>(out.data<T>(), bias.data<T>(), d.batch * d.M, d.N);
-  });
+  run_plan(plan_forward(d, ta, tb), a, b, Tensor(), out, bias);
   const bool rec = needs_record({a, b, bias});
   Tensor sa = rec ? a.detach() : Tensor(), sb = rec ? b.detach() : Tensor();
   record("matmul", out, {a, b, bias}, [sa, sb, ta, tb, d](const Tensor& g, const std::vector<bool>& needs) {
     std::vector<Tensor> grads(3);
-    dispatch_float(g.dtype(), [&]<typename T>() {
-      const T* G = g.data<T>();
-      if (needs[0]) {
-        Tensor da = empty_like(sa);
-        // dA (as stored) = G op(B)^T, or op(B) G^T when A was transposed.
-        MatmulDims e = d;
-        if (ta == Trans::N) {
-          e.M = d.M, e.N = d.K, e.K = d.N;
-          run_gemm<T>(e, Trans::N, tb == Trans::N ? Trans::T : Trans::N, G, sb.data<T>(), da.data<T>());
-        } else {
-          // (K x M) = op(B) (K x N) @ G^T (N x M): batched, B first.
-          e.M = d.K, e.N = d.M, e.K = d.N;
-          const T* B = sb.data<T>();
-          const int64_t ldb = tb == Trans::N ? d.N : d.K;
-          cpu::gemm_batched<T>(tb, Trans::T, e.M, e.N, e.K, T(1), B, ldb, d.shared_b ? 0 : d.K * d.N, G, d.N, d.M * d.N,
-                               T(0), da.data<T>(), d.M, d.M * d.K, d.batch);
-        }
-        grads[0] = da;
-      }
-      if (needs[1]) {
-        Tensor db = empty_like(sb);
-        const T* A = sa.data<T>();
-        const int64_t lda = ta == Trans::N ? d.K : d.M;
-        // Shared B sums over the batch: with beta = 1 each batch adds its part.
-        const int64_t nb = d.shared_b ? 1 : d.batch;
-        const int64_t inner = d.shared_b ? d.batch : 1;  // batches folded into one sum
-        if (tb == Trans::N) {                            // dB (K x N) = op(A)^T G
-          if (d.shared_b && ta == Trans::N) {
-            cpu::gemm<T>(Trans::T, Trans::N, d.K, d.N, d.batch * d.M, T(1), A, lda, G, d.N, T(0), db.data<T>(), d.N);
-          } else {
-            for (int64_t i = 0; i < inner; ++i)
-              cpu::gemm_batched<T>(ta == Trans::N ? Trans::T : Trans::N, Trans::N, d.K, d.N, d.M, T(1),
-                                   A + i * d.M * d.K, lda, d.M * d.K, G + i * d.M * d.N, d.N, d.M * d.N, T(i ? 1 : 0),
-                                   db.data<T>(), d.N, d.K * d.N, nb);
-          }
-        } else {  // dB (N x K) = G^T op(A)
-          if (d.shared_b && ta == Trans::N) {
-            cpu::gemm<T>(Trans::T, Trans::N, d.N, d.K, d.batch * d.M, T(1), G, d.N, A, lda, T(0), db.data<T>(), d.K);
-          } else {
-            for (int64_t i = 0; i < inner; ++i)
-              cpu::gemm_batched<T>(Trans::T, ta, d.N, d.K, d.M, T(1), G + i * d.M * d.N, d.N, d.M * d.N,
-                                   A + i * d.M * d.K, lda, d.M * d.K, T(i ? 1 : 0), db.data<T>(), d.K, d.K * d.N, nb);
-          }
-        }
-        grads[1] = db;
-      }
-      if (needs[2]) {
-        Tensor dbias = Tensor::empty({d.N}, g.dtype(), g.device());
-        cpu::bias_backward<T>(G, dbias.data<T>(), d.batch * d.M, d.N);
-        grads[2] = dbias;
-      }
-    });
+    if (needs[0]) {
+      grads[0] = empty_like(sa);
+      run_plan(plan_grad_a(d, ta, tb), sa, sb, g, grads[0]);
+    }
+    if (needs[1]) {
+      grads[1] = empty_like(sb);
+      run_plan(plan_grad_b(d, ta, tb), sa, sb, g, grads[1]);
+    }
+    if (needs[2]) {
+      Tensor dbias = Tensor::empty({d.N}, g.dtype(), g.device());
+      if (on_gpu(g))
+        ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), dbias.data_ptr(), d.batch * d.M,
+                        d.N, nullptr);
+      else
+        dispatch_float(g.dtype(),
+                       [&]<typename T>() { cpu::bias_backward<T>(g.data<T>(), dbias.data<T>(), d.batch * d.M, d.N); });
+      grads[2] = dbias;
+    }
     return grads;
   });
   return out;

@@ -15,16 +15,18 @@
 // emulated kernels, always built) or eng::cudak (CUDA builds only). The
 // stream argument is left to the caller (nullptr: the default stream).
 #if defined(ENGINE_HAVE_CUDA)
-#define ENGINE_GPU_CALL(dev, fn, ...)                                      \
-  do {                                                                     \
-    if ((dev).type == ::eng::DeviceType::cuda) ::eng::cudak::fn(__VA_ARGS__); \
-    else ::eng::emuk::fn(__VA_ARGS__);                                     \
+#define ENGINE_GPU_CALL(dev, fn, ...)          \
+  do {                                         \
+    if ((dev).type == ::eng::DeviceType::cuda) \
+      ::eng::cudak::fn(__VA_ARGS__);           \
+    else                                       \
+      ::eng::emuk::fn(__VA_ARGS__);            \
   } while (0)
 #else
-#define ENGINE_GPU_CALL(dev, fn, ...)                                                              \
-  do {                                                                                             \
-    ENGINE_CHECK((dev).type == ::eng::DeviceType::emu, #fn ": this build has no CUDA device");     \
-    ::eng::emuk::fn(__VA_ARGS__);                                                                  \
+#define ENGINE_GPU_CALL(dev, fn, ...)                                                          \
+  do {                                                                                         \
+    ENGINE_CHECK((dev).type == ::eng::DeviceType::emu, #fn ": this build has no CUDA device"); \
+    ::eng::emuk::fn(__VA_ARGS__);                                                              \
   } while (0)
 #endif
 

@@ -56,8 +56,7 @@ __global__ void gelu_backward_kernel(const T* __restrict__ x, const T* __restric
     for (int k = 0; k < P; ++k) r.v[k] = from_f32<T>(gelu_grad_f(to_f32(px.v[k]), to_f32(pd.v[k])));
     store128(dx + i, r);
   }
-  for (int64_t i = vec_end + tid; i < n; i += stride)
-    dx[i] = from_f32<T>(gelu_grad_f(to_f32(x[i]), to_f32(dout[i])));
+  for (int64_t i = vec_end + tid; i < n; i += stride) dx[i] = from_f32<T>(gelu_grad_f(to_f32(x[i]), to_f32(dout[i])));
 }
 
 void gelu_forward(gpu::Storage st, const void* x, void* out, int64_t n, void* stream) {
@@ -66,8 +65,10 @@ void gelu_forward(gpu::Storage st, const void* x, void* out, int64_t n, void* st
     const T* px = static_cast<const T*>(x);
     T* po = static_cast<T*>(out);
     const unsigned grid = grid_for(n / Pack128<T>::size + 1, 256);
-    if (aligned16(x, out)) LAUNCH_KERNEL(gelu_forward_kernel<T, true>, grid, 256, 0, as_stream(stream), px, po, n);
-    else LAUNCH_KERNEL(gelu_forward_kernel<T, false>, grid, 256, 0, as_stream(stream), px, po, n);
+    if (aligned16(x, out))
+      LAUNCH_KERNEL(gelu_forward_kernel<T, true>, grid, 256, 0, as_stream(stream), px, po, n);
+    else
+      LAUNCH_KERNEL(gelu_forward_kernel<T, false>, grid, 256, 0, as_stream(stream), px, po, n);
   });
 }
 
@@ -80,7 +81,8 @@ void gelu_backward(gpu::Storage st, const void* x, const void* dout, void* dx, i
     const unsigned grid = grid_for(n / Pack128<T>::size + 1, 256);
     if (aligned16(x, dout, dx))
       LAUNCH_KERNEL(gelu_backward_kernel<T, true>, grid, 256, 0, as_stream(stream), px, pd, pdx, n);
-    else LAUNCH_KERNEL(gelu_backward_kernel<T, false>, grid, 256, 0, as_stream(stream), px, pd, pdx, n);
+    else
+      LAUNCH_KERNEL(gelu_backward_kernel<T, false>, grid, 256, 0, as_stream(stream), px, pd, pdx, n);
   });
 }
 

@@ -47,16 +47,23 @@ __device__ __forceinline__ void store128(T* p, const Pack128<T>& v) {
 }
 // Whether every pointer is 16-byte aligned (tensor views may not be).
 inline bool aligned16(const void* a, const void* b = nullptr, const void* c = nullptr) {
-  return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) & 15u) == 0;
+  return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) & 15u) ==
+         0;
 }
 
 // Calls f.template operator()<T>() with T the C++ storage type.
 template <typename F>
 void dispatch_storage(gpu::Storage st, F&& f) {
   switch (st) {
-    case gpu::Storage::f32: f.template operator()<float>(); return;
-    case gpu::Storage::bf16: f.template operator()<__nv_bfloat16>(); return;
-    case gpu::Storage::f16: f.template operator()<__half>(); return;
+    case gpu::Storage::f32:
+      f.template operator()<float>();
+      return;
+    case gpu::Storage::bf16:
+      f.template operator()<__nv_bfloat16>();
+      return;
+    case gpu::Storage::f16:
+      f.template operator()<__half>();
+      return;
   }
 }
 

@@ -11,6 +11,23 @@ namespace eng {
 
 enum class Trans : uint8_t { N, T };
 
+// One strided-batched row-major GEMM, the layout every executor shares (the
+// OpenBLAS one below, the hand-written kernel in kernels/cuda/gemm.cu, and
+// the cuBLASLt wrapper of issue 4): for i in [0, batch),
+//   C_i = alpha * op(A_i) @ op(B_i) + beta * C_i,   X_i = X + i * stride_x,
+// op(A_i) (M, K), op(B_i) (K, N), C_i (M, N); lda/ldb/ldc are the row strides
+// of A, B, C as stored. stride_b = 0 shares one B across the batch. beta = 0
+// never reads C (it may hold garbage); beta = 1 accumulates (weight grads).
+// Plain data, so it can be passed by value to a kernel.
+struct GemmCall {
+  Trans ta = Trans::N, tb = Trans::N;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  int64_t batch = 1;
+  float alpha = 1.f, beta = 0.f;
+};
+
 namespace cpu {
 template <typename T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
@@ -21,6 +38,13 @@ template <typename T>
 void gemm_batched(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                   int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C, int64_t ldc,
                   int64_t stride_c, int64_t batch);
+// The cpu executor of a GemmCall.
+template <typename T>
+void gemm_call(const GemmCall& c, const T* A, const T* B, T* C) {
+  gemm_batched<T>(c.ta, c.tb, c.M, c.N, c.K, T(c.alpha), A, c.lda, c.stride_a, B, c.ldb, c.stride_b, T(c.beta), C,
+                  c.ldc, c.stride_c, c.batch);
+}
+
 // "OpenBLAS <core> kernels, N threads" and, when OpenBLAS's CPU detection fell
 // back to its SSE3 (Prescott) kernels on a CPU with AVX2/AVX-512, a hint naming
 // the OPENBLAS_CORETYPE that would use them (detection happens when the

@@ -173,11 +173,11 @@ int run(int argc, char** argv) {
     if ((ce > 0 && done % ce == 0) || done == end) {
       // The sampler and the RNGs are counter-based: their positions are
       // functions of the step, recorded here so the file says so explicitly.
-      const nlohmann::json run_state{
-          {"sampler", {{"order", "random"}, {"seed", seed}, {"next_batch", done * accum}}},
-          {"rng", {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
-                   {"init_seed", seed},
-                   {"sample_seed", seed * 977 + uint64_t(done)}}}};
+      const nlohmann::json run_state{{"sampler", {{"order", "random"}, {"seed", seed}, {"next_batch", done * accum}}},
+                                     {"rng",
+                                      {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
+                                       {"init_seed", seed},
+                                       {"sample_seed", seed * 977 + uint64_t(done)}}}};
       save_checkpoint(ckpt_dir, model, opt, done, cfg.json(), run_state);
     }
   }

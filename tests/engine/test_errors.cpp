@@ -84,10 +84,14 @@ TEST_CASE("errors: mixed or kernel-less devices name the op and the devices", "[
                     Contains("matmul") && Contains("(2, 3) on cpu") && Contains("(3, 4) on emu"));
   CHECK_THROWS_WITH(embedding(f32({4, 3}), Tensor::from_ints({0, 1}, {2}).to(emu)),
                     Contains("embedding") && Contains("cpu") && Contains("emu"));
-  // emu tensors exist (copies work) but no op has an emu kernel yet.
-  CHECK_THROWS_WITH(gelu(e), Contains("gelu") && Contains("emu") && Contains("(2, 3)"));
-  CHECK_THROWS_WITH(add(e, e), Contains("add") && Contains("emu"));
-  CHECK_THROWS_WITH(matmul(e, f32({3, 4}).to(emu)), Contains("matmul") && Contains("emu"));
+  // An op without an emu kernel says so.
+  CHECK_THROWS_WITH(relu(e), Contains("relu") && Contains("emu") && Contains("(2, 3)"));
+  // matmul runs on emu (kernels/cuda/gemm.cu), but not in f64.
+  const Tensor e64 = Tensor::zeros({2, 3}, DType::f64, emu);
+  CHECK_THROWS_WITH(matmul(e64, Tensor::zeros({3, 4}, DType::f64, emu)),
+                    Contains("matmul") && Contains("f64") && Contains("emu"));
+  // add runs on emu (kernels/cuda/elementwise.cu), but not in f64.
+  CHECK_THROWS_WITH(add(e64, e64), Contains("add") && Contains("f64") && Contains("emu"));
 }
 
 TEST_CASE("errors: out-of-range ids and targets name the op, the value and the vocabulary", "[errors]") {

@@ -28,11 +28,11 @@ inline Tensor rounded(const Tensor& x, DType t) { return x.detach().to(t).to(DTy
 // The emu tensor of the same values in dtype t.
 inline Tensor on_emu(const Tensor& x, DType t) { return x.detach().to(t).to(kEmu).detach(); }
 
-#define CHECK_EMU_CLOSE(emu_tensor, ref_tensor, dtype)                                                   \
-  do {                                                                                                   \
-    const ::eng::test::Tol tol_ = ::eng::test::tol_for(dtype);                                          \
+#define CHECK_EMU_CLOSE(emu_tensor, ref_tensor, dtype)                                                         \
+  do {                                                                                                         \
+    const ::eng::test::Tol tol_ = ::eng::test::tol_for(dtype);                                                 \
     CHECK_CLOSE(::eng::test::values((emu_tensor).to(::eng::kCPU)), ::eng::test::values(ref_tensor), tol_.atol, \
-                tol_.rtol);                                                                              \
+                tol_.rtol);                                                                                    \
   } while (0)
 
 }  // namespace eng::test

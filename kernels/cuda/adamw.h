@@ -1,0 +1,54 @@
+// Launchers of kernels/cuda/adamw.cu: the fused multi-tensor AdamW step
+// (every parameter in one launch) and the global gradient sum of squares
+// (for clip_grad_norm). Both take a device array of per-tensor descriptors
+// that the engine builds on the host and copies to the device once per call
+// (engine/optim/adamw.cpp, engine/optim/clip.cpp).
+#pragma once
+#include "kernels/cuda/gpu_ops.h"
+
+namespace eng::gpu {
+
+// Elements per chunk: the unit of work of one block-iteration. Tensors are cut
+// into chunks; chunk c of the launch belongs to the tensor whose
+// [chunk_begin, chunk_begin + ceil(n / kChunk)) holds c.
+inline constexpr int64_t kMultiTensorChunk = 2048;
+
+// One parameter of a fused AdamW step. fp32 master weights and moments; the
+// per-parameter constants are computed on the host in double and rounded to
+// fp32, exactly as kernels/cpu/optim.cpp does, so emu matches cpu bit for bit
+// (cuda may contract to FMAs: a few ulps).
+struct AdamWTensor {
+  float* param;
+  const float* grad;
+  float* m;
+  float* v;
+  void* param_bf16;     // nullable: also write the updated weights here, rounded to bf16
+  int64_t n;            // elements
+  int64_t chunk_begin;  // first chunk of this tensor in the launch (prefix sum of chunk counts)
+  float decay;          // 1 - lr * weight_decay, lr = base lr * the group's lr_scale
+  float step_size;      // lr / (1 - beta1^t), t = this parameter's own step count
+  float sqrt_bc2;       // sqrt(1 - beta2^t)
+  float unused_ = 0.f;  // keeps the struct a multiple of 8 bytes on every compiler
+};
+
+// One tensor of a sum of squares, in its storage dtype.
+struct SumSquaresTensor {
+  const void* x;
+  int64_t n;
+  int64_t chunk_begin;
+  Storage st;
+};
+
+// Scratch floats the sum of squares needs: the result, then one partial per block.
+inline constexpr int64_t kSumSquaresScratch = 1 + 1024;
+
+inline int64_t chunks_of(int64_t n) { return (n + kMultiTensorChunk - 1) / kMultiTensorChunk; }
+
+}  // namespace eng::gpu
+
+#define ENGINE_ADAMW_LAUNCHERS                                                                                 \
+  void adamw_multi_tensor(const gpu::AdamWTensor* d_tensors, int num_tensors, int64_t num_chunks, float beta1, \
+                          float beta2, float eps, void* stream);                                               \
+  void sum_squares_multi_tensor(const gpu::SumSquaresTensor* d_tensors, int num_tensors, int64_t num_chunks,   \
+                                float* d_scratch, void* stream);
+ENGINE_GPU_DECLARE(ENGINE_ADAMW_LAUNCHERS)

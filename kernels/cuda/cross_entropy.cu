@@ -1,0 +1,174 @@
+// Fused softmax cross-entropy over the vocabulary (llm.c's fused_classifier):
+// one kernel reads each row of logits and writes both the row's loss and its
+// gradient, without ever storing the probabilities. Reference:
+// kernels/cpu/cross_entropy.cpp; walk-through: docs/kernels/cross_entropy.md.
+//   lse_r      = log sum_v exp(x_rv)                 (x = logits, row r)
+//   loss_r     = lse_r - x_r,target_r                (fp32, 0 for ignored rows)
+//   dlogits_rv = dloss_scale * (exp(x_rv - lse_r) - [v == target_r])
+// Rows whose target is ignore_index get loss 0 and dlogits 0. Because the loss
+// is the graph's last op, the engine calls this in the forward pass with
+// dloss_scale = 1/valid and keeps dlogits for the backward, which only
+// rescales it (cross_entropy_scale_grad) when the incoming gradient is not 1.
+// Conventions: fp32 math whatever the storage T; dlogits written with =.
+#include <cmath>
+
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/storage.cuh"
+
+namespace eng::ENGINE_GPU_NS {
+
+namespace {
+constexpr int kMaxThreads = 512;
+
+// A partial softmax denominator: m = max of the values seen, s = sum of
+// exp(x - m) over them. Empty: {-inf, 0}.
+struct MaxSum {
+  float m, s;
+};
+
+// Folds one value into a running MaxSum (the "online softmax" update: when the
+// max grows, the sum so far is rescaled to the new max). A -inf logit adds
+// nothing; the guard keeps exp(-inf - -inf) = NaN out of the sum.
+__device__ __forceinline__ void fold(MaxSum& a, float x) {
+  if (x > a.m) {
+    a.s = a.s * expf(a.m - x) + 1.f;
+    a.m = x;
+  } else {
+    a.s += x == -INFINITY ? 0.f : expf(x - a.m);
+  }
+}
+
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f};  // both empty
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+__device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
+  for (int off = 16; off > 0; off >>= 1)
+    v = merge(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)});
+  return v;
+}
+
+// The block's MaxSum, returned to every thread. Each warp merges the warps'
+// partials itself (no broadcast barrier); the closing barrier keeps a fast
+// warp from overwriting smem_part for the next row while others still read.
+// blockDim.x must be a multiple of 32.
+__device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* smem_part) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, nwarps = int(blockDim.x) / 32;
+  v = warp_merge(v);
+  if (lane == 0) smem_part[warp] = v;
+  __syncthreads();
+  v = warp_merge(lane < nwarps ? smem_part[lane] : MaxSum{-INFINITY, 0.f});
+  __syncthreads();
+  return v;
+}
+}  // namespace
+
+// The fused classifier. Launch: grid-stride over rows, one block per row,
+// grid_for(N, 1) blocks of a multiple of 32 threads (<= 512, about one 16-byte
+// pack per thread for small V). Pass 1 folds the row into per-thread MaxSums
+// (one read of the logits), the block merges them into lse; pass 2 reads the
+// row again and writes dlogits (skipped when dlogits is nullptr: inference).
+// Preconditions: targets in [0, V) or == ignore_index (checked by the engine);
+// kVec only if logits and dlogits are 16-byte aligned and V % pack == 0, so
+// that every row starts on a pack.
+// bytes = 2 N V sizeof(T) reads + N V sizeof(T) writes + 8 N (targets, losses);
+//         N V sizeof(T) without dlogits.
+// flops ~ 5 N V (max/compare, exp, add) + 4 N V for dlogits (exp counted as 1 SFU op).
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kMaxThreads)
+    cross_entropy_fused_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
+                               float* __restrict__ losses, T* __restrict__ dlogits, int64_t N, int64_t V,
+                               float dloss_scale, int32_t ignore_index) {
+  __shared__ MaxSum smem_part[32];
+  constexpr int P = Pack128<T>::size;
+  const int64_t vec_end = kVec ? V / P * P : 0;
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
+    const T* x = logits + r * V;
+    T* d = dlogits ? dlogits + r * V : nullptr;
+    const int32_t target = targets[r];
+    if (target == ignore_index) {  // the same for the whole block, so no thread skips a barrier alone
+      if (threadIdx.x == 0) losses[r] = 0.f;
+      if (d)
+        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) d[v] = from_f32<T>(0.f);
+      continue;
+    }
+    MaxSum acc{-INFINITY, 0.f};
+    for (int64_t v = int64_t(threadIdx.x) * P; v < vec_end; v += int64_t(blockDim.x) * P) {
+      const Pack128<T> p = load128(x + v);
+      for (int k = 0; k < P; ++k) fold(acc, to_f32(p.v[k]));
+    }
+    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) fold(acc, to_f32(x[v]));
+    const MaxSum row = block_merge(acc, smem_part);
+    const float lse = row.m + logf(row.s);
+    if (threadIdx.x == 0) losses[r] = lse - to_f32(x[target]);
+    if (!d) continue;
+    for (int64_t v = int64_t(threadIdx.x) * P; v < vec_end; v += int64_t(blockDim.x) * P) {
+      const Pack128<T> p = load128(x + v);
+      Pack128<T> g;
+      for (int k = 0; k < P; ++k) {
+        const float onehot = v + k == target ? 1.f : 0.f;
+        g.v[k] = from_f32<T>(dloss_scale * (expf(to_f32(p.v[k]) - lse) - onehot));
+      }
+      store128(d + v, g);
+    }
+    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) {
+      const float onehot = v == target ? 1.f : 0.f;
+      d[v] = from_f32<T>(dloss_scale * (expf(to_f32(x[v]) - lse) - onehot));
+    }
+  }
+}
+
+// d *= scale in place: the backward of a loss whose incoming gradient is not 1.
+// Launch: 1-D grid-stride, 256 threads, grid_for(n / pack); 16-byte packs when
+// d is aligned, scalar tail. bytes = 2 n sizeof(T), flops = n.
+template <typename T, bool kVec>
+__global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, float scale, int64_t n) {
+  constexpr int P = Pack128<T>::size;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t vec_end = kVec ? n / P * P : 0;
+  for (int64_t i = tid * P; i < vec_end; i += stride * P) {
+    Pack128<T> p = load128(d + i);
+    for (int k = 0; k < P; ++k) p.v[k] = from_f32<T>(scale * to_f32(p.v[k]));
+    store128(d + i, p);
+  }
+  for (int64_t i = vec_end + tid; i < n; i += stride) d[i] = from_f32<T>(scale * to_f32(d[i]));
+}
+
+void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits,
+                         int64_t N, int64_t V, float dloss_scale, int32_t ignore_index, void* stream) {
+  if (N == 0) return;
+  dispatch_storage(st, [&]<typename T>() {
+    constexpr int P = Pack128<T>::size;
+    const T* px = static_cast<const T*>(logits);
+    T* pd = static_cast<T*>(dlogits);
+    // About one pack per thread for small rows (fewer idle threads in the
+    // reductions), kMaxThreads for large vocabularies.
+    const int64_t want = (V + P - 1) / P;
+    const unsigned threads = unsigned(want >= kMaxThreads ? kMaxThreads : (want + 31) / 32 * 32);
+    const unsigned block = threads < 32 ? 32 : threads;
+    const unsigned grid = grid_for(N, 1);
+    if (aligned16(logits, dlogits) && V % P == 0)
+      LAUNCH_KERNEL(cross_entropy_fused_kernel<T, true>, grid, block, 0, as_stream(stream), px, targets, losses, pd, N,
+                    V, dloss_scale, ignore_index);
+    else
+      LAUNCH_KERNEL(cross_entropy_fused_kernel<T, false>, grid, block, 0, as_stream(stream), px, targets, losses, pd, N,
+                    V, dloss_scale, ignore_index);
+  });
+}
+
+void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, float scale, int64_t n, void* stream) {
+  if (n == 0) return;
+  dispatch_storage(st, [&]<typename T>() {
+    T* pd = static_cast<T*>(dlogits);
+    const unsigned grid = grid_for(n / Pack128<T>::size + 1, 256);
+    if (aligned16(dlogits))
+      LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, true>, grid, 256, 0, as_stream(stream), pd, scale, n);
+    else
+      LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, false>, grid, 256, 0, as_stream(stream), pd, scale, n);
+  });
+}
+
+}  // namespace eng::ENGINE_GPU_NS

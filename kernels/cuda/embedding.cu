@@ -1,0 +1,111 @@
+// Embedding lookup and its deterministic backward. Reference:
+// kernels/cpu/embedding.cpp; walk-through: docs/kernels/embedding.md.
+//   forward:  out[i, :] = w[ids[i], :]
+//   backward: dw[v, :]  = sum over positions i with ids[i] == v of dout[i, :]
+// The backward is a gather, not a scatter: one block owns whole rows of dw and
+// sums the rows of dout that hit them in increasing position order, so there
+// are no float atomics and dw is bitwise identical from run to run (a scatter
+// with atomicAdd would sum repeated ids in whatever order the blocks ran).
+// Conventions: fp32 math whatever the storage T (the backward accumulates in
+// fp32 and rounds once); dw is written with =, rows of absent ids get zeros.
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/storage.cuh"
+
+namespace eng::ENGINE_GPU_NS {
+
+// out = w[ids]. Launch: 1-D grid-stride over the n C output elements, 256
+// threads, grid_for(n C / pack); one 16-byte pack per step when kVec.
+// Preconditions: ids in [0, V) (checked by the engine); kVec only if w and out
+// are 16-byte aligned and C % pack == 0, so a pack never straddles two rows.
+// bytes = 2 n C sizeof(T) + 4 n (each id is re-read per pack, from cache);
+// flops = 0 (a copy).
+template <typename T, bool kVec>
+__global__ void embedding_forward_kernel(const T* __restrict__ w, const int32_t* __restrict__ ids, T* __restrict__ out,
+                                         int64_t n, int64_t C) {
+  constexpr int P = kVec ? Pack128<T>::size : 1;
+  const int64_t total = n * C;
+  const int64_t stride = (int64_t(gridDim.x) * blockDim.x) * P;
+  for (int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * P; e < total; e += stride) {
+    const int64_t i = e / C, c = e - i * C;
+    const T* src = w + int64_t(ids[i]) * C + c;
+    if constexpr (kVec)
+      store128(out + e, load128(src));
+    else
+      out[e] = *src;
+  }
+}
+
+// dw[v, :] = sum of dout[d_order[j], :] for j in [d_row_start[v], d_row_start[v + 1]).
+// Launch: grid-stride over the V rows of dw, one block per row, grid_for(V, 1)
+// blocks of 32..256 threads (about one pack per thread); each thread owns a
+// pack (or one element) of channels and walks the row's positions in order.
+// Preconditions: d_order/d_row_start as built by the engine (embedding.h);
+// kVec only if dout and dw are 16-byte aligned and C % pack == 0.
+// bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw) + 4 (n + V + 1);
+// flops = n C adds.
+template <typename T, bool kVec>
+__global__ void embedding_backward_kernel(const T* __restrict__ dout, const int32_t* __restrict__ d_order,
+                                          const int32_t* __restrict__ d_row_start, T* __restrict__ dw, int64_t V,
+                                          int64_t C) {
+  constexpr int P = kVec ? Pack128<T>::size : 1;
+  for (int64_t v = blockIdx.x; v < V; v += gridDim.x) {
+    const int32_t begin = d_row_start[v], end = d_row_start[v + 1];
+    T* row = dw + v * C;
+    for (int64_t c = int64_t(threadIdx.x) * P; c < C; c += int64_t(blockDim.x) * P) {
+      float acc[P] = {};
+      for (int32_t j = begin; j < end; ++j) {
+        const T* src = dout + int64_t(d_order[j]) * C + c;
+        if constexpr (kVec) {
+          const Pack128<T> p = load128(src);
+          for (int k = 0; k < P; ++k) acc[k] += to_f32(p.v[k]);
+        } else {
+          acc[0] += to_f32(*src);
+        }
+      }
+      if constexpr (kVec) {
+        Pack128<T> p;
+        for (int k = 0; k < P; ++k) p.v[k] = from_f32<T>(acc[k]);
+        store128(row + c, p);
+      } else {
+        row[c] = from_f32<T>(acc[0]);
+      }
+    }
+  }
+}
+
+void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,
+                       void* stream) {
+  if (n == 0 || C == 0) return;
+  dispatch_storage(st, [&]<typename T>() {
+    constexpr int P = Pack128<T>::size;
+    const T* pw = static_cast<const T*>(w);
+    T* po = static_cast<T*>(out);
+    if (aligned16(w, out) && C % P == 0)
+      LAUNCH_KERNEL(embedding_forward_kernel<T, true>, grid_for(n * C / P, 256), 256, 0, as_stream(stream), pw, ids, po,
+                    n, C);
+    else
+      LAUNCH_KERNEL(embedding_forward_kernel<T, false>, grid_for(n * C, 256), 256, 0, as_stream(stream), pw, ids, po, n,
+                    C);
+  });
+}
+
+void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, void* dw,
+                        int64_t V, int64_t C, void* stream) {
+  if (V == 0 || C == 0) return;
+  dispatch_storage(st, [&]<typename T>() {
+    constexpr int P = Pack128<T>::size;
+    const T* pd = static_cast<const T*>(dout);
+    T* pw = static_cast<T*>(dw);
+    const bool vec = aligned16(dout, dw) && C % P == 0;
+    const int64_t lanes = vec ? C / P : C;
+    const unsigned block = unsigned(lanes >= 256 ? 256 : (lanes + 31) / 32 * 32);
+    if (vec)
+      LAUNCH_KERNEL(embedding_backward_kernel<T, true>, grid_for(V, 1), block, 0, as_stream(stream), pd, d_order,
+                    d_row_start, pw, V, C);
+    else
+      LAUNCH_KERNEL(embedding_backward_kernel<T, false>, grid_for(V, 1), block, 0, as_stream(stream), pd, d_order,
+                    d_row_start, pw, V, C);
+  });
+}
+
+}  // namespace eng::ENGINE_GPU_NS

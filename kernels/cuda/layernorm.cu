@@ -1,0 +1,288 @@
+// LayerNorm over the last dim, forward and backward, and the residual add
+// fused with the forward (llm.c's layernorm_forward / fused_residual_forward /
+// layernorm_backward). Reference: kernels/cpu/layernorm.cpp; walk-through from
+// the naive kernel: docs/kernels/layernorm.md.
+//   out  = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(var + eps)
+//   dx   = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,
+//          xhat = (x - mean) * rstd
+//   dw   = sum over rows of dout * xhat,   db = sum over rows of dout
+// Conventions: x, out, dx, w, b, dw, db in the storage type T; mean and rstd
+// fp32, one per row; statistics and sums always in fp32 (two passes, never a
+// 16-bit accumulator). dx, dw and db are written (=), not accumulated.
+// Determinism: dw/db never use float atomics. Each backward block sums its
+// rows into its own row of an fp32 scratch buffer, and a second kernel adds
+// those rows up in block order, so the result is the same bits on every run.
+#include <climits>
+
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/rowwise.cuh"
+
+namespace eng::ENGINE_GPU_NS {
+using rowwise::load_vec;
+using rowwise::store_vec;
+using rowwise::warp_sum;
+
+namespace {
+constexpr int kWarpsPerBlock = 8;  // forward: 8 rows per block, one per warp
+}  // namespace
+
+// layernorm_forward_kernel: one warp per row, grid-stride over rows.
+// Launch: 256 threads (8 warps), grid = grid_for(N, 8). V = 1 or a 16-byte
+// pack (see rowwise.cuh). Three sweeps over the row, all by the same lanes:
+// sum -> mean, sum of squared deviations -> rstd, then the output; the second
+// and third sweeps re-read x from L1/L2, not DRAM, for rows up to ~ 10K wide.
+// Preconditions: C >= 1; V > 1 only if every row is 16-byte aligned.
+// bytes = N C (2 sizeof(T)) + 2 C sizeof(T) + 8 N;  flops = ~8 N C.
+template <typename T, int V>
+__global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                         T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                         int64_t N, int C, float eps) {
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < N; row += warps) {
+    const T* xr = x + row * C;
+    float v[V], wv[V], bv[V];
+    float s = 0.f;
+    for (int i = lane * V; i < C; i += 32 * V) {
+      load_vec<V>(xr + i, v);
+      for (int k = 0; k < V; ++k) s += v[k];
+    }
+    const float m = warp_sum(s) / float(C);
+    float q = 0.f;
+    for (int i = lane * V; i < C; i += 32 * V) {
+      load_vec<V>(xr + i, v);
+      for (int k = 0; k < V; ++k) q += (v[k] - m) * (v[k] - m);
+    }
+    const float rs = rsqrtf(warp_sum(q) / float(C) + eps);
+    T* orow = out + row * C;
+    for (int i = lane * V; i < C; i += 32 * V) {
+      load_vec<V>(xr + i, v);
+      load_vec<V>(w + i, wv);
+      load_vec<V>(b + i, bv);
+      for (int k = 0; k < V; ++k) v[k] = (v[k] - m) * rs * wv[k] + bv[k];
+      store_vec<V>(orow + i, v);
+    }
+    if (lane == 0) {
+      mean[row] = m;
+      rstd[row] = rs;
+    }
+  }
+}
+
+// fused_residual_layernorm_forward_kernel: residual = x + r (rounded to T),
+// out = layernorm(residual), in one launch: the sum is never re-read from
+// DRAM by a separate layernorm launch. The statistics use the rounded sum,
+// so out is exactly layernorm(residual) as stored.
+// Launch, preconditions: as layernorm_forward_kernel (V > 1 only if x, r,
+// residual and out rows are all 16-byte aligned).
+// bytes = N C (4 sizeof(T)) + 2 C sizeof(T) + 8 N;  flops = ~9 N C.
+template <typename T, int V>
+__global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ r,
+                                                        const T* __restrict__ w, const T* __restrict__ b,
+                                                        T* __restrict__ residual, T* __restrict__ out,
+                                                        float* __restrict__ mean, float* __restrict__ rstd, int64_t N,
+                                                        int C, float eps) {
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < N; row += warps) {
+    const int64_t off = row * C;
+    float v[V], rv[V], wv[V], bv[V];
+    float s = 0.f;
+    for (int i = lane * V; i < C; i += 32 * V) {
+      load_vec<V>(x + off + i, v);
+      load_vec<V>(r + off + i, rv);
+      for (int k = 0; k < V; ++k) v[k] = to_f32(from_f32<T>(v[k] + rv[k]));  // the value residual holds
+      store_vec<V>(residual + off + i, v);
+      for (int k = 0; k < V; ++k) s += v[k];
+    }
+    const float m = warp_sum(s) / float(C);
+    float q = 0.f;
+    // The same lane wrote these elements above, so it reads its own stores.
+    for (int i = lane * V; i < C; i += 32 * V) {
+      load_vec<V>(residual + off + i, v);
+      for (int k = 0; k < V; ++k) q += (v[k] - m) * (v[k] - m);
+    }
+    const float rs = rsqrtf(warp_sum(q) / float(C) + eps);
+    for (int i = lane * V; i < C; i += 32 * V) {
+      load_vec<V>(residual + off + i, v);
+      load_vec<V>(w + i, wv);
+      load_vec<V>(b + i, bv);
+      for (int k = 0; k < V; ++k) v[k] = (v[k] - m) * rs * wv[k] + bv[k];
+      store_vec<V>(out + off + i, v);
+    }
+    if (lane == 0) {
+      mean[row] = m;
+      rstd[row] = rs;
+    }
+  }
+}
+
+// layernorm_backward_kernel: one block per row, grid-stride over rows; writes
+// dx, and block b's dw/db partial sums to partial[b][0, C) and [C, 2C).
+// Thread t owns elements t*V + k*blockDim*V (+ 0..V-1) of every row; it
+// accumulates their dw/db in shared memory that no other thread touches, in
+// row order, so the partial sums need neither atomics nor barriers.
+// Launch: blockDim a multiple of 32 (<= 256), grid <= kLayernormBackwardMaxBlocks,
+// dynamic smem = (2 C + 64) floats. Preconditions: C >= 1, C <=
+// kLayernormBackwardMaxC; V > 1 only if all rows are 16-byte aligned.
+// bytes = N C (3 sizeof(T)) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~14 N C.
+template <typename T, int V>
+__global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
+                                          const float* __restrict__ mean, const float* __restrict__ rstd,
+                                          T* __restrict__ dx, float* __restrict__ partial, int64_t N, int C) {
+  DYNAMIC_SMEM(float, smem);
+  float* const smem_dw = smem;
+  float* const smem_db = smem + C;
+  float* const smem_red = smem + 2 * C;  // [0, 32): sums of g, [32, 64): sums of g * xhat, one per warp
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, nwarps = int(blockDim.x / 32);
+  const int step = int(blockDim.x) * V;
+  for (int i = tid * V; i < C; i += step)
+    for (int k = 0; k < V; ++k) smem_dw[i + k] = smem_db[i + k] = 0.f;
+  float dv[V], xv[V], wv[V], o[V];
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const T* dr = dout + row * C;
+    const T* xr = x + row * C;
+    const float m = mean[row], rs = rstd[row];
+    float sg = 0.f, sgx = 0.f;
+    for (int i = tid * V; i < C; i += step) {
+      load_vec<V>(dr + i, dv);
+      load_vec<V>(xr + i, xv);
+      load_vec<V>(w + i, wv);
+      for (int k = 0; k < V; ++k) {
+        const float g = dv[k] * wv[k];
+        sg += g;
+        sgx += g * (xv[k] - m) * rs;
+      }
+    }
+    sg = warp_sum(sg);
+    sgx = warp_sum(sgx);
+    __syncthreads();  // the previous row's readers of smem_red are done
+    if (lane == 0) {
+      smem_red[warp] = sg;
+      smem_red[32 + warp] = sgx;
+    }
+    __syncthreads();
+    sg = 0.f;
+    sgx = 0.f;
+    for (int j = 0; j < nwarps; ++j) {  // every thread, same order: same bits
+      sg += smem_red[j];
+      sgx += smem_red[32 + j];
+    }
+    const float mg = sg / float(C), mgx = sgx / float(C);
+    for (int i = tid * V; i < C; i += step) {
+      load_vec<V>(dr + i, dv);
+      load_vec<V>(xr + i, xv);
+      load_vec<V>(w + i, wv);
+      for (int k = 0; k < V; ++k) {
+        const float xhat = (xv[k] - m) * rs;
+        o[k] = rs * (dv[k] * wv[k] - mg - xhat * mgx);
+        smem_dw[i + k] += dv[k] * xhat;
+        smem_db[i + k] += dv[k];
+      }
+      store_vec<V>(dx + row * C + i, o);
+    }
+  }
+  float* const prow = partial + int64_t(blockIdx.x) * 2 * C;
+  for (int i = tid * V; i < C; i += step)
+    for (int k = 0; k < V; ++k) {
+      prow[i + k] = smem_dw[i + k];
+      prow[C + i + k] = smem_db[i + k];
+    }
+}
+
+// layernorm_param_grad_reduce_kernel: dw[c] = sum over blocks of partial[b][c],
+// db[c] likewise from partial[b][C + c], added in block order.
+// Launch: 1-D grid-stride over columns, 256 threads, grid_for(C, 256).
+// bytes = nblocks 2 C 4 + 2 C sizeof(T);  flops = 2 nblocks C.
+template <typename T>
+__global__ void layernorm_param_grad_reduce_kernel(const float* __restrict__ partial, T* __restrict__ dw,
+                                                   T* __restrict__ db, int nblocks, int C) {
+  for (int c = int(blockIdx.x * blockDim.x + threadIdx.x); c < C; c += int(gridDim.x * blockDim.x)) {
+    float sw = 0.f, sb = 0.f;
+    for (int b = 0; b < nblocks; ++b) {
+      sw += partial[int64_t(b) * 2 * C + c];
+      sb += partial[int64_t(b) * 2 * C + C + c];
+    }
+    dw[c] = from_f32<T>(sw);
+    db[c] = from_f32<T>(sb);
+  }
+}
+
+void layernorm_forward(gpu::Storage st, const void* x, const void* w, const void* b, void* out, float* mean,
+                       float* rstd, int64_t N, int64_t C, double eps, void* stream) {
+  if (N == 0 || C == 0) return;
+  ENGINE_CHECK(C <= INT_MAX, "layernorm_forward: rows of ", C, " elements are too wide");
+  dispatch_storage(st, [&]<typename T>() {
+    const T* px = static_cast<const T*>(x);
+    const T* pw = static_cast<const T*>(w);
+    const T* pb = static_cast<const T*>(b);
+    T* po = static_cast<T*>(out);
+    const unsigned grid = grid_for(N, kWarpsPerBlock);
+    constexpr int P = Pack128<T>::size;
+    if (rowwise::rows_vectorizable<T>(C, x, out) && aligned16(w, b))
+      LAUNCH_KERNEL(layernorm_forward_kernel<T, P>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb, po,
+                    mean, rstd, N, int(C), float(eps));
+    else
+      LAUNCH_KERNEL(layernorm_forward_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb, po,
+                    mean, rstd, N, int(C), float(eps));
+  });
+}
+
+void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void* r, const void* w, const void* b,
+                                      void* residual, void* out, float* mean, float* rstd, int64_t N, int64_t C,
+                                      double eps, void* stream) {
+  if (N == 0 || C == 0) return;
+  ENGINE_CHECK(C <= INT_MAX, "fused_residual_layernorm_forward: rows of ", C, " elements are too wide");
+  dispatch_storage(st, [&]<typename T>() {
+    const T* px = static_cast<const T*>(x);
+    const T* pr = static_cast<const T*>(r);
+    const T* pw = static_cast<const T*>(w);
+    const T* pb = static_cast<const T*>(b);
+    T* pres = static_cast<T*>(residual);
+    T* po = static_cast<T*>(out);
+    const unsigned grid = grid_for(N, kWarpsPerBlock);
+    constexpr int P = Pack128<T>::size;
+    if (rowwise::rows_vectorizable<T>(C, x, r, residual) && aligned16(out, w, b))
+      LAUNCH_KERNEL(fused_residual_layernorm_forward_kernel<T, P>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px,
+                    pr, pw, pb, pres, po, mean, rstd, N, int(C), float(eps));
+    else
+      LAUNCH_KERNEL(fused_residual_layernorm_forward_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px,
+                    pr, pw, pb, pres, po, mean, rstd, N, int(C), float(eps));
+  });
+}
+
+void layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w, const float* mean,
+                        const float* rstd, void* dx, void* dw, void* db, float* scratch, int64_t N, int64_t C,
+                        void* stream) {
+  if (C == 0) return;
+  ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, "layernorm_backward: rows of ", C, " elements exceed the ",
+               gpu::kLayernormBackwardMaxC, " the shared-memory dweight/dbias accumulators hold");
+  dispatch_storage(st, [&]<typename T>() {
+    const T* pd = static_cast<const T*>(dout);
+    const T* px = static_cast<const T*>(x);
+    const T* pw = static_cast<const T*>(w);
+    T* pdx = static_cast<T*>(dx);
+    constexpr int P = Pack128<T>::size;
+    const bool vec = rowwise::rows_vectorizable<T>(C, dout, x, dx) && aligned16(w);
+    const int64_t per_thread = vec ? P : 1;
+    // One thread per V elements of a row, rounded up to whole warps, at most 256.
+    const int64_t threads_needed = (C + per_thread - 1) / per_thread;
+    const unsigned threads = unsigned(threads_needed >= 256 ? 256 : (threads_needed + 31) / 32 * 32);
+    const int64_t max_blocks =
+        kMaxGrid < gpu::kLayernormBackwardMaxBlocks ? kMaxGrid : gpu::kLayernormBackwardMaxBlocks;
+    const int nblocks = int(N < max_blocks ? N : max_blocks);
+    const size_t smem = size_t(2 * C + 64) * sizeof(float);
+    if (nblocks > 0) {
+      if (vec)
+        LAUNCH_KERNEL(layernorm_backward_kernel<T, P>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
+                      mean, rstd, pdx, scratch, N, int(C));
+      else
+        LAUNCH_KERNEL(layernorm_backward_kernel<T, 1>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
+                      mean, rstd, pdx, scratch, N, int(C));
+    }
+    LAUNCH_KERNEL(layernorm_param_grad_reduce_kernel<T>, grid_for(C, 256), 256, 0, as_stream(stream),
+                  static_cast<const float*>(scratch), static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C));
+  });
+}
+
+}  // namespace eng::ENGINE_GPU_NS

@@ -1,0 +1,137 @@
+// kernels/cuda/adamw.cu under the emulator: the fused multi-tensor AdamW step
+// against eng::AdamW on the cpu (kernels/cpu/optim.cpp), and the global
+// gradient norm against the cpu grad_norm.
+// Tolerances: AdamW fp32 1e-6 relative (+1e-7 absolute, for values that pass
+// near 0): the kernel computes with the same fp32 constants in the same order
+// as the cpu loop, so under the emulator the results are in fact identical;
+// on a GPU nvcc may contract into FMAs, a few ulps. The norm is summed in fp32
+// (per thread, then per block) where the cpu sums in double: 1e-5 relative.
+#include <cmath>
+#include <iterator>
+
+#include "engine/optim/optimizer.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/adamw.h"
+#include "tests/kernels/emu_check.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+
+// Parameters of awkward sizes, the last spanning several chunks of the kernel;
+// two groups: decayed matrices and undecayed vectors.
+struct Params {
+  std::vector<Tensor> all;
+  std::vector<ParamGroup> groups;
+};
+
+Params make_params(Device dev) {
+  const Shape shapes[] = {{1}, {7}, {33}, {40, 25}, {2 * gpu::kMultiTensorChunk + 5}};
+  Params ps;
+  uint64_t seed = 100;
+  for (const Shape& s : shapes) ps.all.push_back(Tensor::randn(s, seed++).to(dev).detach().set_requires_grad(true));
+  ps.groups = {{{ps.all[3], ps.all[4], ps.all[1]}, 0.1, 1.0}, {{ps.all[0], ps.all[2]}, 0.0, 0.5}};
+  return ps;
+}
+
+}  // namespace
+
+TEST_CASE("emu adamw: 5 fused steps match eng::AdamW on the cpu", "[emu][kernels]") {
+  Params cpu = make_params(kCPU), emu = make_params(kEmu);
+  AdamW opt_cpu(cpu.groups, 1e-2, 0.9, 0.95, 1e-8), opt_emu(emu.groups, 1e-2, 0.9, 0.95, 1e-8);
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < cpu.all.size(); ++i) {
+      if (step == 2 && i == 2) {  // no gradient this step: skipped, its step count stays behind
+        cpu.all[i].zero_grad();
+        emu.all[i].zero_grad();
+        continue;
+      }
+      const Tensor g = Tensor::randn(cpu.all[i].shape(), 1000 + 10 * uint64_t(step) + i, 0.5f);
+      cpu.all[i].set_grad(g);
+      emu.all[i].set_grad(g.to(kEmu).detach());
+    }
+    opt_cpu.step();
+    opt_emu.step();
+  }
+  for (size_t i = 0; i < cpu.all.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(emu.all[i].device() == kEmu);
+    CHECK_CLOSE(values(emu.all[i]), values(cpu.all[i]), 1e-7, 1e-6);
+  }
+  const auto s_cpu = opt_cpu.state(), s_emu = opt_emu.state();
+  REQUIRE(s_cpu.size() == s_emu.size());
+  for (size_t i = 0; i < s_cpu.size(); ++i) {
+    INFO(s_cpu[i].first);
+    CHECK(s_cpu[i].first == s_emu[i].first);
+    CHECK_CLOSE(values(s_emu[i].second), values(s_cpu[i].second), 1e-7, 1e-6);
+  }
+}
+
+TEST_CASE("emu adamw: the optional bf16 copy is the rounded fp32 result", "[emu][kernels]") {
+  // The launcher directly: emu "device" memory is host memory, so the
+  // descriptors can live in a std::vector.
+  const int64_t sizes[] = {1, 7, 33, 1000, gpu::kMultiTensorChunk + 3};
+  std::vector<std::vector<float>> p, g, m, v;
+  std::vector<std::vector<uint16_t>> p16;
+  std::vector<gpu::AdamWTensor> descs;
+  int64_t chunks = 0;
+  for (size_t k = 0; k < std::size(sizes); ++k) {
+    const int64_t n = sizes[k];
+    p.push_back(Tensor::randn({n}, 7 + k).to_vector());
+    g.push_back(Tensor::randn({n}, 70 + k).to_vector());
+    m.push_back(Tensor::randn({n}, 700 + k, 0.1f).to_vector());
+    v.push_back(Tensor::uniform({n}, 7000 + k, 0.f, 0.1f).to_vector());
+    p16.emplace_back(size_t(n), uint16_t(0xffff));
+  }
+  std::vector<std::vector<float>> p_ref = p, m_ref = m, v_ref = v;
+  for (size_t k = 0; k < std::size(sizes); ++k) {
+    const int64_t n = sizes[k];
+    const double lr = 3e-3, wd = k % 2 ? 0.0 : 0.1, bc1 = 1 - std::pow(0.9, 3.0), bc2 = 1 - std::pow(0.999, 3.0);
+    descs.push_back({p[k].data(), g[k].data(), m[k].data(), v[k].data(), k == 1 ? nullptr : p16[k].data(), n, chunks,
+                     float(1 - lr * wd), float(lr / bc1), float(std::sqrt(bc2)), 0.f});
+    chunks += gpu::chunks_of(n);
+    cpu::adamw_step(p_ref[k].data(), g[k].data(), m_ref[k].data(), v_ref[k].data(), n, lr, 0.9, 0.999, 1e-8, wd, bc1,
+                    bc2);
+  }
+  emuk::adamw_multi_tensor(descs.data(), int(descs.size()), chunks, 0.9f, 0.999f, 1e-8f, nullptr);
+  for (size_t k = 0; k < std::size(sizes); ++k) {
+    INFO("tensor " << k << " of " << sizes[k] << " elements");
+    const std::vector<double> got(p[k].begin(), p[k].end()), ref(p_ref[k].begin(), p_ref[k].end());
+    CHECK_CLOSE(got, ref, 1e-7, 1e-6);
+    CHECK_CLOSE(std::vector<double>(m[k].begin(), m[k].end()), std::vector<double>(m_ref[k].begin(), m_ref[k].end()),
+                1e-7, 1e-6);
+    CHECK_CLOSE(std::vector<double>(v[k].begin(), v[k].end()), std::vector<double>(v_ref[k].begin(), v_ref[k].end()),
+                1e-7, 1e-6);
+    bool copy_ok = true;
+    for (size_t i = 0; i < p[k].size(); ++i)
+      copy_ok &= p16[k][i] == (k == 1 ? uint16_t(0xffff) : float_to_bf16(p[k][i]));  // tensor 1: no copy asked
+    CHECK(copy_ok);
+  }
+}
+
+TEST_CASE("emu grad_norm and clip_grad_norm match the cpu", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    INFO(dtype_name(t));
+    std::vector<Tensor> cpu_params, emu_params;
+    uint64_t seed = 500;
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(33), int64_t(1000), gpu::kMultiTensorChunk * 3 + 1}) {
+      const Tensor g = Tensor::randn({n}, seed++, 0.3f);
+      Tensor pc = Tensor::zeros({n}).set_requires_grad(true), pe = Tensor::zeros({n}, t, kEmu).set_requires_grad(true);
+      pc.set_grad(rounded(g, t));
+      pe.set_grad(on_emu(g, t));
+      cpu_params.push_back(pc);
+      emu_params.push_back(pe);
+    }
+    emu_params.push_back(Tensor::zeros({5}, t, kEmu).set_requires_grad(true));  // no gradient: ignored
+    const double ref = grad_norm(cpu_params);
+    CHECK_CLOSE(std::vector<double>{grad_norm(emu_params)}, std::vector<double>{ref}, 0, 1e-5);
+    CHECK(grad_norm(emu_params) == grad_norm(emu_params));  // deterministic: fixed reduction order
+    const double before = clip_grad_norm(emu_params, 1.0);
+    CHECK_CLOSE(std::vector<double>{before}, std::vector<double>{ref}, 0, 1e-5);
+    clip_grad_norm(cpu_params, 1.0);
+    for (size_t i = 0; i < cpu_params.size(); ++i) CHECK_EMU_CLOSE(emu_params[i].grad(), cpu_params[i].grad(), t);
+    CHECK_CLOSE(std::vector<double>{grad_norm(emu_params)}, std::vector<double>{1.0}, 0, 2 * tol_for(t).rtol);
+  }
+  CHECK(grad_norm({Tensor::zeros({3}, DType::f32, kEmu).set_requires_grad(true)}) == 0.0);
+}

@@ -1,0 +1,105 @@
+// kernels/cuda/cross_entropy.cu (the fused classifier) under the emulator
+// against the cpu reference: the mean loss and dlogits in f32, bf16 and f16 on
+// awkward sizes (N = 1, 5, 37 rows, more than the emulator's 4-block grid
+// holds in one pass; V = 1, 3, 37, 300 and 40, which takes the 16-byte path in
+// every dtype), ignored targets including all of them, an incoming gradient
+// other than 1, inference without dlogits, and an unaligned view.
+// Tolerances: emu_check.h's per dtype. The loss is reduced in fp32 and the mean
+// in double on both sides; the emu loss tensor is then rounded to the logits'
+// dtype, which tol_for covers.
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "tests/kernels/emu_check.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+constexpr int32_t kIgnore = -100;
+
+// Targets in [0, V), every `ignore_every`-th row (from row 1) ignored; 0 = none.
+Tensor make_targets(int64_t N, int64_t V, int ignore_every, Device dev) {
+  std::vector<int32_t> t(size_t(N), 0);
+  for (int64_t r = 0; r < N; ++r) {
+    t[size_t(r)] = int32_t((r * 7 + 3) % V);
+    if (ignore_every && r % ignore_every == 1) t[size_t(r)] = kIgnore;
+  }
+  return Tensor::from_ints(t, {N}, dev);
+}
+
+// Runs the loss on the cpu (f32, rounded inputs) and on emu (dtype t) with
+// the incoming gradient g, and compares the loss and dlogits.
+void check_against_cpu(const Tensor& logits, DType t, int ignore_every, double g) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  Tensor xr = rounded(logits, t).set_requires_grad(true);
+  Tensor ref = cross_entropy(xr, make_targets(N, V, ignore_every, kCPU), kIgnore);
+  ref.backward(Tensor::full({}, g, DType::f32));
+  Tensor xe = on_emu(logits, t).set_requires_grad(true);
+  Tensor out = cross_entropy(xe, make_targets(N, V, ignore_every, kEmu), kIgnore);
+  CHECK(out.device() == kEmu);
+  CHECK(out.dtype() == t);
+  out.backward(Tensor::full({}, g, t, kEmu));
+  CHECK_EMU_CLOSE(out, ref, t);
+  CHECK_EMU_CLOSE(xe.grad(), xr.grad(), t);
+}
+}  // namespace
+
+TEST_CASE("emu cross_entropy: loss and dlogits match the cpu reference", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t N : {1, 5, 37})
+      for (int64_t V : {1, 3, 37, 40, 300}) {
+        INFO(dtype_name(t) << " N = " << N << " V = " << V);
+        const Tensor x = Tensor::randn({N, V}, uint64_t(N * 1000 + V), 2.f);
+        check_against_cpu(x, t, N > 1 ? 4 : 0, 1.0);
+      }
+}
+
+TEST_CASE("emu cross_entropy: an incoming gradient other than 1 rescales dlogits", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(t));
+    check_against_cpu(Tensor::randn({5, 37}, 11, 2.f), t, 3, 2.5);
+  }
+}
+
+TEST_CASE("emu cross_entropy: all targets ignored give loss 0 and zero dlogits", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor x = on_emu(Tensor::randn({5, 37}, 3), t).set_requires_grad(true);
+    Tensor loss = cross_entropy(x, Tensor::from_ints(std::vector<int32_t>(5, kIgnore), {5}, kEmu), kIgnore);
+    loss.backward();
+    CHECK(loss.item() == 0.f);
+    for (double v : values(x.grad())) CHECK(v == 0.0);
+  }
+}
+
+TEST_CASE("emu cross_entropy: inference skips dlogits, loss unchanged", "[emu][kernels]") {
+  const Tensor x = Tensor::randn({37, 40}, 5, 2.f);
+  const Tensor ref = cross_entropy(x, make_targets(37, 40, 4, kCPU), kIgnore);
+  NoGradGuard no_grad;
+  const Tensor out = cross_entropy(x.to(kEmu), make_targets(37, 40, 4, kEmu), kIgnore);
+  CHECK_EMU_CLOSE(out, ref, DType::f32);
+}
+
+TEST_CASE("emu cross_entropy: unaligned views take the scalar path", "[emu][kernels]") {
+  // Row 1 starts 12 bytes in. (With V % pack == 0 every row slice is aligned,
+  // so only the launcher's pointer test sends a view to the scalar path.)
+  const Tensor base = Tensor::randn({6, 3}, 10);
+  {
+    const int64_t n = 5, V = 3;
+    Tensor xr = base.slice(1, n + 1).detach().set_requires_grad(true);
+    Tensor ref = cross_entropy(xr, make_targets(n, V, 0, kCPU));
+    ref.backward();
+    Tensor xe = base.to(kEmu).slice(1, n + 1).detach().set_requires_grad(true);
+    Tensor out = cross_entropy(xe, make_targets(n, V, 0, kEmu));
+    out.backward();
+    CHECK_EMU_CLOSE(out, ref, DType::f32);
+    CHECK_EMU_CLOSE(xe.grad(), xr.grad(), DType::f32);
+  }
+}
+
+TEST_CASE("emu cross_entropy: targets are checked before the launch", "[emu][kernels]") {
+  const Tensor x = Tensor::randn({3, 5}, 1).to(kEmu);
+  CHECK_THROWS_WITH(cross_entropy(x, Tensor::from_ints({0, 5, 1}, {3}, kEmu)),
+                    Catch::Contains("target 5 at row 1 outside the vocabulary [0, 5)"));
+  CHECK_THROWS_WITH(cross_entropy(x.to(DType::f64), Tensor::from_ints({0, 1, 1}, {3}, kEmu)),
+                    Catch::Contains("not supported on emu"));
+}

@@ -1,0 +1,93 @@
+// kernels/cuda/embedding.cu under the emulator against the cpu reference:
+// forward and the bucketed backward in f32, bf16 and f16, on channel counts
+// that are and are not multiples of a 16-byte pack, with repeated ids, more
+// rows of dw than the emulator's 4-block grid holds in one pass, ids absent
+// from the batch (their rows of dw must be zero), bitwise-identical dw across
+// runs, and an unaligned view of the weight.
+// Tolerances: the forward is a copy (exact); the backward sums in fp32 and
+// rounds once, as the reference sums in f32 on rounded values: emu_check.h's.
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "tests/kernels/emu_check.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+// n ids in [0, V) with repeats (id 0 three times when n >= 5), skipping some ids.
+std::vector<int32_t> make_ids(int64_t n, int64_t V) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t((i * i * 5 + 2 * i) % V);
+  return ids;
+}
+}  // namespace
+
+TEST_CASE("emu embedding: forward and backward match the cpu reference", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t n : {1, 5, 37})
+      for (int64_t C : {1, 3, 37, 64}) {
+        const int64_t V = 11;
+        INFO(dtype_name(t) << " n = " << n << " C = " << C);
+        const Tensor w = Tensor::randn({V, C}, uint64_t(n * 100 + C));
+        const Tensor g = Tensor::randn({n, C}, uint64_t(n * 100 + C + 1));
+        const std::vector<int32_t> ids = make_ids(n, V);
+        Tensor wr = rounded(w, t).set_requires_grad(true);
+        Tensor ref = embedding(wr, Tensor::from_ints(ids, {n}));
+        ref.backward(rounded(g, t));
+        Tensor we = on_emu(w, t).set_requires_grad(true);
+        Tensor out = embedding(we, Tensor::from_ints(ids, {n}, kEmu));
+        CHECK(out.device() == kEmu);
+        CHECK(out.dtype() == t);
+        out.backward(on_emu(g, t));
+        CHECK(values(out.to(kCPU)) == values(ref));  // a copy: exact
+        CHECK_EMU_CLOSE(we.grad(), wr.grad(), t);
+      }
+}
+
+TEST_CASE("emu embedding: ids of any shape, repeated ids, absent ids give zero rows", "[emu][kernels]") {
+  const int64_t V = 9, C = 8;
+  const std::vector<int32_t> ids{4, 4, 0, 4, 8, 0};  // ids 1-3, 5-7 absent
+  Tensor we = Tensor::randn({V, C}, 3).to(kEmu).detach().set_requires_grad(true);
+  Tensor out = embedding(we, Tensor::from_ints(ids, {2, 3}, kEmu));
+  CHECK(out.shape() == Shape{2, 3, C});
+  const Tensor g = Tensor::randn({2, 3, C}, 4);
+  out.backward(g.to(kEmu));
+  const std::vector<double> dw = values(we.grad()), gv = values(g);
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t c = 0; c < C; ++c) {
+      double want = 0;
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] == v) want += gv[i * C + size_t(c)];
+      CHECK(std::fabs(dw[size_t(v * C + c)] - want) <= 1e-5);
+    }
+}
+
+TEST_CASE("emu embedding: backward is bitwise deterministic", "[emu][kernels]") {
+  const int64_t V = 7, C = 37, n = 37;
+  const Tensor ids = Tensor::from_ints(make_ids(n, V), {n}, kEmu);
+  const Tensor g = Tensor::randn({n, C}, 8, 1.f, DType::bf16).to(kEmu);
+  std::vector<std::vector<double>> runs;
+  for (int run = 0; run < 2; ++run) {
+    Tensor we = on_emu(Tensor::randn({V, C}, 7), DType::bf16).set_requires_grad(true);
+    embedding(we, ids).backward(g);
+    runs.push_back(values(we.grad()));
+  }
+  CHECK(runs[0] == runs[1]);
+}
+
+TEST_CASE("emu embedding: unaligned views take the scalar path", "[emu][kernels]") {
+  // A (5, 4) f32 weight would move 16-byte packs, but viewed from row 1 of an
+  // (11, 2) tensor it starts 8 bytes in.
+  const Tensor base = Tensor::randn({11, 2}, 12);
+  const Tensor wr = base.slice(1, 11).reshape({5, 4}).detach();
+  const Tensor we = base.to(kEmu).slice(1, 11).reshape({5, 4}).detach();
+  const std::vector<int32_t> ids{0, 4, 3, 3, 1};
+  CHECK(values(embedding(we, Tensor::from_ints(ids, {5}, kEmu)).to(kCPU)) ==
+        values(embedding(wr, Tensor::from_ints(ids, {5}))));
+}
+
+TEST_CASE("emu embedding: ids are checked before the launch", "[emu][kernels]") {
+  const Tensor w = Tensor::randn({4, 3}, 1).to(kEmu);
+  CHECK_THROWS_WITH(embedding(w, Tensor::from_ints({1, 4}, {2}, kEmu)),
+                    Catch::Contains("id 4 at position 1 outside the vocabulary [0, 4)"));
+}

@@ -1,0 +1,137 @@
+// kernels/cuda/layernorm.cu under the emulator against the cpu reference
+// (kernels/cpu/layernorm.cpp), through the engine ops layernorm and
+// add_layernorm, forward and backward, in f32, bf16 and f16 (emu_check.h's
+// tolerances: the fp32 statistics agree with the reference's to ~1e-6, so
+// the storage rounding of each output dominates). Sizes: one row; C = 1, 3,
+// 5, 33, 100 (no multiple of a warp, odd ones never vectorised), C = 64 (the
+// 128-bit path for every dtype); 37 rows, more than one pass of the emulator's
+// capped grid (32 rows per forward pass, 4 per backward pass); and unaligned
+// views (the scalar path).
+#include "tests/kernels/emu_check.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+
+// layernorm on the cpu (f32, inputs rounded to t) and on emu (in t); checks
+// the output and the gradients of x, w and b, at emu_check.h's tolerances
+// times `loosen`.
+void check_layernorm(const Tensor& x0, DType t, double loosen = 1.0) {
+  const Tol tol{tol_for(t).atol * loosen, tol_for(t).rtol * loosen};
+  const int64_t C = x0.size(-1);
+  const Tensor w0 = Tensor::randn({C}, 11, 1.f), b0 = Tensor::randn({C}, 12, 1.f);
+  const Tensor g0 = Tensor::randn(x0.shape(), 13);
+  Tensor xr = rounded(x0, t).set_requires_grad(true), wr = rounded(w0, t).set_requires_grad(true),
+         br = rounded(b0, t).set_requires_grad(true);
+  Tensor ref = layernorm(xr, wr, br);
+  ref.backward(rounded(g0, t));
+  Tensor xe = on_emu(x0, t).set_requires_grad(true), we = on_emu(w0, t).set_requires_grad(true),
+         be = on_emu(b0, t).set_requires_grad(true);
+  Tensor out = layernorm(xe, we, be);
+  CHECK(out.device() == kEmu);
+  CHECK(out.dtype() == t);
+  out.backward(on_emu(g0, t));
+  CHECK_CLOSE(values(out.to(kCPU)), values(ref), tol.atol, tol.rtol);
+  CHECK_CLOSE(values(xe.grad().to(kCPU)), values(xr.grad()), tol.atol, tol.rtol);
+  CHECK_CLOSE(values(we.grad().to(kCPU)), values(wr.grad()), tol.atol, tol.rtol);
+  CHECK_CLOSE(values(be.grad().to(kCPU)), values(br.grad()), tol.atol, tol.rtol);
+}
+
+}  // namespace
+
+TEST_CASE("emu layernorm: forward and backward match the cpu reference", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t N : {1, 37})
+      for (int64_t C : {1, 3, 5, 33, 64, 100}) {
+        INFO(dtype_name(t) << " N = " << N << " C = " << C);
+        check_layernorm(Tensor::randn({N, C}, uint64_t(N * 1000 + C), 2.f), t);
+      }
+}
+
+TEST_CASE("emu layernorm: 3-d input, large mean, unaligned views", "[emu][kernels]") {
+  // Mean 30, spread 0.5: a one-pass E[x^2] - E[x]^2 would lose most digits
+  // here (var ~ 0.25 from two terms ~ 900). Both sides are fp32 with different
+  // summation orders, and an ulp of x (2e-6) is 4e-6 of the spread, so the
+  // check is at 10x the f32 tolerance: still far below a one-pass error.
+  check_layernorm(add(Tensor::randn({2, 3, 40}, 5, 0.5f), Tensor::full({2, 3, 40}, 30.f)), DType::f32, 10.0);
+  // Row 1 of a width-5 tensor starts 20 bytes in: not 16-byte aligned.
+  check_layernorm(Tensor::randn({6, 5}, 6).slice(1, 6), DType::f32);
+  // C = 8 is a multiple of the f32 pack, but the view starts 32 + 4 bytes in.
+  const Tensor flat = Tensor::randn({41}, 7);
+  check_layernorm(flat.slice(9, 41).reshape({4, 8}), DType::f32);
+}
+
+TEST_CASE("emu add_layernorm: fused residual forward and backward match the cpu composition", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t C : {5, 64}) {
+      INFO(dtype_name(t) << " C = " << C);
+      const int64_t N = 37;
+      const Tensor x0 = Tensor::randn({N, C}, 21, 1.f), r0 = Tensor::randn({N, C}, 22, 1.f);
+      const Tensor w0 = Tensor::randn({C}, 23), b0 = Tensor::randn({C}, 24), w20 = Tensor::randn({C}, 25);
+      const Tensor g0 = Tensor::randn({N, C}, 26);
+      // A second add_layernorm consumes both outputs of the first, so the
+      // first's sum gets its gradient from two places: the caller and its
+      // own layernorm.
+      auto run = [&](auto&& make, const Tensor& g, std::vector<Tensor>& leaves) {
+        leaves = {make(x0), make(r0), make(w0), make(b0), make(w20)};
+        for (Tensor& l : leaves) l.set_requires_grad(true);
+        const auto [sum, normed] = add_layernorm(leaves[0], leaves[1], leaves[2], leaves[3]);
+        const auto [sum2, normed2] = add_layernorm(sum, normed, leaves[4], leaves[3]);
+        normed2.backward(g);
+        return std::vector<Tensor>{sum, normed, sum2, normed2};
+      };
+      std::vector<Tensor> lr, le;
+      const std::vector<Tensor> ref = run([&](const Tensor& v) { return rounded(v, t); }, rounded(g0, t), lr);
+      const std::vector<Tensor> got = run([&](const Tensor& v) { return on_emu(v, t); }, on_emu(g0, t), le);
+      CHECK(got[0].device() == kEmu);
+      CHECK(got[1].dtype() == t);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        INFO("output " << i);
+        // The reference sums are f32; the emu sums round to t, and the second
+        // layernorm sees those rounded values: bf16/f16 compare at twice the
+        // usual tolerance.
+        const Tol tol = tol_for(t);
+        const double k = t == DType::f32 ? 1.0 : 2.0;
+        CHECK_CLOSE(values(got[i].to(kCPU)), values(i == 0 ? ref[0].to(t).to(DType::f32) : ref[i]), k * tol.atol,
+                    k * tol.rtol);
+      }
+      for (size_t i = 0; i < lr.size(); ++i) {
+        INFO("grad of leaf " << i);
+        const Tol tol = tol_for(t);
+        const double k = t == DType::f32 ? 1.0 : 4.0;
+        CHECK_CLOSE(values(le[i].grad().to(kCPU)), values(lr[i].grad()), k * tol.atol, k * tol.rtol);
+      }
+    }
+}
+
+TEST_CASE("emu layernorm: dweight and dbias are bitwise reproducible", "[emu][kernels]") {
+  // 37 rows over 4 backward blocks: the partial sums are added in block
+  // order, never by float atomics, so two runs give the same bits. (The
+  // emulator runs blocks in a fixed order, so it cannot expose atomics'
+  // run-to-run variation; that dw/db use none is by construction. This
+  // catches run-dependent state, such as scratch read before it is written.)
+  const Tensor x0 = Tensor::randn({37, 33}, 31), w0 = Tensor::randn({33}, 32), b0 = Tensor::randn({33}, 33);
+  const Tensor g = on_emu(Tensor::randn({37, 33}, 34), DType::f32);
+  std::vector<std::vector<double>> runs;
+  for (int run = 0; run < 2; ++run) {
+    Tensor w = on_emu(w0, DType::f32).set_requires_grad(true), b = on_emu(b0, DType::f32).set_requires_grad(true);
+    layernorm(on_emu(x0, DType::f32), w, b).backward(g);
+    std::vector<double> v = values(w.grad().to(kCPU)), vb = values(b.grad().to(kCPU));
+    v.insert(v.end(), vb.begin(), vb.end());
+    runs.push_back(v);
+  }
+  CHECK(runs[0] == runs[1]);
+}
+
+TEST_CASE("add_layernorm: finite-difference gradients on the cpu", "[kernels]") {
+  std::vector<Tensor> in = {Tensor::randn({3, 5}, 41, 1.f, DType::f64), Tensor::randn({3, 5}, 42, 1.f, DType::f64),
+                            Tensor::randn({5}, 43, 1.f, DType::f64), Tensor::randn({5}, 44, 1.f, DType::f64)};
+  for (Tensor& t : in) t.set_requires_grad(true);
+  CHECK_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        const auto [sum, normed] = add_layernorm(v[0], v[1], v[2], v[3]);
+        return concat({sum, normed}, 0);
+      },
+      in);
+}
