@@ -39,4 +39,29 @@ void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, 
                                             : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
 }
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
+void memset_device(void* ptr, int value, size_t bytes) { CUDA_CHECK(cudaMemset(ptr, value, bytes)); }
+
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+void event_destroy(void* event) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+void event_record(void* event) { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), nullptr)); }
+
+float event_elapsed_ms(void* start, void* stop) {
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop)));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));
+  return ms;
+}
 }  // namespace eng::cudart

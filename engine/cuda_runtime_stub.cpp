@@ -11,4 +11,10 @@ void free_device(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) {
   ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");
 }
+std::string device_name(int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void memset_device(void*, int, size_t) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void* event_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void event_destroy(void*) {}
+void event_record(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+float event_elapsed_ms(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 }  // namespace eng::cudart

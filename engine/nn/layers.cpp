@@ -24,12 +24,20 @@ Linear::Linear(int64_t in, int64_t out, Bias b, const InitOptions& init) {
   }
 }
 
+Tensor Linear::forward(const Tensor& x, const Autocast& ac) const {
+  return ac.cast(linear(ac.cast(x), ac.cast(weight), ac.cast(bias)));
+}
+
 LayerNorm::LayerNorm(int64_t C, const InitOptions& init, double eps_) : eps(eps_) {
   weight = register_parameter("weight", Tensor::full({C}, 1.0, init.dtype, init.device));
   bias = register_parameter("bias", Tensor::zeros({C}, init.dtype, init.device));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layernorm(x, weight, bias, eps); }
+
+Tensor LayerNorm::forward(const Tensor& x, const Autocast& ac) const {
+  return ac.cast(layernorm(ac.cast(x), ac.cast(weight), ac.cast(bias), eps));
+}
 
 Embedding::Embedding(int64_t V, int64_t C, const InitOptions& init) {
   const float std = init.std > 0 ? init.std : 1.0f;  // torch.nn.Embedding: N(0, 1)
@@ -50,6 +58,12 @@ Tensor MLP::forward(const Tensor& x) const {
   Tensor h = fc1->forward(x);
   h = act == Activation::gelu ? gelu(h) : relu(h);
   return fc2->forward(h);
+}
+
+Tensor MLP::forward(const Tensor& x, const Autocast& ac) const {
+  Tensor h = fc1->forward(x, ac);
+  h = ac.cast(act == Activation::gelu ? gelu(h) : relu(h));
+  return fc2->forward(h, ac);
 }
 
 }  // namespace eng

@@ -1,12 +1,16 @@
 // The basic layers: Linear, LayerNorm, Embedding, MLP. Initialisation follows
 // PyTorch's defaults unless a std is given (GPT-2 passes 0.02); every random
 // init takes an explicit seed so two runs build the same model.
+// forward(x, autocast) applies a precision level (engine/precision.h): the
+// weights and the GEMM inputs/outputs in the compute dtype; with the default
+// (O0) Autocast it is forward(x).
 #pragma once
 #include <cstdint>
 #include <memory>
 
 #include "engine/nn/module.h"
 #include "engine/ops.h"
+#include "engine/precision.h"
 
 namespace eng {
 
@@ -24,6 +28,7 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, Bias bias, const InitOptions& init);
   Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor forward(const Tensor& x, const Autocast& ac) const;
   Tensor weight;  // (out, in), as torch.nn.Linear
   Tensor bias;    // (out) or undefined
 };
@@ -32,6 +37,7 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t C, const InitOptions& init, double eps = 1e-5);
   Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x, const Autocast& ac) const;  // statistics in fp32 inside the kernel
   Tensor weight, bias;
   double eps;
 };
@@ -48,6 +54,7 @@ class MLP : public Module {
  public:
   MLP(int64_t in, int64_t hidden, int64_t out, Activation act, const InitOptions& init);
   Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x, const Autocast& ac) const;  // logits in the compute dtype
   std::shared_ptr<Linear> fc1, fc2;
   Activation act;
 };

@@ -1,14 +1,34 @@
 // permute, transpose, concat and split: explicit copies (tensors stay
 // contiguous, as in llm.c), each with the inverse copy as its backward.
-// permute (and so transpose) also runs on emu/cuda (kernels/cuda/permute.cu).
+// permute (and so transpose) also runs on emu/cuda (kernels/cuda/permute.cu),
+// and so do concat and split (kernels/cuda/concat.cu).
 #include <numeric>
 
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/concat.h"
 #include "kernels/cuda/permute.h"
 
 namespace eng {
 using namespace detail;
+
+namespace {
+// dst[dst_off + r * dst_stride + c] = src[src_off + r * src_stride + c] for
+// r < rows, c < cols (offsets and strides in elements), on src's device.
+void copy_rows(const Tensor& src, int64_t src_off, int64_t src_stride, const Tensor& dst, int64_t dst_off,
+               int64_t dst_stride, int64_t rows, int64_t cols) {
+  if (on_gpu(src)) {
+    const size_t es = dtype_size(src.dtype());
+    ENGINE_GPU_CALL(src.device(), copy_rows, storage_of(src.dtype()),
+                    static_cast<const char*>(src.data_ptr()) + size_t(src_off) * es, src_stride,
+                    static_cast<char*>(dst.data_ptr()) + size_t(dst_off) * es, dst_stride, rows, cols, nullptr);
+    return;
+  }
+  dispatch_float(src.dtype(), [&]<typename T>() {
+    cpu::copy_rows(src.data<T>() + src_off, src_stride, dst.data<T>() + dst_off, dst_stride, rows, cols);
+  });
+}
+}  // namespace
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   const DType t = check_float_inputs("permute", {x}, GpuKernel::yes);
@@ -43,7 +63,7 @@ Tensor transpose(const Tensor& x, int d0, int d1) {
 
 Tensor concat(const std::vector<Tensor>& xs, int dim) {
   ENGINE_CHECK(!xs.empty(), "concat: no tensors given");
-  const DType t = check_float_inputs("concat", xs);
+  const DType t = check_float_inputs("concat", xs, GpuKernel::yes);
   const int nd = xs[0].ndim();
   const int d = norm_dim("concat", dim, nd);
   Shape os = xs[0].shape();
@@ -58,21 +78,19 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   const int64_t outer = shape_numel(Shape(os.begin(), os.begin() + d));
   const int64_t inner = shape_numel(Shape(os.begin() + d + 1, os.end()));
   std::vector<int64_t> sizes;
-  dispatch_float(t, [&]<typename T>() {
-    int64_t col = 0;
-    for (const Tensor& x : xs) {
-      const int64_t cols = x.size(d) * inner;
-      cpu::copy_rows(x.data<T>(), cols, out.data<T>() + col, os[size_t(d)] * inner, outer, cols);
-      col += cols;
-      sizes.push_back(x.size(d));
-    }
-  });
+  int64_t col = 0;
+  for (const Tensor& x : xs) {
+    const int64_t cols = x.size(d) * inner;
+    copy_rows(x, 0, cols, out, col, os[size_t(d)] * inner, outer, cols);
+    col += cols;
+    sizes.push_back(x.size(d));
+  }
   record("concat", out, xs, [sizes, d](const Tensor& g, const std::vector<bool>&) { return split(g, sizes, d); });
   return out;
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim) {
-  const DType t = check_float_inputs("split", {x});
+  const DType t = check_float_inputs("split", {x}, GpuKernel::yes);
   const int d = norm_dim("split", dim, x.ndim());
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -89,9 +107,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     Shape os = x.shape();
     os[size_t(d)] = s;
     Tensor out = Tensor::empty(os, t, x.device());
-    dispatch_float(t, [&]<typename T>() {
-      cpu::copy_rows(x.data<T>() + start * inner, x.size(d) * inner, out.data<T>(), s * inner, outer, s * inner);
-    });
+    copy_rows(x, start * inner, x.size(d) * inner, out, 0, s * inner, outer, s * inner);
     // Each piece is its own node: its gradient lands in its slot of a zero tensor.
     const Shape full = x.shape();
     const int64_t off = start;
@@ -99,9 +115,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
       Tensor dx = Tensor::zeros(full, g.dtype(), g.device());
       const int64_t o = shape_numel(Shape(full.begin(), full.begin() + d));
       const int64_t in = shape_numel(Shape(full.begin() + d + 1, full.end()));
-      dispatch_float(g.dtype(), [&]<typename T>() {
-        cpu::copy_rows(g.data<T>(), s * in, dx.data<T>() + off * in, full[size_t(d)] * in, o, s * in);
-      });
+      copy_rows(g, 0, s * in, dx, off * in, full[size_t(d)] * in, o, s * in);
       return std::vector<Tensor>{dx};
     });
     outs.push_back(out);

@@ -5,23 +5,27 @@
 //   dbias = column sums of G
 // A shared 2-D B with a batched A is folded into one big GEMM over all rows,
 // which is how Linear on (B, T, C) activations becomes a single call.
-// Devices: cpu (f32/f64, OpenBLAS) and emu/cuda (f32/bf16/f16 storage, fp32
-// accumulation, the hand-written GEMM of kernels/cuda/gemm.cu).
+// Devices: cpu (f32/f64, OpenBLAS); emu (f32/bf16/f16 storage, fp32
+// accumulation, the hand-written GEMM of kernels/cuda/gemm.cu); cuda (the
+// same storage types through cuBLASLt, kernels/gemm/cublaslt.h, with the
+// bias as its epilogue forward and, for a linear layer's weight gradient,
+// the bias gradient as the epilogue of the dW GEMM). All three run the same
+// GemmCalls (engine/ops/matmul_plan.h).
+#include "engine/ops/matmul_plan.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/gemm/gemm.h"
 
+#if defined(ENGINE_HAVE_CUDA)
+#include "engine/gpu_context.h"
+#include "kernels/gemm/cublaslt.h"
+#endif
+
 namespace eng {
 using namespace detail;
 
-namespace {
-struct MatmulDims {
-  int64_t batch = 1, M = 0, N = 0, K = 0;
-  bool shared_b = false;  // B is 2-D and used by every batch
-  Shape out_shape;
-};
-
+namespace detail {
 MatmulDims matmul_dims(const Tensor& a, const Tensor& b, Trans ta, Trans tb) {
   ENGINE_CHECK(a.ndim() >= 2 && b.ndim() >= 2, "matmul: need at least 2-D operands, got ", a.desc(), " @ ", b.desc());
   MatmulDims d;
@@ -46,18 +50,7 @@ MatmulDims matmul_dims(const Tensor& a, const Tensor& b, Trans ta, Trans tb) {
   return d;
 }
 
-// Each product of the forward and backward is planned once, as GemmCalls
-// (kernels/gemm/gemm.h), and run by the cpu executor (OpenBLAS) or the GPU
-// one (the hand-written tiled GEMM on emu/cuda; cuBLASLt later takes the
-// same calls). A plan names which tensor feeds each GEMM operand.
-enum class Operand : uint8_t { a, b, g };  // the inputs A, B and the output grad G
-struct GemmStep {
-  GemmCall call;
-  Operand first, second;                        // the GEMM's A and B
-  int64_t offset_first = 0, offset_second = 0;  // in elements
-};
-using GemmPlan = std::vector<GemmStep>;
-
+namespace {
 Trans flip(Trans t) { return t == Trans::N ? Trans::T : Trans::N; }
 
 // C[batch] = op(X) op(Y) with beta = 0; a shared Y with an untransposed X
@@ -74,6 +67,8 @@ GemmStep product(const MatmulDims& d, Trans tx, Trans ty, Operand x, Operand y) 
   }
   return {c, x, y};
 }
+
+}  // namespace
 
 GemmPlan plan_forward(const MatmulDims& d, Trans ta, Trans tb) { return {product(d, ta, tb, Operand::a, Operand::b)}; }
 
@@ -126,11 +121,41 @@ GemmPlan plan_grad_b(const MatmulDims& d, Trans ta, Trans tb) {
   return plan;
 }
 
+bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d) {
+  if (grad_b.size() != 1) return false;
+  const GemmStep& s = grad_b[0];
+  return s.first == Operand::g && s.offset_first == 0 && s.call.ta == Trans::T && s.call.batch == 1 &&
+         s.call.M == d.N && s.call.K == d.batch * d.M && s.call.lda == d.N;
+}
+}  // namespace detail
+
+namespace {
+#if defined(ENGINE_HAVE_CUDA)
+// One plan step on the cuda device through its cuBLASLt context. `bias` is
+// read (Epilogue::bias) or written (Epilogue::bgrad). K = 0 (C = beta C +
+// bias, nothing to multiply) is left to the hand-written GEMM, which handles
+// it; cuBLASLt rejects empty reductions.
+void cublaslt_step(const Tensor& out, const GemmCall& call, const void* x, const void* y, const void* bias,
+                   Epilogue epi) {
+  const gpu::Storage st = storage_of(out.dtype());
+  if (call.M == 0 || call.N == 0 || call.batch == 0) return;
+  if (call.K == 0) {
+    ENGINE_CHECK(epi != Epilogue::bgrad, "matmul: no bias gradient of an empty product");
+    cudak::tiled_gemm(st, call, x, y, out.data_ptr(), bias, nullptr);
+    return;
+  }
+  GpuContext& ctx = gpu_context(out.device().index);
+  const ComputeMode mode = st == gpu::Storage::f32 ? ctx.f32_gemm_mode : default_compute_mode(st);
+  gemm(ctx.cublaslt(), call, st, x, y, out.data_ptr(), bias, epi, mode, nullptr);
+}
+#endif
+
 // Runs a plan into `out` on its device; `bias` (optional, one-step plans
 // only) is added to every row: as the GEMM's epilogue on a GPU, by
-// cpu::bias_add after it on the cpu.
+// cpu::bias_add after it on the cpu. `dbias` (cuda only, one-step plans
+// passing bias_grad_fusable) receives the bias gradient from the epilogue.
 void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
-              const Tensor& bias = Tensor()) {
+              const Tensor& bias = Tensor(), const Tensor& dbias = Tensor()) {
   ENGINE_CHECK(!bias.defined() || plan.size() == 1, "matmul: a bias needs a one-GEMM plan");
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
   if (on_gpu(out)) {
@@ -138,6 +163,17 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
     for (const GemmStep& s : plan) {
       const char* x = static_cast<const char*>(pick(s.first).data_ptr()) + s.offset_first * int64_t(es);
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
+#if defined(ENGINE_HAVE_CUDA)
+      if (out.device().type == DeviceType::cuda) {
+        if (dbias.defined())
+          cublaslt_step(out, s.call, x, y, dbias.data_ptr(), Epilogue::bgrad);
+        else
+          cublaslt_step(out, s.call, x, y, bias.defined() ? bias.data_ptr() : nullptr,
+                        bias.defined() ? Epilogue::bias : Epilogue::none);
+        continue;
+      }
+#endif
+      ENGINE_CHECK(!dbias.defined(), "matmul: the bias-gradient epilogue is a cuda-device path");
       ENGINE_GPU_CALL(out.device(), tiled_gemm, storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
                       bias.defined() ? bias.data_ptr() : nullptr, nullptr);
     }
@@ -169,19 +205,23 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor
       grads[0] = empty_like(sa);
       run_plan(plan_grad_a(d, ta, tb), sa, sb, g, grads[0]);
     }
+    // On cuda, a linear layer's bias gradient comes out of the dW GEMM's
+    // epilogue (BGRADB) instead of a second pass over G.
+    const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
+    const bool fuse_dbias = needs[1] && needs[2] && g.device().type == DeviceType::cuda && bias_grad_fusable(grad_b, d);
+    if (needs[2]) grads[2] = Tensor::empty({d.N}, g.dtype(), g.device());
     if (needs[1]) {
       grads[1] = empty_like(sb);
-      run_plan(plan_grad_b(d, ta, tb), sa, sb, g, grads[1]);
+      run_plan(grad_b, sa, sb, g, grads[1], Tensor(), fuse_dbias ? grads[2] : Tensor());
     }
-    if (needs[2]) {
-      Tensor dbias = Tensor::empty({d.N}, g.dtype(), g.device());
+    if (needs[2] && !fuse_dbias) {
+      const Tensor& dbias = grads[2];
       if (on_gpu(g))
         ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), dbias.data_ptr(), d.batch * d.M,
                         d.N, nullptr);
       else
         dispatch_float(g.dtype(),
                        [&]<typename T>() { cpu::bias_backward<T>(g.data<T>(), dbias.data<T>(), d.batch * d.M, d.N); });
-      grads[2] = dbias;
     }
     return grads;
   });

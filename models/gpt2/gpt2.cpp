@@ -44,17 +44,17 @@ GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev) 
   mlp_proj = register_module("mlp.c_proj", std::make_shared<Linear>(4 * C, C, Bias::yes, mp));
 }
 
-Tensor GPT2Block::forward(const Tensor& x) const {
+Tensor GPT2Block::forward(const Tensor& x, const Autocast& ac) const {
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, NH = n_head;
   // Attention: qkv projection, split into heads laid out (B, T, NH, HS).
-  Tensor qkv = c_attn->forward(ln_1->forward(x));
+  Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
   std::vector<Tensor> parts = split(qkv, {C, C, C}, -1);
   const Shape heads{B, T, NH, C / NH};
-  Tensor y = attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads));
-  Tensor x1 = add(x, attn_proj->forward(y.reshape({B, T, C})));
+  Tensor y = ac.cast(attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads)));
+  Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B, T, C}), ac)));
   // MLP with 4C hidden units.
-  Tensor m = mlp_proj->forward(gelu(c_fc->forward(ln_2->forward(x1))));
-  return add(x1, m);
+  Tensor m = mlp_proj->forward(ac.cast(gelu(c_fc->forward(ln_2->forward(x1, ac), ac))), ac);
+  return ac.cast(add(x1, m));
 }
 
 GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) {
@@ -68,29 +68,31 @@ GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) 
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
 }
 
-Tensor GPT2::forward(const Tensor& ids, Recompute recompute) const {
+Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
   std::vector<int32_t> pos(size_t(B * T));
   for (int64_t i = 0; i < B * T; ++i) pos[size_t(i)] = int32_t(i % T);
-  Tensor x = add(wte->forward(ids), wpe->forward(Tensor::from_ints(pos, {B, T}, ids.device())));
+  // The embeddings are gathered from the fp32 tables and the sum cast: casting
+  // the (V, C) table would copy all of it for B*T rows.
+  Tensor x = ac.cast(add(wte->forward(ids), wpe->forward(Tensor::from_ints(pos, {B, T}, ids.device()))));
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       // Saves only the block's input; its activations are recomputed in backward.
       const GPT2Block* b = block.get();
-      x = checkpoint([b](const std::vector<Tensor>& in) { return b->forward(in[0]); }, {x});
+      x = checkpoint([b, ac](const std::vector<Tensor>& in) { return b->forward(in[0], ac); }, {x});
     } else {
-      x = block->forward(x);
+      x = block->forward(x, ac);
     }
   }
-  Tensor hf = ln_f->forward(x).reshape({B * T, cfg_.n_embd});
-  return matmul(hf, wte->weight, Trans::N, Trans::T);  // lm_head tied to wte
+  Tensor hf = ln_f->forward(x, ac).reshape({B * T, cfg_.n_embd});
+  return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));  // lm_head tied to wte
 }
 
-Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute) const {
+Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
-  return cross_entropy(forward(ids, recompute), targets.reshape({ids.numel()}));
+  return cross_entropy(ac.f32(forward(ids, recompute, ac)), targets.reshape({ids.numel()}));
 }
 
 bool gpt2_is_conv1d_weight(const std::string& name) {

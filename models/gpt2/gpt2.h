@@ -6,6 +6,9 @@
 // checkpoint loads into GPT2LMHeadModel. Internally every matrix is stored
 // (out, in) like torch.nn.Linear; Hugging Face's Conv1D stores (in, out), and
 // the checkpoint code transposes at the file boundary (see gpt2_io.h).
+// An Autocast (engine/precision.h) sets the precision level: the parameters
+// stay fp32 masters; weights, GEMM inputs/outputs and the residual stream go
+// to the compute dtype (bf16 for O2), the logits back to fp32 for the loss.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -32,7 +35,7 @@ double gpt2_flops_per_token(const GPT2Config& c, int64_t T);
 class GPT2Block : public Module {
  public:
   GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev);
-  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  Tensor forward(const Tensor& x, const Autocast& ac = Autocast()) const;  // (B, T, C) -> (B, T, C)
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<Linear> c_attn, attn_proj, c_fc, mlp_proj;
   int64_t n_head, n_embd;
@@ -44,9 +47,10 @@ class GPT2 : public Module {
  public:
   GPT2(const GPT2Config& c, uint64_t seed, Device dev = kCPU);
   // ids (B, T) i32 -> logits (B*T, V)
-  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no) const;
-  // Mean cross-entropy of forward(ids) against targets (B, T) i32.
-  Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no) const;
+  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast()) const;
+  // Mean cross-entropy of forward(ids) against targets (B, T) i32, computed in fp32.
+  Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
+              const Autocast& ac = Autocast()) const;
   const GPT2Config& config() const { return cfg_; }
   Device device() const { return dev_; }
 

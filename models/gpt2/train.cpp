@@ -1,8 +1,10 @@
 // train: the main job. Trains GPT-2 on flat uint16 token files with AdamW
 // (weight decay on matrices only), warmup + cosine LR, gradient clipping and
 // gradient accumulation; reports progress, validation loss and text samples;
-// writes metrics.jsonl and a resumable checkpoint. `train --help` lists every
-// option; docs/train.md explains them.
+// writes metrics.jsonl and a resumable checkpoint. --precision picks O0..O3
+// (docs/precision.md): the Autocast goes to the model's forward, and O2-fp16
+// steps through a LossScaler. `train --help` lists every option;
+// docs/train.md explains them.
 // Everything that can be wrong with the inputs (config keys, data files,
 // shapes, checkpoints) is checked before out_dir is touched.
 #include <algorithm>
@@ -10,10 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/memory_report.h"
 #include "engine/ops.h"
+#include "engine/optim/loss_scaler.h"
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
 #include "io/token_file.h"
@@ -56,14 +61,14 @@ void validate(const TrainConfig& c, const GPT2Config& g) {
   ENGINE_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
 }
 
-double eval_loss(const GPT2& model, const TokenFile& file, int64_t B, int64_t T, int64_t batches) {
+double eval_loss(const GPT2& model, const TokenFile& file, int64_t B, int64_t T, int64_t batches, const Autocast& ac) {
   NoGradGuard ng;
   TokenSampler s(file, B, T, TokenSampler::Order::sequential, 0);
   Tensor x = Tensor::empty({B, T}, DType::i32), y = Tensor::empty({B, T}, DType::i32);
   double total = 0;
   for (int64_t k = 0; k < batches; ++k) {
     s.batch(k, x, y);
-    total += model.loss(x.to(model.device()), y.to(model.device())).item();
+    total += model.loss(x.to(model.device()), y.to(model.device()), Recompute::no, ac).item();
   }
   return total / double(batches);
 }
@@ -82,6 +87,7 @@ int run(int argc, char** argv) {
   }
   const GPT2Config gcfg = model_config(cfg);
   validate(cfg, gcfg);
+  const Precision precision = parse_precision(cfg.s("precision"));
   Device dev = Device::parse(cfg.s("device"));
   if (dev.type != DeviceType::cpu) {
     // GPT-2's kernels for cuda/emu arrive with the CUDA backend issues.
@@ -117,6 +123,11 @@ int run(int argc, char** argv) {
               (long long)gcfg.n_layer, (long long)gcfg.n_head, (long long)gcfg.n_embd,
               double(model.num_parameters()) / 1e6, (long long)(B * T * accum), dev.str().c_str());
   std::printf("blas: %s\n", cpu::blas_info().c_str());
+  const Autocast ac(precision);
+  std::printf("%s\n", precision_summary(precision, dev).c_str());
+  // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
+  std::unique_ptr<LossScaler> scaler;
+  if (ac.policy().loss_scaling == LossScaling::dynamic) scaler = std::make_unique<LossScaler>();
   std::printf("data: %s (%lld tokens), %s (%lld tokens)\n", train_file.path().c_str(), (long long)train_file.size(),
               val_file.path().c_str(), (long long)val_file.size());
 
@@ -127,7 +138,7 @@ int run(int argc, char** argv) {
   if (start > 0)
     progress.message("resumed from " + ckpt_dir + " at step " + std::to_string(start));
   else
-    progress.val(0, eval_loss(model, val_file, B, T, cfg.i("val_batches")));
+    progress.val(0, eval_loss(model, val_file, B, T, cfg.i("val_batches"), ac));
 
   auto sample = [&](int64_t step) {
     const std::vector<int32_t> out = gpt2_generate(model, {'\n'}, cfg.i("sample_tokens"), cfg.f("temperature"),
@@ -146,15 +157,27 @@ int run(int argc, char** argv) {
     double loss_sum = 0;
     for (int64_t m = 0; m < accum; ++m) {
       sampler.batch(step * accum + m, x, y);  // the sampler's state is the step: resume needs nothing more
-      Tensor loss = model.loss(x.to(dev), y.to(dev), recompute);
+      Tensor loss = model.loss(x.to(dev), y.to(dev), recompute, ac);
       const double l = loss.item();
       ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
       loss_sum += l;
-      (accum > 1 ? scale(loss, 1.0 / double(accum)) : loss).backward();
+      if (accum > 1) loss = scale(loss, 1.0 / double(accum));
+      (scaler ? scaler->scale(loss) : loss).backward();
     }
-    const double norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
-    ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-    opt.step();
+    double norm = 0;
+    if (scaler) {
+      // Clip the unscaled gradients; an overflow skips the step and halves the scale.
+      norm = scaler->unscale_(opt);
+      if (std::isfinite(norm)) clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+      if (!scaler->step(opt))
+        progress.message(
+            cat("step ", step + 1, ": fp16 gradient overflow, step skipped, loss scale now ", scaler->get_scale()));
+    } else {
+      norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+      opt.step();
+    }
+    if (step == start) progress.message(memory_report(model, opt, precision).str());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
@@ -168,7 +191,7 @@ int run(int argc, char** argv) {
     const int64_t done = step + 1;
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
     if ((ve > 0 && done % ve == 0) || done == steps)
-      progress.val(done, eval_loss(model, val_file, B, T, cfg.i("val_batches")));
+      progress.val(done, eval_loss(model, val_file, B, T, cfg.i("val_batches"), ac));
     if ((se > 0 && done % se == 0) || done == steps) sample(done);
     if ((ce > 0 && done % ce == 0) || done == end) {
       // The sampler and the RNGs are counter-based: their positions are

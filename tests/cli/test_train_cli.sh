@@ -77,6 +77,7 @@ case $case_name in
     awk -v f="$first" -v l="$last" 'BEGIN { exit !(f > 5.3 && f < 5.8 && l < 3.0) }' ||
       fail "val loss did not fall from ~ln(256) to below 3.0"
     grep -q -- "---- sample at step 300" "$work/log" || fail "no sample printed"
+    grep -q "total .* 16.00 B/param" "$work/log" || fail "no memory report with 16 B/param for fp32 AdamW"
     ;;
   bad_input)
     make_data
@@ -86,6 +87,7 @@ case $case_name in
     expect_error "token id 256 at position 1" --train_bin "$work/big.bin"
     expect_error "unknown option '--lrr' (did you mean 'lr'?)" --lrr 0.1
     expect_error "must be number" --lr fast
+    expect_error "unknown precision 'O4'" --precision O4
     echo '{"n_layers": 2}' >"$work/typo.json"
     expect_error "unknown key 'n_layers' (did you mean 'n_layer'?)" --config "$work/typo.json"
     echo '{"steps": "ten"}' >"$work/type.json"

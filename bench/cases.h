@@ -1,0 +1,42 @@
+// The workbench's cases, one function per kernel family (bench/cases_*.cpp).
+// Each case calls the kernels directly, as the engine ops do: kernels/cpu
+// (and kernels/gemm's OpenBLAS) on the cpu device, the kernels/cuda launchers
+// on emu and cuda, so a timing holds the kernel and nothing of the op's
+// allocation or autograd bookkeeping. The bytes/flops of a case are the
+// formulas of the kernel's comment block, for f32 storage, with the file named.
+#pragma once
+#include <vector>
+
+#include "bench/harness.h"
+
+// Calls the launcher `fn` of dev's GPU namespace: eng::cudak on cuda (CUDA
+// builds only), eng::emuk on emu (the same dispatch as engine/ops/op_common.h).
+#if defined(ENGINE_HAVE_CUDA)
+#define BENCH_GPU_CALL(dev, fn, ...)           \
+  do {                                         \
+    if ((dev).type == ::eng::DeviceType::cuda) \
+      ::eng::cudak::fn(__VA_ARGS__);           \
+    else                                       \
+      ::eng::emuk::fn(__VA_ARGS__);            \
+  } while (0)
+#else
+#define BENCH_GPU_CALL(dev, fn, ...) ::eng::emuk::fn(__VA_ARGS__)
+#endif
+
+namespace eng::bench {
+
+inline Tensor randn(const Shape& shape, uint64_t seed, Device dev, float std = 1.f) {
+  return Tensor::randn(shape, seed, std, DType::f32, dev);
+}
+
+std::vector<Case> matmul_cases(bool quick);
+std::vector<Case> layernorm_softmax_cases(bool quick);
+std::vector<Case> gelu_adamw_cases(bool quick);
+std::vector<Case> cross_entropy_embedding_cases(bool quick);
+std::vector<Case> attention_cases(bool quick);
+
+// The GEMM shape sweep (--gemm-sweep): TFLOP/s for every (M, N, K) in the
+// ranges and their best/median/worst, per GEMM implementation.
+void gemm_sweep(Workbench& wb);
+
+}  // namespace eng::bench

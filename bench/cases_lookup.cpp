@@ -1,0 +1,117 @@
+// The model's two ends: the fused softmax cross-entropy over the vocabulary
+// (kernels/cuda/cross_entropy.cu) and the token embedding forward/backward
+// (kernels/cuda/embedding.cu), at GPT-2 124M's V = 50257, C = 768.
+#include <string>
+
+#include "bench/cases.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/embedding.h"
+
+namespace eng::bench {
+
+// n ids in [0, V), deterministic, with repeats and gaps (as real token streams have).
+static std::vector<int32_t> make_ids(int64_t n, int64_t V) {
+  std::vector<int32_t> ids(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t((i * 7919 + (i * i) % 131) % V);
+  return ids;
+}
+
+static std::string nv(const char* a, int64_t x, const char* b, int64_t y) {
+  return std::string(a) + "=" + std::to_string(x) + " " + b + "=" + std::to_string(y);
+}
+
+// cross_entropy.cu (forward and dlogits in one kernel):
+//   bytes = 2 N V sizeof(T) reads + N V sizeof(T) writes + 8 N
+//   flops ~ 5 N V + 4 N V for dlogits.
+// The cpu reference does the same work as cross_entropy_forward + _backward.
+static Case cross_entropy(int64_t N, int64_t V) {
+  Case c;
+  c.name = "cross_entropy";
+  c.shape = nv("N", N, "V", V);
+  c.bytes = 12.0 * double(N * V) + 8.0 * double(N);
+  c.flops = 9.0 * double(N * V);
+  c.bind = [N, V](Device dev) {
+    const Tensor logits = randn({N, V}, 13, dev, 3.f);
+    const Tensor targets = Tensor::from_ints(make_ids(N, V), {N}, dev);
+    const Tensor loss = Tensor::empty({N}, DType::f32, dev), lse = Tensor::empty({N}, DType::f32, dev);
+    const Tensor dlogits = Tensor::empty({N, V}, DType::f32, dev);
+    const float dloss = 1.f / float(N);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu) {
+        cpu::cross_entropy_forward(logits.data<float>(), targets.data<int32_t>(), loss.data<float>(), lse.data<float>(),
+                                   N, V, -100);
+        cpu::cross_entropy_backward(logits.data<float>(), lse.data<float>(), targets.data<int32_t>(), dloss,
+                                    dlogits.data<float>(), N, V, -100);
+      } else {
+        BENCH_GPU_CALL(dev, cross_entropy_fused, gpu::Storage::f32, logits.data_ptr(), targets.data<int32_t>(),
+                       loss.data<float>(), dlogits.data_ptr(), N, V, dloss, -100, nullptr);
+      }
+    };
+    return Runner{run, [=] { return concat({host(loss), host(dlogits)}); }};
+  };
+  return c;
+}
+
+// embedding.cu forward: bytes = 2 n C sizeof(T) + 4 n; flops = 0 (a copy).
+static Case embedding_fwd(int64_t n, int64_t V, int64_t C) {
+  Case c;
+  c.name = "embedding_fwd";
+  c.shape = nv("n", n, "C", C) + " V=" + std::to_string(V);
+  c.bytes = 8.0 * double(n * C) + 4.0 * double(n);
+  c.flops = 0;
+  c.atol = c.rtol = 0;  // a copy: exact
+  c.bind = [n, V, C](Device dev) {
+    const Tensor w = randn({V, C}, 14, dev), ids = Tensor::from_ints(make_ids(n, V), {n}, dev);
+    const Tensor out = Tensor::empty({n, C}, DType::f32, dev);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu)
+        cpu::embedding_forward(w.data<float>(), ids.data<int32_t>(), out.data<float>(), n, C);
+      else
+        BENCH_GPU_CALL(dev, embedding_forward, gpu::Storage::f32, w.data_ptr(), ids.data<int32_t>(), out.data_ptr(), n,
+                       C, nullptr);
+    };
+    return Runner{run, [=] { return host(out); }};
+  };
+  return c;
+}
+
+// embedding.cu backward: bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw) +
+// 4 (n + V + 1); flops = n C adds. The GPU kernel takes the positions bucketed
+// by id (order, row_start), which engine/ops/embedding.cpp builds on the host
+// each step; here they are built once, outside the timing.
+static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
+  Case c;
+  c.name = "embedding_bwd";
+  c.shape = nv("n", n, "C", C) + " V=" + std::to_string(V);
+  c.bytes = 4.0 * double(n * C) + 4.0 * double(V * C) + 4.0 * double(n + V + 1);
+  c.flops = double(n * C);
+  c.bind = [n, V, C](Device dev) {
+    const std::vector<int32_t> idv = make_ids(n, V);
+    const Tensor dout = randn({n, C}, 15, dev), ids = Tensor::from_ints(idv, {n}, dev);
+    const Tensor dw = Tensor::empty({V, C}, DType::f32, dev);
+    // Counting sort of positions by id, stable: increasing positions per id.
+    std::vector<int32_t> row_start(size_t(V + 1), 0), order(size_t(n), 0);
+    for (int32_t id : idv) ++row_start[size_t(id) + 1];
+    for (int64_t v = 0; v < V; ++v) row_start[size_t(v + 1)] += row_start[size_t(v)];
+    std::vector<int32_t> next(row_start.begin(), row_start.end() - 1);
+    for (int64_t i = 0; i < n; ++i) order[size_t(next[size_t(idv[size_t(i)])]++)] = int32_t(i);
+    const Tensor d_order = Tensor::from_ints(order, {n}, dev), d_row_start = Tensor::from_ints(row_start, {V + 1}, dev);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu)
+        cpu::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dw.data<float>(), n, V, C);
+      else
+        BENCH_GPU_CALL(dev, embedding_backward, gpu::Storage::f32, dout.data_ptr(), d_order.data<int32_t>(),
+                       d_row_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);
+    };
+    return Runner{run, [=] { return host(dw); }};
+  };
+  return c;
+}
+
+std::vector<Case> cross_entropy_embedding_cases(bool quick) {
+  if (quick) return {cross_entropy(19, 259), embedding_fwd(37, 53, 37), embedding_bwd(37, 53, 37)};
+  return {cross_entropy(1024, 50257), embedding_fwd(4096, 50257, 768), embedding_bwd(4096, 50257, 768)};
+}
+
+}  // namespace eng::bench

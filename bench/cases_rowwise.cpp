@@ -1,0 +1,145 @@
+// Row-wise cases: layernorm forward/backward (kernels/cuda/layernorm.cu) and
+// softmax forward/backward (kernels/cuda/softmax.cu), at GPT-2 124M's shapes:
+// B*T = 4096 rows of C = 768, and causal attention scores B*NH = 8 blocks of
+// (T, T) = (1024, 1024).
+#include <string>
+
+#include "bench/cases.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/softmax.h"
+
+namespace eng::bench {
+
+static constexpr double kEps = 1e-5;
+
+// Inputs of a layernorm on dev; mean/rstd are filled by a forward there.
+struct LnInputs {
+  Tensor x, w, b, out, mean, rstd;
+};
+static LnInputs ln_inputs(Device dev, int64_t N, int64_t C) {
+  LnInputs in{randn({N, C}, 1, dev),
+              randn({C}, 2, dev, 0.2f),
+              randn({C}, 3, dev, 0.2f),
+              Tensor::empty({N, C}, DType::f32, dev),
+              Tensor::empty({N}, DType::f32, dev),
+              Tensor::empty({N}, DType::f32, dev)};
+  return in;
+}
+static void ln_forward(Device dev, const LnInputs& t, int64_t N, int64_t C) {
+  if (dev.type == DeviceType::cpu)
+    cpu::layernorm_forward(t.x.data<float>(), t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
+                           t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps);
+  else
+    BENCH_GPU_CALL(dev, layernorm_forward, gpu::Storage::f32, t.x.data_ptr(), t.w.data_ptr(), t.b.data_ptr(),
+                   t.out.data_ptr(), t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps, nullptr);
+}
+
+static std::string nc(int64_t N, int64_t C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
+
+// layernorm.cu: forward bytes = N C (2 sizeof(T)) + 2 C sizeof(T) + 8 N, flops ~ 8 N C.
+static Case layernorm_fwd(int64_t N, int64_t C) {
+  Case c;
+  c.name = "layernorm_fwd";
+  c.shape = nc(N, C);
+  c.bytes = 8.0 * double(N * C) + 8.0 * double(C) + 8.0 * double(N);
+  c.flops = 8.0 * double(N * C);
+  c.bind = [N, C](Device dev) {
+    LnInputs t = ln_inputs(dev, N, C);
+    return Runner{[=] { ln_forward(dev, t, N, C); }, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
+  };
+  return c;
+}
+
+// layernorm.cu: backward bytes = N C (3 sizeof(T)) + 8 N + C sizeof(T) + grid 2 C 4,
+// grid = min(N, kLayernormBackwardMaxBlocks); flops ~ 14 N C.
+static Case layernorm_bwd(int64_t N, int64_t C) {
+  Case c;
+  c.name = "layernorm_bwd";
+  c.shape = nc(N, C);
+  const double grid = double(std::min(N, gpu::kLayernormBackwardMaxBlocks));
+  c.bytes = 12.0 * double(N * C) + 8.0 * double(N) + 4.0 * double(C) + grid * 8.0 * double(C);
+  c.flops = 14.0 * double(N * C);
+  // dw/db sum N rows in a different order (per-block partials): looser than elementwise.
+  c.atol = 1e-4;
+  c.rtol = 1e-4;
+  c.bind = [N, C](Device dev) {
+    LnInputs t = ln_inputs(dev, N, C);
+    ln_forward(dev, t, N, C);
+    const Tensor dout = randn({N, C}, 4, dev), dx = Tensor::empty({N, C}, DType::f32, dev);
+    const Tensor dw = Tensor::empty({C}, DType::f32, dev), db = Tensor::empty({C}, DType::f32, dev);
+    const Tensor scratch = dev.type == DeviceType::cpu
+                               ? Tensor()
+                               : Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C)}, DType::f32, dev);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu)
+        cpu::layernorm_backward(dout.data<float>(), t.x.data<float>(), t.w.data<float>(), t.mean.data<float>(),
+                                t.rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C);
+      else
+        BENCH_GPU_CALL(dev, layernorm_backward, gpu::Storage::f32, dout.data_ptr(), t.x.data_ptr(), t.w.data_ptr(),
+                       t.mean.data<float>(), t.rstd.data<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                       scratch.data<float>(), N, C, nullptr);
+    };
+    return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
+  };
+  return c;
+}
+
+static void softmax_fwd_on(Device dev, const Tensor& x, const Tensor& y, int64_t rows, int64_t C, bool causal) {
+  if (dev.type == DeviceType::cpu)
+    cpu::softmax_forward(x.data<float>(), y.data<float>(), rows, C, causal);
+  else
+    BENCH_GPU_CALL(dev, softmax_forward, gpu::Storage::f32, x.data_ptr(), y.data_ptr(), rows, C,
+                   causal ? gpu::SoftmaxMask::causal : gpu::SoftmaxMask::none, nullptr);
+}
+
+static std::string rc(int64_t rows, int64_t C, bool causal) {
+  return "rows=" + std::to_string(rows) + " C=" + std::to_string(C) + (causal ? " causal" : "");
+}
+
+// softmax.cu: forward bytes = rows C (2 sizeof(T)) (about half the reads when
+// causal; the formula counts them all), flops ~ 5 rows C.
+static Case softmax_fwd(int64_t rows, int64_t C, bool causal) {
+  Case c;
+  c.name = "softmax_fwd";
+  c.shape = rc(rows, C, causal);
+  c.bytes = 8.0 * double(rows * C);
+  c.flops = 5.0 * double(rows * C);
+  c.bind = [rows, C, causal](Device dev) {
+    const Tensor x = randn({rows, C}, 5, dev, 2.f), y = Tensor::empty({rows, C}, DType::f32, dev);
+    return Runner{[=] { softmax_fwd_on(dev, x, y, rows, C, causal); }, [=] { return host(y); }};
+  };
+  return c;
+}
+
+// softmax.cu: backward bytes = rows C (3 sizeof(T)), flops = 4 rows C.
+static Case softmax_bwd(int64_t rows, int64_t C, bool causal) {
+  Case c;
+  c.name = "softmax_bwd";
+  c.shape = rc(rows, C, causal);
+  c.bytes = 12.0 * double(rows * C);
+  c.flops = 4.0 * double(rows * C);
+  c.bind = [rows, C, causal](Device dev) {
+    const Tensor x = randn({rows, C}, 5, dev, 2.f), y = Tensor::empty({rows, C}, DType::f32, dev);
+    softmax_fwd_on(dev, x, y, rows, C, causal);
+    const Tensor dy = randn({rows, C}, 6, dev), dx = Tensor::empty({rows, C}, DType::f32, dev);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu)
+        cpu::softmax_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), rows, C);
+      else
+        BENCH_GPU_CALL(dev, softmax_backward, gpu::Storage::f32, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), rows, C,
+                       nullptr);
+    };
+    return Runner{run, [=] { return host(dx); }};
+  };
+  return c;
+}
+
+std::vector<Case> layernorm_softmax_cases(bool quick) {
+  // quick: ragged sizes (not multiples of a warp or a 16-byte pack), several T x T blocks.
+  const int64_t N = quick ? 37 : 4096, C = quick ? 83 : 768, T = quick ? 45 : 1024, blocks = quick ? 3 : 8;
+  return {layernorm_fwd(N, C), layernorm_bwd(N, C), softmax_fwd(blocks * T, T, true), softmax_bwd(blocks * T, T, true),
+          softmax_fwd(N, quick ? 101 : 50257 / 8, false)};
+}
+
+}  // namespace eng::bench

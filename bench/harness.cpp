@@ -1,0 +1,235 @@
+// The workbench harness: validation, timing (steady_clock on the host, CUDA
+// events with an L2 flush on a GPU), the printed lines and the JSON file.
+#include "bench/harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engine/cuda_runtime.h"
+#include "engine/error.h"
+
+namespace eng::bench {
+
+const char* impl_name(Impl impl) { return impl == Impl::cpu ? "cpu" : impl == Impl::emu ? "emu" : "cuda"; }
+
+Device impl_device(Impl impl) {
+  return impl == Impl::cpu ? kCPU : impl == Impl::emu ? Device{DeviceType::emu, 0} : Device{DeviceType::cuda, 0};
+}
+
+std::vector<float> host(const Tensor& t) { return t.to_vector(); }
+
+std::vector<float> concat(std::vector<std::vector<float>> parts) {
+  std::vector<float> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+// A buffer larger than any current GPU's L2 (40 MiB on A100, 50-60 MiB on
+// H100/H200): writing it before each timed run evicts the kernel's inputs,
+// so a run reads them from HBM, as it would inside a training step.
+static constexpr size_t kFlushBytes = size_t(256) << 20;
+
+// CUDA events and the flush buffer, made on first use and kept for the run.
+struct GpuTimer {
+  Tensor flush;
+  void* start = nullptr;
+  void* stop = nullptr;
+  GpuTimer() {
+    flush = Tensor::empty({int64_t(kFlushBytes / 4)}, DType::f32, Device{DeviceType::cuda, 0});
+    start = cudart::event_create();
+    stop = cudart::event_create();
+  }
+  ~GpuTimer() {
+    cudart::event_destroy(start);
+    cudart::event_destroy(stop);
+  }
+  GpuTimer(const GpuTimer&) = delete;
+  GpuTimer& operator=(const GpuTimer&) = delete;
+  double time_ms(const std::function<void()>& fn) {
+    cudart::memset_device(flush.data_ptr(), 0, kFlushBytes);
+    cudart::event_record(start);
+    fn();
+    cudart::event_record(stop);
+    return double(cudart::event_elapsed_ms(start, stop));
+  }
+};
+
+double median_ms(const std::function<void()>& fn, Device dev, int warmup, int repeats) {
+  static std::unique_ptr<GpuTimer> gpu;
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(repeats, 1); ++i) {
+    if (dev.type == DeviceType::cuda) {
+      if (!gpu) gpu = std::make_unique<GpuTimer>();
+      ms.push_back(gpu->time_ms(fn));
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+}
+
+Compare compare(const std::vector<float>& x, const std::vector<float>& ref, double atol, double rtol) {
+  Compare c;
+  if (x.size() != ref.size()) {
+    c.pass = false;
+    c.max_abs = c.max_rel = INFINITY;
+    return c;
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = ref[i], d = std::fabs(double(x[i]) - r);
+    if (!(d <= atol + rtol * std::fabs(r))) c.pass = false;  // NaN fails too
+    if (std::isnan(d)) {
+      c.max_abs = c.max_rel = NAN;
+      continue;
+    }
+    c.max_abs = std::max(c.max_abs, d);
+    if (std::fabs(r) > atol) c.max_rel = std::max(c.max_rel, d / std::fabs(r));
+  }
+  return c;
+}
+
+static void print(const Result& r) {
+  std::string figures;
+  char buf[160];
+  if (r.median_ms > 0) {
+    std::snprintf(buf, sizeof buf, "%10.4f ms %9.2f GB/s %8.4f TFLOP/s", r.median_ms, r.gbps, r.tflops);
+    figures = buf;
+    if (!r.peak.empty()) {
+      std::snprintf(buf, sizeof buf, " %6.1f%% of %s", r.pct_peak, r.peak.c_str());
+      figures += buf;
+    }
+  }
+  std::string check;
+  if (r.validated) {
+    std::snprintf(buf, sizeof buf, " | %s max_abs %.2e max_rel %.2e", r.pass ? "PASS" : "FAIL", r.max_err, r.max_rel);
+    check = buf;
+  }
+  std::printf("%-15s %-5s %-28s %-4s %s%s%s%s\n", r.name.c_str(), r.impl.c_str(), r.shape.c_str(), r.dtype.c_str(),
+              figures.c_str(), check.c_str(), r.note.empty() ? "" : " | ", r.note.c_str());
+  std::fflush(stdout);
+}
+
+void Workbench::report(Result r, double bytes, double flops, Bound bound, Impl impl) {
+  const double s = r.median_ms / 1e3;
+  if (s > 0) {
+    r.gbps = bytes / s / 1e9;
+    r.tflops = flops / s / 1e12;
+  }
+  const bool mem = bound == Bound::memory;
+  if (impl == Impl::cpu) {
+    const double peak = mem ? peaks_.cpu.copy_gbps : peaks_.cpu.sgemm_tflops;
+    r.peak = mem ? "copy BW" : "SGEMM";
+    r.pct_peak = peak > 0 ? 100.0 * (mem ? r.gbps : r.tflops) / peak : 0;
+  } else if (impl == Impl::cuda && peaks_.gpu) {
+    // f32 storage: memory against HBM, compute against CUDA-core FP32 (our
+    // kernels use no tensor cores; a TF32/BF16 path would pick its own column).
+    r.peak = std::string(mem ? "HBM BW " : "FP32 ") + peaks_.gpu->label;
+    r.pct_peak = 100.0 * (mem ? r.gbps / peaks_.gpu->hbm_gbps : r.tflops / peaks_.gpu->fp32_tflops);
+  } else if (impl == Impl::cuda) {
+    if (!r.note.empty()) r.note += "; ";
+    r.note += "no peak table entry for " + peaks_.gpu_name;
+  }
+  print(r);
+  results_.push_back(r);
+}
+
+void Workbench::note_only(const Case& c, const char* impl, const std::string& note) {
+  Result r = make_result(c.name, impl, c.shape, c.dtype);
+  r.note = note;
+  print(r);
+  results_.push_back(r);
+}
+
+void Workbench::run_case(const Case& c) {
+  std::vector<float> ref;
+  std::vector<Impl> impls{Impl::cpu};
+  if (opt_.emu) impls.push_back(Impl::emu);
+  impls.push_back(Impl::cuda);
+  for (Impl impl : impls) {
+    const char* name = impl_name(impl);
+    if (impl != Impl::cpu && !c.gpu_missing.empty()) {
+      note_only(c, name, c.gpu_missing);
+      continue;
+    }
+    if (impl == Impl::cuda && !cuda_available()) {
+      note_only(c, name, "no GPU answers");
+      continue;
+    }
+    // The emulator runs every GPU thread on the host: only tiny shapes are affordable.
+    if (impl == Impl::emu && (c.bytes > 16e6 || c.flops > 2e8)) {
+      note_only(c, name, "skipped: too large for the emulator (run --quick --emu)");
+      continue;
+    }
+    Runner runner = c.bind(impl_device(impl));
+    runner.run();
+    const std::vector<float> out = runner.output();
+    Result r = make_result(c.name, name, c.shape, c.dtype);
+    r.validated = true;
+    if (impl == Impl::cpu) {
+      ref = out;
+      r.pass = std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); });
+      r.note = r.pass ? "reference" : "reference has non-finite values";
+    } else {
+      const Compare cmp = compare(out, ref, c.atol, c.rtol);
+      r.pass = cmp.pass;
+      r.max_err = cmp.max_abs;
+      r.max_rel = cmp.max_rel;
+      char tol[64];
+      std::snprintf(tol, sizeof tol, "atol %.0e rtol %.0e", c.atol, c.rtol);
+      r.note = tol;
+    }
+    if (impl == Impl::emu) {
+      // The validation run stands in for warm-up; one timed run is plenty for a meaningless figure.
+      r.median_ms = median_ms(runner.run, impl_device(impl), 0, 1);
+      r.note += "; emulated: the time is not a GPU time";
+      report(r, c.bytes, c.flops, c.bound, Impl::emu);
+      continue;
+    }
+    r.median_ms = median_ms(runner.run, impl_device(impl), opt_.warmup, opt_.repeats);
+    report(r, c.bytes, c.flops, c.bound, impl);
+  }
+}
+
+bool Workbench::all_pass() const {
+  return std::all_of(results_.begin(), results_.end(), [](const Result& r) { return r.pass; });
+}
+
+void write_json(const std::string& path, const Workbench& wb) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const Result& r : wb.results()) {
+    nlohmann::json j{{"name", r.name},           {"impl", r.impl},           {"shape", r.shape},
+                     {"dtype", r.dtype},         {"median_ms", r.median_ms}, {"gbps", r.gbps},
+                     {"tflops", r.tflops},       {"pct_peak", r.pct_peak},   {"peak", r.peak},
+                     {"validated", r.validated}, {"pass", r.pass},           {"note", r.note}};
+    j["max_err"] = r.validated ? nlohmann::json(r.max_err) : nlohmann::json(nullptr);
+    j["max_rel"] = r.validated ? nlohmann::json(r.max_rel) : nlohmann::json(nullptr);
+    results.push_back(j);
+  }
+  const Peaks& p = wb.peaks();
+  nlohmann::json machine{{"cpu_copy_gbps", p.cpu.copy_gbps},
+                         {"cpu_sgemm_tflops", p.cpu.sgemm_tflops},
+                         {"cpu_sgemm_n", p.cpu.sgemm_n},
+                         {"cpu_threads", p.cpu.threads},
+                         {"gpu", p.gpu_name},
+                         {"gpu_peak", p.gpu ? p.gpu->label : ""}};
+  const Options& o = wb.options();
+  nlohmann::json doc{{"machine", machine},
+                     {"options", {{"quick", o.quick}, {"warmup", o.warmup}, {"repeats", o.repeats}, {"emu", o.emu}}},
+                     {"results", results}};
+  std::ofstream f(path);
+  ENGINE_CHECK(f, path, ": cannot open for writing");
+  f << doc.dump(2) << "\n";
+  ENGINE_CHECK(f, path, ": write failed");
+}
+
+}  // namespace eng::bench

@@ -1,0 +1,115 @@
+// The kernel workbench's harness (bench/kernels): a Case is one kernel at one
+// shape with its bytes/FLOPs formula (copied from the kernel's comment block)
+// and a bind() that creates its inputs on a device; the Workbench validates
+// every implementation against the cpu reference, then times it (warm-up,
+// repeats, median; on a GPU the L2 is flushed before each run and the time
+// comes from CUDA events) and prints one line per (kernel, impl, shape).
+// Conventions: inputs are f32, drawn from seeded RNGs so every device sees the
+// same values; a Runner's run() may overwrite its outputs (and, for in-place
+// kernels such as AdamW, its state) on every call.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/peaks.h"
+#include "engine/device.h"
+#include "engine/tensor.h"
+
+namespace eng::bench {
+
+// Implementations: the engine's cpu kernels (the reference), the hand-written
+// CUDA kernels under the emulator, and the same kernels on a real GPU.
+enum class Impl : uint8_t { cpu, emu, cuda };
+const char* impl_name(Impl impl);
+Device impl_device(Impl impl);
+
+// Which peak a case's "percent of peak" refers to.
+enum class Bound : uint8_t { memory, compute };
+
+// One case bound to a device: run() launches the kernel(s) once; output()
+// copies the results (several outputs concatenated) to the host as floats.
+struct Runner {
+  std::function<void()> run;
+  std::function<std::vector<float>()> output;
+};
+
+struct Case {
+  std::string name;   // "layernorm_bwd"
+  std::string shape;  // "N=4096 C=768"
+  std::string dtype = "f32";
+  double bytes = 0, flops = 0;  // per run(), from the kernel's formula
+  Bound bound = Bound::memory;
+  double atol = 1e-5, rtol = 1e-5;  // validation: |x - ref| <= atol + rtol |ref|
+  std::string gpu_missing;          // non-empty: no emu/cuda kernel yet, and why
+  std::function<Runner(Device)> bind;
+};
+
+struct Result {
+  std::string name, impl, shape, dtype;
+  double median_ms = 0, gbps = 0, tflops = 0, pct_peak = 0;
+  std::string peak;        // what pct_peak is a percent of, "" when none
+  bool validated = false;  // compared against the reference (or is it)
+  bool pass = true;
+  double max_err = 0, max_rel = 0;
+  std::string note;
+};
+inline Result make_result(const std::string& name, const std::string& impl, const std::string& shape,
+                          const std::string& dtype) {
+  Result r;
+  r.name = name;
+  r.impl = impl;
+  r.shape = shape;
+  r.dtype = dtype;
+  return r;
+}
+
+struct Options {
+  bool quick = false;
+  bool emu = false;
+  int warmup = 2, repeats = 10;
+  std::string json;    // --json FILE
+  std::string filter;  // run the cases whose name contains this
+  bool gemm_sweep = false;
+  std::string m_range, n_range, k_range;  // a:b:step, empty: the sweep's defaults
+};
+
+// Times fn on dev: `warmup` untimed runs, then `repeats` timed ones; returns
+// the median in milliseconds. On cuda each timed run is preceded by an L2
+// flush and measured with CUDA events; elsewhere with steady_clock.
+double median_ms(const std::function<void()>& fn, Device dev, int warmup, int repeats);
+
+// Max abs and rel error of x against ref, and whether every element passes.
+struct Compare {
+  double max_abs = 0, max_rel = 0;
+  bool pass = true;
+};
+Compare compare(const std::vector<float>& x, const std::vector<float>& ref, double atol, double rtol);
+
+class Workbench {
+ public:
+  Workbench(const Options& opt, const Peaks& peaks) : opt_(opt), peaks_(peaks) {}
+  // Validates, times and prints every available implementation of c.
+  void run_case(const Case& c);
+  // Fills gbps, tflops and pct_peak of r from its median time, prints and records it.
+  void report(Result r, double bytes, double flops, Bound bound, Impl impl);
+  const std::vector<Result>& results() const { return results_; }
+  bool all_pass() const;
+  const Options& options() const { return opt_; }
+  const Peaks& peaks() const { return peaks_; }
+
+ private:
+  void note_only(const Case& c, const char* impl, const std::string& note);
+  const Options& opt_;
+  const Peaks& peaks_;
+  std::vector<Result> results_;
+};
+
+void write_json(const std::string& path, const Workbench& wb);
+
+// Host helpers for the cases.
+std::vector<float> host(const Tensor& t);  // t's values as floats, any device
+std::vector<float> concat(std::vector<std::vector<float>> parts);
+
+}  // namespace eng::bench

@@ -1,0 +1,152 @@
+// bench/kernels: the kernel workbench. For every kernel family and every
+// implementation (cpu, emu with --emu, cuda when a GPU answers) it validates
+// against the cpu reference, then times it and prints time, GB/s, TFLOP/s and
+// percent of peak; --gemm-sweep times GEMMs over ranges of shapes; --json
+// writes every result. Exit status: 0, or 1 if any validation failed (or an
+// error occurred), 2 for a bad command line. See docs/bench.md.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "bench/cases.h"
+#include "engine/cuda_runtime.h"
+#include "kernels/gemm/gemm.h"
+
+using namespace eng;
+using namespace eng::bench;
+
+namespace {
+
+void usage() {
+  std::printf(
+      "usage: kernels [options]\n"
+      "Validates each kernel's implementations against the cpu reference, then times them.\n"
+      "  --quick          small sizes, one warm-up run, one repeat, quick peak measurement (CI)\n"
+      "  --emu            also run the emulated CUDA kernels (tiny shapes only; the times are\n"
+      "                   the emulator's, not a GPU's); larger shapes are skipped\n"
+      "  --filter STR     only the kernels whose name contains STR (e.g. layernorm, matmul)\n"
+      "  --warmup N       untimed runs before timing (default 2; --quick: 1)\n"
+      "  --repeats N      timed runs; the median is reported (default 10; --quick: 1)\n"
+      "  --json FILE      write every result (and the peaks used) to FILE as JSON\n"
+      "  --gemm-sweep     time C = A @ B over the M x N x K ranges below instead of the kernels\n"
+      "  --m-range R      sweep range a:b:step (b inclusive), a:b or a (default 512:2048:512;\n"
+      "  --n-range R        --quick: 64:128:64)\n"
+      "  --k-range R\n"
+      "  --help           this text\n"
+      "Kernels: matmul (fwd, weight grad), layernorm, softmax, gelu (fwd, bwd), cross_entropy,\n"
+      "embedding (fwd, bwd), adamw_step, attention (fwd, bwd). Percent of peak: on the cpu, of\n"
+      "this machine's measured copy bandwidth or SGEMM rate; on A100/H100/H200, of the datasheet.\n");
+}
+
+// Parses argv into o; returns false (after a message) on a bad command line.
+bool parse(int argc, char** argv, Options& o, bool& help) {
+  bool warmup_set = false, repeats_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](std::string& out) {
+      if (i + 1 >= argc) return false;
+      out = argv[++i];
+      return true;
+    };
+    auto count = [&](int& out) {
+      std::string s;
+      if (!value(s)) return false;
+      char* end = nullptr;
+      const long n = std::strtol(s.c_str(), &end, 10);
+      if (*end != '\0' || n < 0 || n > 100000) return false;
+      out = int(n);
+      return true;
+    };
+    bool ok = true;
+    if (a == "--help" || a == "-h")
+      help = true;
+    else if (a == "--quick")
+      o.quick = true;
+    else if (a == "--emu")
+      o.emu = true;
+    else if (a == "--gemm-sweep")
+      o.gemm_sweep = true;
+    else if (a == "--filter")
+      ok = value(o.filter);
+    else if (a == "--json")
+      ok = value(o.json);
+    else if (a == "--m-range")
+      ok = value(o.m_range);
+    else if (a == "--n-range")
+      ok = value(o.n_range);
+    else if (a == "--k-range")
+      ok = value(o.k_range);
+    else if (a == "--warmup")
+      ok = warmup_set = count(o.warmup);
+    else if (a == "--repeats")
+      ok = repeats_set = count(o.repeats) && o.repeats >= 1;
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "kernels: bad option or value: %s (see --help)\n", a.c_str());
+      return false;
+    }
+  }
+  if (o.quick && !warmup_set) o.warmup = 1;
+  if (o.quick && !repeats_set) o.repeats = 1;
+  return true;
+}
+
+void print_peaks(const Peaks& p) {
+  std::printf("cpu: %d threads, %s\n", p.cpu.threads, cpu::blas_info().c_str());
+  std::printf("cpu peaks (measured): copy %.1f GB/s (%zu MiB, read+write), SGEMM %.3f TFLOP/s (%lld^3)\n",
+              p.cpu.copy_gbps, p.cpu.copy_bytes >> 20, p.cpu.sgemm_tflops, (long long)p.cpu.sgemm_n);
+  if (p.gpu_name.empty())
+    std::printf("cuda: no GPU answers%s\n", cuda_built() ? "" : " (this build has no CUDA)");
+  else if (p.gpu)
+    std::printf("cuda: %s; peaks from the %s datasheet: %.0f GB/s, FP32 %.1f, TF32 %.0f, BF16 %.0f TFLOP/s\n",
+                p.gpu_name.c_str(), p.gpu->label, p.gpu->hbm_gbps, p.gpu->fp32_tflops, p.gpu->tf32_tflops,
+                p.gpu->bf16_tflops);
+  else
+    std::printf("cuda: %s (not in the peak table: no percent of peak)\n", p.gpu_name.c_str());
+  std::printf("%-15s %-5s %-28s %-4s %10s %14s %16s\n", "kernel", "impl", "shape", "type", "median", "bandwidth",
+              "compute");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool help = false;
+  if (!parse(argc, argv, o, help)) return 2;
+  if (help) {
+    usage();
+    return 0;
+  }
+  try {
+    Peaks peaks;
+    peaks.cpu = measure_cpu_peaks(o.quick);
+    if (cuda_available()) {
+      peaks.gpu_name = cudart::device_name(0);
+      peaks.gpu = gpu_peak_for(peaks.gpu_name);
+    }
+    print_peaks(peaks);
+    Workbench wb(o, peaks);
+    if (o.gemm_sweep) {
+      gemm_sweep(wb);
+    } else {
+      for (auto family :
+           {matmul_cases, layernorm_softmax_cases, gelu_adamw_cases, cross_entropy_embedding_cases, attention_cases})
+        for (const Case& c : family(o.quick))
+          if (c.name.find(o.filter) != std::string::npos) wb.run_case(c);
+    }
+    if (!o.json.empty()) {
+      write_json(o.json, wb);
+      std::printf("wrote %s\n", o.json.c_str());
+    }
+    if (!wb.all_pass()) {
+      std::fprintf(stderr, "kernels: VALIDATION FAILED (see the FAIL lines above)\n");
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kernels: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

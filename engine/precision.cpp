@@ -1,0 +1,80 @@
+// Precision levels, their policies, and the autocast casts (see precision.h).
+#include "engine/precision.h"
+
+#include "engine/error.h"
+
+namespace eng {
+
+Precision parse_precision(const std::string& s) {
+  for (Precision p : {Precision::O0, Precision::O1, Precision::O2, Precision::O2_fp16, Precision::O3})
+    if (s == precision_name(p)) return p;
+  ENGINE_FAIL("unknown precision '", s, "' (expected one of ", kPrecisionLevels, ")");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::O0:
+      return "O0";
+    case Precision::O1:
+      return "O1";
+    case Precision::O2:
+      return "O2";
+    case Precision::O2_fp16:
+      return "O2-fp16";
+    case Precision::O3:
+      return "O3";
+  }
+  return "?";
+}
+
+PrecisionPolicy precision_policy(Precision p) {
+  PrecisionPolicy pol;
+  pol.level = p;
+  pol.tf32_gemm = p == Precision::O1;
+  pol.compute = p == Precision::O2 || p == Precision::O3 ? DType::bf16
+                : p == Precision::O2_fp16                ? DType::f16
+                                                         : DType::f32;
+  // bf16 has fp32's exponent range, so its gradients do not underflow; fp16's
+  // 5-bit exponent loses small gradients without a loss scale.
+  pol.loss_scaling = p == Precision::O2_fp16 ? LossScaling::dynamic : LossScaling::off;
+  pol.cuda_graph = p == Precision::O3;
+  return pol;
+}
+
+std::string precision_summary(Precision p, Device dev) {
+  const PrecisionPolicy pol = precision_policy(p);
+  const bool cuda = dev.type == DeviceType::cuda, cpu = dev.type == DeviceType::cpu;
+  std::string s = std::string("precision ") + precision_name(p) + ": ";
+  switch (p) {
+    case Precision::O0:
+      return s + "fp32 weights, activations and GEMMs";
+    case Precision::O1:
+      return s + (cuda ? "fp32 storage, TF32 GEMMs"
+                       : "TF32 GEMMs exist only on the cuda device; on " + dev.str() + " this is O0 (fp32)");
+    default:
+      break;
+  }
+  s += std::string(dtype_name(pol.compute)) + " GEMM inputs and activations, fp32 master weights, AdamW state and " +
+       "layernorm/softmax/loss statistics";
+  if (pol.loss_scaling == LossScaling::dynamic) s += ", dynamic loss scaling";
+  if (cpu)
+    s += std::string("; the cpu kernels are f32 only, so ") + dtype_name(pol.compute) +
+         " storage is emulated by rounding to it and back (fp32 compute)";
+  if (p == Precision::O3 && !cuda) s += "; CUDA graphs need the cuda device: on " + dev.str() + " O3 runs as O2";
+  return s;
+}
+
+Autocast::Autocast(Precision p) : policy_(precision_policy(p)) {}
+
+Tensor Autocast::cast(const Tensor& x) const {
+  if (!x.defined() || !active() || x.dtype() != DType::f32) return x;
+  if (x.device().type == DeviceType::cpu) return x.to(policy_.compute).to(DType::f32);
+  return x.to(policy_.compute);
+}
+
+Tensor Autocast::f32(const Tensor& x) const {
+  if (!x.defined() || x.dtype() == DType::f32 || x.dtype() == DType::f64) return x;
+  return x.to(DType::f32);
+}
+
+}  // namespace eng

@@ -1,0 +1,400 @@
+// Fused causal self-attention, FlashAttention-2 style (Dao 2023), forward and
+// backward. Reference: kernels/cpu/attention.cpp; walk-through:
+// docs/kernels/attention.md.
+//   S = Q K^T * scale (keys j > query i masked), P = softmax(S), O = P V,
+//   scale = 1/sqrt(HS), lse_i = log sum_j exp(S_ij)   (saved for backward)
+//   backward: D_i = rowsum(dO_i * O_i), P_ij = exp(S_ij - lse_i),
+//             dV = P^T dO, dS = P * (dO V^T - D), dQ = dS K * scale, dK = dS^T Q * scale
+// No T x T matrix ever reaches global memory: every kernel works on 16 x 16
+// tiles of S in shared memory and recomputes them where the reference would
+// store them.
+// Layout: q, k, v, out and the gradients are (B, T, NH, HS) in the storage
+// dtype T (f32/bf16/f16): row (b, t, h) starts at ((b*T + t)*NH + h)*HS.
+// lse and delta are fp32 (B, NH, T). All math is fp32; outputs are written (=).
+//
+// Tiling, the same in all three tile kernels: Br = Bc = kTile = 16, and a
+// block of 128 threads = 16 tile rows x 8 lanes. Lane l of a row owns the
+// head dims d = l, l+8, l+16, ... of that row's accumulator (O, dQ, or dK and
+// dV), in registers, and the S entries of columns l and l+8 of the row.
+// Shared memory, fp32, rows padded by one float (a lane's K row stride would
+// otherwise be a multiple of 32 banks: an 8-way conflict): forward Q, K, V
+// tiles + P = 3*16*129*4 + 16*17*4 B = 25.3 KiB at HS = 128; backward K, V,
+// Q, dO + P, dS (+ lse, D) = 4*16*129*4 + 2*16*17*4 (+ 128) B = 34.5 KiB
+// (dQ: one score tile, 33.3 KiB); all under the 48 KiB of static
+// shared memory a block may have without opting in. 128 threads keep the
+// emulator cheap (one fiber per CUDA thread). __launch_bounds__(128, 1): with
+// the thread count alone, ptxas capped the small-HS instantiations at 40-56
+// registers and spilled (measured, sm_80); with a minimum of one block it
+// takes 64-118 registers and spills nothing on sm_80 and sm_90, which still
+// leaves 4 blocks (16 warps) per SM.
+// Larger tiles (64 x 64 with tensor cores, as FlashAttention ships) would
+// reuse each K/V tile for more queries; the emulator has no mma, and this
+// kernel is the readable baseline the docs compare against.
+//
+// Head dims: the kernels are templated on kHS in {8, 16, 32, 64, 128};
+// HS is rounded up to the next one and the extra dims are zero in shared
+// memory (so dot products are exact) and never stored. HS = 64 and 128 run
+// unpadded; HS = 24 runs as 32 (25% wasted math). HS > 128 is rejected: its
+// fp32 tiles would not fit 48 KiB at this tile size.
+#include <climits>
+#include <cmath>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/rowwise.cuh"
+
+namespace eng::ENGINE_GPU_NS {
+
+namespace {
+constexpr int kTile = 16;                 // Br = Bc
+constexpr int kLanes = 8;                 // threads per tile row
+constexpr int kThreads = kTile * kLanes;  // 128
+constexpr int kCols = kTile / kLanes;     // S columns (or rows) per thread: 2
+constexpr int kMaxHS = 128;
+
+// Max and sum over the 8 lanes of a tile row (an aligned 8-lane segment of a
+// warp; every lane of the warp calls it, so the full mask is right).
+__device__ __forceinline__ float row_max(float v) {
+  for (int off = kLanes / 2; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(rowwise::kFullMask, v, off, kLanes));
+  return v;
+}
+__device__ __forceinline__ float row_sum(float v) {
+  for (int off = kLanes / 2; off > 0; off >>= 1) v += __shfl_xor_sync(rowwise::kFullMask, v, off, kLanes);
+  return v;
+}
+
+// Rows t0 .. t0+kTile-1 of one head into a padded fp32 tile; rows past Tn and
+// dims past hs are zero. base points at (b, 0, h, 0); rows are NH*HS apart.
+// All threads of the block take part (coalesced along d).
+template <int kHS, typename T>
+__device__ __forceinline__ void load_tile(float (*tile)[kHS + 1], const T* base, int t0, int Tn, int64_t row_stride,
+                                          int hs) {
+  for (int idx = int(threadIdx.x); idx < kTile * kHS; idx += kThreads) {
+    const int r = idx / kHS, d = idx % kHS;
+    tile[r][d] = (t0 + r < Tn && d < hs) ? to_f32(base[int64_t(t0 + r) * row_stride + d]) : 0.f;
+  }
+}
+
+template <int kHS>
+__device__ __forceinline__ float dot_rows(const float* a, const float* b) {
+  float s = 0.f;
+#pragma unroll 8
+  for (int d = 0; d < kHS; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// Kernel arguments shared by the tile kernels.
+struct AttnDims {
+  int Tn, NH, hs, BH, tiles;  // BH = B*NH; tiles = ceil(Tn / kTile)
+  float scale;
+};
+__device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh) {
+  const int b = bh / a.NH, h = bh % a.NH;
+  return (int64_t(b) * a.Tn * a.NH + h) * a.hs;
+}
+}  // namespace
+
+// attention_forward_kernel: one block per (query tile, b*h); it loops over
+// the key/value tiles 0..qt (causal: later tiles are fully masked) with an
+// online softmax: per query row a running max m and sum l; each tile's
+// scores raise m to m', the accumulator O and l are rescaled by exp(m - m'),
+// and O += exp(S - m') V. At the end O /= l and lse = m + log l.
+// Launch: grid = B*NH*tiles (heaviest query tiles first), 128 threads, static
+// shared memory (see the file comment). Preconditions: 1 <= hs <= kHS,
+// q, k, v, out do not alias; Tn >= 1. Every query row sees key 0, so m is
+// finite after the first tile (no exp(-inf - -inf)).
+// bytes = sizeof(T) B NH HS (2 Tn + kTile n (n+1)) + 4 B NH Tn, n = tiles
+//   (Q read and O written once; each K/V tile once per query tile at or below it);
+// flops = 4 B NH HS kTile^2 n(n+1)/2 ~= 2 B NH Tn^2 HS (QK^T and PV, causal
+//   half), plus B NH kTile^2 n(n+1)/2 exps.
+template <typename T, int kHS>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_forward_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                             T* __restrict__ out, float* __restrict__ lse, AttnDims a) {
+  __shared__ float smem_q[kTile][kHS + 1];
+  __shared__ float smem_k[kTile][kHS + 1];
+  __shared__ float smem_v[kTile][kHS + 1];
+  __shared__ float smem_p[kTile][kTile + 1];
+  constexpr int kD = kHS / kLanes;  // accumulator dims per lane
+  const int bh = int(blockIdx.x) % a.BH, qt = a.tiles - 1 - int(blockIdx.x) / a.BH;
+  const int64_t base = head_base(a, bh), row_stride = int64_t(a.NH) * a.hs;
+  const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
+  const int q0 = qt * kTile, i = q0 + r;
+
+  load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
+  float m = -INFINITY, l = 0.f, o[kD];
+#pragma unroll
+  for (int x = 0; x < kD; ++x) o[x] = 0.f;
+  for (int kt = 0; kt <= qt; ++kt) {
+    const int k0 = kt * kTile;
+    load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
+    load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
+    __syncthreads();
+    float s[kCols], tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int c = lane + j * kLanes, key = k0 + c;
+      s[j] = (key <= i && key < a.Tn) ? dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale : -INFINITY;
+      tile_max = fmaxf(tile_max, s[j]);
+    }
+    const float m_new = fmaxf(m, row_max(tile_max));
+    const float alpha = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    float psum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const float p = expf(s[j] - m_new);  // masked: exp(-inf) = 0
+      smem_p[r][lane + j * kLanes] = p;
+      psum += p;
+    }
+    l = l * alpha + row_sum(psum);
+    m = m_new;
+    __syncthreads();
+#pragma unroll
+    for (int x = 0; x < kD; ++x) o[x] *= alpha;
+    for (int c = 0; c < kTile; ++c) {
+      const float p = smem_p[r][c];
+#pragma unroll
+      for (int x = 0; x < kD; ++x) o[x] += p * smem_v[c][lane + x * kLanes];
+    }
+    __syncthreads();  // before the next tile overwrites K, V, P
+  }
+  if (i < a.Tn) {
+    const float inv = 1.f / l;
+    T* orow = out + base + int64_t(i) * row_stride;
+#pragma unroll
+    for (int x = 0; x < kD; ++x) {
+      const int d = lane + x * kLanes;
+      if (d < a.hs) orow[d] = from_f32<T>(o[x] * inv);
+    }
+    if (lane == 0) lse[int64_t(bh) * a.Tn + i] = m + logf(l);
+  }
+}
+
+// attention_delta_kernel: D = rowsum(dO * O) per (b, t, h), the softmax
+// backward's dot product, computed once instead of once per key tile.
+// Launch: 128 threads (a warp per row), grid_for(rows, 4), grid-stride;
+// rows = B*Tn*NH. bytes = 2 B Tn NH HS sizeof(T) + 4 B NH Tn; flops = 2 B Tn NH HS.
+template <typename T>
+__global__ void attention_delta_kernel(const T* __restrict__ dout, const T* __restrict__ out, float* __restrict__ delta,
+                                       int64_t rows, int Tn, int NH, int hs) {
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
+    float s = 0.f;
+    for (int d = lane; d < hs; d += 32) s += to_f32(dout[row * hs + d]) * to_f32(out[row * hs + d]);
+    s = rowwise::warp_sum(s);
+    if (lane == 0) {
+      const int64_t b = row / (int64_t(Tn) * NH), t = (row / NH) % Tn, h = row % NH;
+      delta[(b * NH + h) * Tn + t] = s;
+    }
+  }
+}
+
+// attention_backward_dkdv_kernel: one block per (key tile kt, b*h); K and V
+// stay in shared memory while the block walks the query tiles kt..tiles-1
+// (the ones that see these keys), recomputing per tile P = exp(S - lse) and
+// dS = P (dO V^T - D), and accumulating in registers dV += P^T dO and
+// dK += dS^T Q (scaled once at the end). Thread row c is a key.
+// Launch: grid = B*NH*tiles (key tile 0, the most work, first), 128 threads.
+// Preconditions: as the forward; lse and delta hold the forward's values.
+// bytes = sizeof(T) B NH HS (4 Tn + kTile n (n+1)) + 8 B NH kTile n(n+1)/2;
+// flops = 8 B NH HS kTile^2 n(n+1)/2 ~= 4 B NH Tn^2 HS (S, dP, dV, dK).
+template <typename T, int kHS>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_backward_dkdv_kernel(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
+                                   const T* __restrict__ v, const float* __restrict__ lse,
+                                   const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+                                   AttnDims a) {
+  __shared__ float smem_k[kTile][kHS + 1];
+  __shared__ float smem_v[kTile][kHS + 1];
+  __shared__ float smem_q[kTile][kHS + 1];
+  __shared__ float smem_do[kTile][kHS + 1];
+  __shared__ float smem_p[kTile][kTile + 1];
+  __shared__ float smem_ds[kTile][kTile + 1];
+  __shared__ float smem_lse[kTile], smem_delta[kTile];
+  constexpr int kD = kHS / kLanes;
+  const int bh = int(blockIdx.x) % a.BH, kt = int(blockIdx.x) / a.BH;
+  const int64_t base = head_base(a, bh), row_stride = int64_t(a.NH) * a.hs;
+  const int c = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
+  const int k0 = kt * kTile, key = k0 + c;
+
+  load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
+  load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
+  float acc_dk[kD], acc_dv[kD];
+#pragma unroll
+  for (int x = 0; x < kD; ++x) acc_dk[x] = acc_dv[x] = 0.f;
+  for (int qt = kt; qt < a.tiles; ++qt) {
+    const int q0 = qt * kTile;
+    load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
+    load_tile<kHS>(smem_do, dout + base, q0, a.Tn, row_stride, a.hs);
+    if (threadIdx.x < kTile) {
+      const bool in = q0 + int(threadIdx.x) < a.Tn;
+      smem_lse[threadIdx.x] = in ? lse[int64_t(bh) * a.Tn + q0 + threadIdx.x] : 0.f;
+      smem_delta[threadIdx.x] = in ? delta[int64_t(bh) * a.Tn + q0 + threadIdx.x] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int r = lane + j * kLanes, i = q0 + r;
+      float p = 0.f, ds = 0.f;
+      if (i < a.Tn && key <= i) {
+        p = expf(dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale - smem_lse[r]);
+        ds = p * (dot_rows<kHS>(smem_do[r], smem_v[c]) - smem_delta[r]);
+      }
+      smem_p[r][c] = p;
+      smem_ds[r][c] = ds;
+    }
+    __syncthreads();
+    for (int r = 0; r < kTile; ++r) {
+      const float p = smem_p[r][c], ds = smem_ds[r][c];
+#pragma unroll
+      for (int x = 0; x < kD; ++x) {
+        acc_dv[x] += p * smem_do[r][lane + x * kLanes];
+        acc_dk[x] += ds * smem_q[r][lane + x * kLanes];
+      }
+    }
+    __syncthreads();  // before the next query tile overwrites Q, dO, P, dS
+  }
+  if (key < a.Tn) {
+    const int64_t off = base + int64_t(key) * row_stride;
+#pragma unroll
+    for (int x = 0; x < kD; ++x) {
+      const int d = lane + x * kLanes;
+      if (d < a.hs) {
+        dk[off + d] = from_f32<T>(acc_dk[x] * a.scale);
+        dv[off + d] = from_f32<T>(acc_dv[x]);
+      }
+    }
+  }
+}
+
+// attention_backward_dq_kernel: one block per (query tile qt, b*h); Q, dO,
+// lse and D stay put while the block walks the key tiles 0..qt, recomputing
+// P and dS once more and accumulating dQ += dS K in registers. A second
+// recomputation instead of atomicAdd into a shared fp32 dQ: the result is
+// deterministic (the same bits on every run), needs no fp32 scratch tensor
+// or cast pass, and costs 3 more tile GEMMs of the 14 the backward does.
+// Launch: grid = B*NH*tiles (heaviest first), 128 threads.
+// bytes = sizeof(T) B NH HS (3 Tn + kTile n (n+1)) + 8 B NH Tn;
+// flops = 6 B NH HS kTile^2 n(n+1)/2 ~= 3 B NH Tn^2 HS (S, dP, dQ).
+template <typename T, int kHS>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_backward_dq_kernel(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
+                                 const T* __restrict__ v, const float* __restrict__ lse,
+                                 const float* __restrict__ delta, T* __restrict__ dq, AttnDims a) {
+  __shared__ float smem_q[kTile][kHS + 1];
+  __shared__ float smem_do[kTile][kHS + 1];
+  __shared__ float smem_k[kTile][kHS + 1];
+  __shared__ float smem_v[kTile][kHS + 1];
+  __shared__ float smem_ds[kTile][kTile + 1];
+  constexpr int kD = kHS / kLanes;
+  const int bh = int(blockIdx.x) % a.BH, qt = a.tiles - 1 - int(blockIdx.x) / a.BH;
+  const int64_t base = head_base(a, bh), row_stride = int64_t(a.NH) * a.hs;
+  const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
+  const int q0 = qt * kTile, i = q0 + r;
+  const bool row_in = i < a.Tn;
+  const float row_lse = row_in ? lse[int64_t(bh) * a.Tn + i] : 0.f;
+  const float row_delta = row_in ? delta[int64_t(bh) * a.Tn + i] : 0.f;
+
+  load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
+  load_tile<kHS>(smem_do, dout + base, q0, a.Tn, row_stride, a.hs);
+  float acc[kD];
+#pragma unroll
+  for (int x = 0; x < kD; ++x) acc[x] = 0.f;
+  for (int kt = 0; kt <= qt; ++kt) {
+    const int k0 = kt * kTile;
+    load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
+    load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int c = lane + j * kLanes;
+      float ds = 0.f;
+      if (row_in && k0 + c <= i) {
+        const float p = expf(dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale - row_lse);
+        ds = p * (dot_rows<kHS>(smem_do[r], smem_v[c]) - row_delta);
+      }
+      smem_ds[r][c] = ds;
+    }
+    __syncthreads();
+    for (int c = 0; c < kTile; ++c) {
+      const float ds = smem_ds[r][c];
+#pragma unroll
+      for (int x = 0; x < kD; ++x) acc[x] += ds * smem_k[c][lane + x * kLanes];
+    }
+    __syncthreads();  // before the next key tile overwrites K, V, dS
+  }
+  if (row_in) {
+    const int64_t off = base + int64_t(i) * row_stride;
+#pragma unroll
+    for (int x = 0; x < kD; ++x) {
+      const int d = lane + x * kLanes;
+      if (d < a.hs) dq[off + d] = from_f32<T>(acc[x] * a.scale);
+    }
+  }
+}
+
+namespace {
+// Calls f.template operator()<kHS>() with kHS the padded head size.
+template <typename F>
+void dispatch_head(int64_t HS, F&& f) {
+  if (HS <= 8)
+    f.template operator()<8>();
+  else if (HS <= 16)
+    f.template operator()<16>();
+  else if (HS <= 32)
+    f.template operator()<32>();
+  else if (HS <= 64)
+    f.template operator()<64>();
+  else
+    f.template operator()<128>();
+}
+
+AttnDims make_dims(const char* fn, int64_t B, int64_t Tn, int64_t NH, int64_t HS) {
+  ENGINE_CHECK(HS >= 1 && HS <= kMaxHS, fn, ": head size ", HS, " not supported (1..", kMaxHS, ")");
+  const int64_t tiles = (Tn + kTile - 1) / kTile;
+  ENGINE_CHECK(B * NH * tiles <= INT_MAX && B * Tn * NH <= INT_MAX, fn, ": (B, T, NH) = (", B, ", ", Tn, ", ", NH,
+               ") too large");
+  return AttnDims{int(Tn), int(NH), int(HS), int(B * NH), int(tiles), 1.f / std::sqrt(float(HS))};
+}
+}  // namespace
+
+int64_t attention_max_head_size() { return kMaxHS; }
+
+void attention_forward(gpu::Storage st, const void* q, const void* k, const void* v, void* out, float* lse, int64_t B,
+                       int64_t Tn, int64_t NH, int64_t HS, void* stream) {
+  if (B * Tn * NH == 0) return;
+  const AttnDims a = make_dims("attention_forward", B, Tn, NH, HS);
+  const unsigned grid = unsigned(a.BH) * unsigned(a.tiles);
+  dispatch_storage(st, [&]<typename T>() {
+    dispatch_head(HS, [&]<int kHS>() {
+      LAUNCH_KERNEL(attention_forward_kernel<T, kHS>, grid, kThreads, 0, as_stream(stream), static_cast<const T*>(q),
+                    static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(out), lse, a);
+    });
+  });
+}
+
+void attention_backward(gpu::Storage st, const void* dout, const void* q, const void* k, const void* v, const void* out,
+                        const float* lse, float* delta, void* dq, void* dk, void* dv, int64_t B, int64_t Tn, int64_t NH,
+                        int64_t HS, void* stream) {
+  if (B * Tn * NH == 0) return;
+  const AttnDims a = make_dims("attention_backward", B, Tn, NH, HS);
+  const unsigned grid = unsigned(a.BH) * unsigned(a.tiles);
+  const int64_t rows = B * Tn * NH;
+  dispatch_storage(st, [&]<typename T>() {
+    const T* pdo = static_cast<const T*>(dout);
+    const T* pq = static_cast<const T*>(q);
+    const T* pk = static_cast<const T*>(k);
+    const T* pv = static_cast<const T*>(v);
+    const auto s = as_stream(stream);
+    LAUNCH_KERNEL(attention_delta_kernel<T>, grid_for(rows, 4), 128, 0, s, pdo, static_cast<const T*>(out), delta, rows,
+                  a.Tn, a.NH, a.hs);
+    dispatch_head(HS, [&]<int kHS>() {
+      LAUNCH_KERNEL(attention_backward_dkdv_kernel<T, kHS>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
+                    static_cast<const float*>(delta), static_cast<T*>(dk), static_cast<T*>(dv), a);
+      LAUNCH_KERNEL(attention_backward_dq_kernel<T, kHS>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
+                    static_cast<const float*>(delta), static_cast<T*>(dq), a);
+    });
+  });
+}
+
+}  // namespace eng::ENGINE_GPU_NS

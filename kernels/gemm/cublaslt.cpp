@@ -1,0 +1,199 @@
+// The cuBLASLt executor of kernels/gemm/cublaslt.h, CUDA builds only. The
+// layout is decided by plan_cublaslt (cublaslt_plan.cpp, tested on the cpu);
+// this file only turns a plan into descriptors, asks the heuristic once per
+// distinct call, and makes the one cublasLtMatmul call. Every CUDA/cuBLAS
+// call goes through CUDA_CHECK / CUBLAS_CHECK (engine/error.h's idiom:
+// file:line, the call as written, the status name).
+#include "kernels/gemm/cublaslt.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <tuple>
+
+#include "engine/error.h"
+
+#define ENGINE_LT_CHECK_GEN(call, ok, name_of)                                                    \
+  do {                                                                                            \
+    const auto status_ = (call);                                                                  \
+    ENGINE_CHECK(status_ == (ok), #call, " failed: ", name_of(status_), " (", int(status_), ")"); \
+  } while (0)
+#define CUDA_CHECK(call) ENGINE_LT_CHECK_GEN(call, cudaSuccess, cudaGetErrorName)
+#define CUBLAS_CHECK(call) ENGINE_LT_CHECK_GEN(call, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusName)
+
+namespace eng {
+namespace {
+
+cudaDataType_t data_type(gpu::Storage st) {
+  return st == gpu::Storage::bf16 ? CUDA_R_16BF : st == gpu::Storage::f16 ? CUDA_R_16F : CUDA_R_32F;
+}
+cublasOperation_t op(LtOp t) { return t == LtOp::N ? CUBLAS_OP_N : CUBLAS_OP_T; }
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::none:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::gelu_bias:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::bgrad:
+      return CUBLASLT_EPILOGUE_BGRADB;  // our A is cuBLASLt's B (see the header)
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// Largest power of two (<= 256) dividing the address: the heuristic picks
+// vectorised kernels only for aligned operands, so alignment is part of the key.
+uint32_t alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+// Everything the descriptors and the heuristic depend on.
+using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t>;
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t t, const LtLayout& l, int64_t batch) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, t, uint64_t(l.rows), uint64_t(l.cols), l.ld));
+  if (batch > 1) {
+    const int32_t count = int32_t(batch);
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.stride,
+                                                  sizeof(l.stride)));
+  }
+  return layout;
+}
+
+// The descriptors and algorithm of one key, created on its first call.
+struct Entry {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Entry() = default;
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+  ~Entry() {  // destructors do not throw: statuses are ignored here
+    if (c) (void)cublasLtMatrixLayoutDestroy(c);
+    if (b) (void)cublasLtMatrixLayoutDestroy(b);
+    if (a) (void)cublasLtMatrixLayoutDestroy(a);
+    if (desc) (void)cublasLtMatmulDescDestroy(desc);
+  }
+};
+}  // namespace
+
+struct CublasLtContext::Impl {
+  int device = 0;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  std::map<Key, Entry> cache;
+};
+
+CublasLtContext::CublasLtContext(int device) : impl_(std::make_unique<Impl>()) {
+  impl_->device = device;
+  CUDA_CHECK(cudaSetDevice(device));
+  CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+}
+
+CublasLtContext::~CublasLtContext() {
+  impl_->cache.clear();
+  if (impl_->workspace) (void)cudaFree(impl_->workspace);
+  if (impl_->handle) (void)cublasLtDestroy(impl_->handle);
+}
+
+int CublasLtContext::device() const { return impl_->device; }
+size_t CublasLtContext::cached_algorithms() const { return impl_->cache.size(); }
+
+void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
+          const void* bias, Epilogue epi, ComputeMode mode, void* stream) {
+  ENGINE_CHECK(compute_mode_fits(st, mode), "cublaslt: compute mode ", int(mode), " does not fit storage ", int(st));
+  ENGINE_CHECK(epi == Epilogue::none || bias, "cublaslt: the epilogue needs a bias pointer");
+  ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
+  const LtPlan p = plan_cublaslt(call);
+  CUDA_CHECK(cudaSetDevice(ctx.device()));  // the workspace and the handle belong to this device
+  const void* first = p.first_is_b ? B : A;
+  const void* second = p.first_is_b ? A : B;
+  CublasLtContext::Impl& im = ctx.impl();
+
+  const Key key{p.m,
+                p.n,
+                p.k,
+                int(p.transa),
+                int(p.transb),
+                p.a.ld,
+                p.b.ld,
+                p.c.ld,
+                p.a.stride,
+                p.b.stride,
+                p.c.stride,
+                p.batch,
+                int(st),
+                int(mode),
+                int(epi),
+                p.beta != 0.f,
+                alignment(first),
+                alignment(second),
+                alignment(C),
+                alignment(bias)};
+  auto [it, fresh] = im.cache.try_emplace(key);
+  Entry& e = it->second;
+  if (fresh) {
+    try {
+      const cudaDataType_t t = data_type(st);
+      const cublasComputeType_t compute = mode == ComputeMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      CUBLAS_CHECK(cublasLtMatmulDescCreate(&e.desc, compute, CUDA_R_32F));
+      set_desc(e.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op(p.transa)));
+      set_desc(e.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op(p.transb)));
+      set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(lt_epilogue(epi)));
+      if (epi != Epilogue::none) {
+        set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(t));
+        set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads its alignment
+      }
+      e.a = make_layout(t, p.a, p.batch);
+      e.b = make_layout(t, p.b, p.batch);
+      e.c = make_layout(t, p.c, p.batch);
+
+      cublasLtMatmulPreference_t pref = nullptr;
+      CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      try {
+        const uint64_t ws = CublasLtContext::kWorkspaceBytes;
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        const uint32_t align[3] = {alignment(first), alignment(second), alignment(C)};
+        const cublasLtMatmulPreferenceAttributes_t attrs[3] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
+        for (int i = 0; i < 3; ++i)
+          CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &align[i], sizeof(align[i])));
+        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im.handle, e.desc, e.a, e.b, e.c, e.c, pref, 1, &result, &found));
+      } catch (...) {
+        (void)cublasLtMatmulPreferenceDestroy(pref);
+        throw;
+      }
+      CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+      ENGINE_CHECK(found > 0, "cublaslt: no algorithm for m ", p.m, " n ", p.n, " k ", p.k, " batch ", p.batch,
+                   " epilogue ", int(epi), " compute mode ", int(mode));
+      e.algo = result.algo;
+    } catch (...) {
+      im.cache.erase(it);  // never keep a half-built entry
+      throw;
+    }
+  } else if (epi != Epilogue::none) {
+    set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // same alignment (part of the key), new address
+  }
+  CUBLAS_CHECK(cublasLtMatmul(im.handle, e.desc, &p.alpha, first, e.a, second, e.b, &p.beta, C, e.c, C, e.c, &e.algo,
+                              im.workspace, CublasLtContext::kWorkspaceBytes, static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace eng

@@ -1,0 +1,78 @@
+// kernels/cuda/attention.cu (fused causal attention, FlashAttention-2 style)
+// under the emulator against the cpu reference (kernels/cpu/attention.cpp),
+// through the engine op attention, forward and backward (dq, dk, dv).
+// Shapes: B = 2, NH = 3 (B*NH > 1); T = 1 (one row), 5 (one ragged tile),
+// 16 (exactly one tile of 16), 33 (three tiles, the last with one row);
+// HS = 8, 16 and 24 (24 runs padded to 32, masked); HS = 64 (the unpadded
+// real-model path) and 128 (the largest) at small T. Inputs std 1.5 so
+// scores are spread out and the running max changes between key tiles.
+// Tolerances: f32 1e-5 abs/rel for the output and all three gradients (the
+// online softmax and the per-tile sums add in another order than the
+// reference's two-pass softmax and GEMMs; measured margin is comfortable).
+// bf16/f16: the forward is emu_check.h's (one rounding of the output). The
+// gradients get 4x that (bf16 3.2e-2, f16 4e-3): backward reads O as stored,
+// i.e. rounded, for D = rowsum(dO * O), where the reference uses exact
+// probabilities, and dS = P (dP - D) cancels when dP ~ D, so that one
+// rounding reaches dq/dk as an absolute error of ~P * 2^-9 * |dO| |O| sqrt(HS)
+// summed over the queries: measured up to 1.7e-2 on gradients of ~0.1 in
+// bf16 (FlashAttention-2 has the same property: it also reads O in bf16).
+#include "tests/kernels/emu_check.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+
+void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, uint64_t seed) {
+  INFO(dtype_name(t) << " B = " << B << " T = " << T << " NH = " << NH << " HS = " << HS);
+  const Shape s{B, T, NH, HS};
+  const Tensor q0 = Tensor::randn(s, seed, 1.5f), k0 = Tensor::randn(s, seed + 1, 1.5f),
+               v0 = Tensor::randn(s, seed + 2), g0 = Tensor::randn(s, seed + 3);
+  Tensor qr = rounded(q0, t).set_requires_grad(true), kr = rounded(k0, t).set_requires_grad(true),
+         vr = rounded(v0, t).set_requires_grad(true);
+  Tensor ref = attention(qr, kr, vr);
+  ref.backward(rounded(g0, t));
+  Tensor qe = on_emu(q0, t).set_requires_grad(true), ke = on_emu(k0, t).set_requires_grad(true),
+         ve = on_emu(v0, t).set_requires_grad(true);
+  Tensor out = attention(qe, ke, ve);
+  CHECK(out.device() == kEmu);
+  CHECK(out.dtype() == t);
+  CHECK(out.shape() == s);
+  out.backward(on_emu(g0, t));
+  const Tol ft = tol_for(t);
+  const double gtol = t == DType::f32 ? ft.rtol : 4 * ft.rtol;
+  CHECK_CLOSE(values(out.to(kCPU)), values(ref), ft.atol, ft.rtol);
+  CHECK_CLOSE(values(qe.grad().to(kCPU)), values(qr.grad()), gtol, gtol);
+  CHECK_CLOSE(values(ke.grad().to(kCPU)), values(kr.grad()), gtol, gtol);
+  CHECK_CLOSE(values(ve.grad().to(kCPU)), values(vr.grad()), gtol, gtol);
+}
+
+}  // namespace
+
+TEST_CASE("emu attention: f32 forward and backward match the cpu reference", "[emu][kernels]") {
+  for (int64_t T : {1, 5, 16, 33})
+    for (int64_t HS : {8, 16, 24}) check_attention(2, T, 3, HS, DType::f32, uint64_t(T * 100 + HS));
+}
+
+TEST_CASE("emu attention: bf16 and f16 storage with fp32 math", "[emu][kernels]") {
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t T : {1, 33}) check_attention(2, T, 3, 16, t, uint64_t(T * 10 + 7));
+  check_attention(1, 20, 2, 8, DType::bf16, 3);
+}
+
+TEST_CASE("emu attention: real head sizes 64 and 128 at small T", "[emu][kernels]") {
+  check_attention(1, 20, 2, 64, DType::f32, 11);
+  check_attention(1, 20, 2, 64, DType::bf16, 12);
+  check_attention(1, 17, 1, 128, DType::f32, 13);
+}
+
+TEST_CASE("emu attention: without grad mode nothing is saved, and bad head sizes are refused", "[emu][kernels]") {
+  const Tensor q = on_emu(Tensor::randn({1, 3, 1, 8}, 1), DType::f32);
+  {
+    NoGradGuard ng;
+    const Tensor qq = q.detach().set_requires_grad(true);
+    CHECK(attention(qq, q, q).device() == kEmu);
+  }
+  const Tensor big = on_emu(Tensor::zeros({1, 2, 1, 129}), DType::f32);
+  CHECK_THROWS_WITH(attention(big, big, big), Catch::Contains("head size 129 not supported"));
+}
