@@ -125,7 +125,7 @@ void gather_batch(const models::Spirals& d, int64_t batch, uint64_t seed, int64_
 
 double accuracy(const MLP& mlp, const models::Spirals& d) {
   NoGradGuard ng;
-  const std::vector<float> logits = mlp.forward(d.x).to_vector();
+  const std::vector<float> logits = mlp.forward(d.x.to(mlp.fc1->weight.device())).to_vector();
   const int32_t* y = d.y.data<int32_t>();
   const int64_t n = d.y.numel(), C = int64_t(logits.size()) / n;
   int64_t correct = 0;
@@ -140,13 +140,7 @@ double accuracy(const MLP& mlp, const models::Spirals& d) {
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  Device dev = Device::parse(o.device);
-  if (dev.type != DeviceType::cpu) {
-    // The CUDA kernels arrive with the CUDA backend issues; until then the
-    // MLP runs where its kernels exist and says so.
-    std::printf("device %s: no kernels for it in this build yet, training on cpu\n", dev.str().c_str());
-    dev = kCPU;
-  }
+  const Device dev = Device::parse(o.device);  // every MLP op has cpu and CUDA (emu) kernels
   const models::Spirals data = models::make_spirals(o.points, o.classes, 0.2f, o.seed);
   const int64_t n = data.y.numel();
   const int64_t batch = o.batch == 0 || o.batch > n ? n : o.batch;
@@ -162,7 +156,7 @@ int run(int argc, char** argv) {
   for (int64_t step = 0; step < o.steps; ++step) {
     gather_batch(data, batch, o.seed + 1, step, xb, yb);
     opt.set_lr(sched.lr_at(step));
-    Tensor loss = cross_entropy(mlp.forward(xb), yb);
+    Tensor loss = cross_entropy(mlp.forward(xb.to(dev)), yb.to(dev));
     opt.zero_grad();
     loss.backward();
     const double norm = clip_grad_norm(mlp.parameters(), o.clip);

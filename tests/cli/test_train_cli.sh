@@ -106,5 +106,19 @@ case $case_name in
     [[ $before == $(md5sum "$work/t/metrics.jsonl") ]] || fail "metrics changed by a failed resume"
     echo "ok: $(cat "$work/stderr")"
     ;;
+  emu_device)
+    # The same tiny run on the emu device (the hand-written CUDA kernels,
+    # emulated) and on the cpu: the first losses agree to fp32 summation-order
+    # noise (1e-4 relative), and the emu run writes a loadable checkpoint.
+    make_data
+    small=(--n_layer 1 --batch_size 2 --seq_len 16 --block_size 16 --val_batches 1 --sample_tokens 4)
+    "$train" "${common[@]}" "${small[@]}" --steps 3 --out_dir "$work/c" >/dev/null
+    "$train" "${common[@]}" "${small[@]}" --steps 3 --device emu --out_dir "$work/e" >"$work/log"
+    [[ -f $work/e/checkpoint/model.safetensors ]] || fail "no checkpoint from the emu run"
+    paste <(losses "$work/c" | cut -d: -f2) <(losses "$work/e" | cut -d: -f2) |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+      fail "emu losses differ from cpu losses"
+    echo "ok: emu and cpu losses agree: $(losses "$work/e" | tr '\n' ' ')"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -6,12 +6,21 @@
 // half an ulp = 2^-9, plus inputs that differ by an ulp in intermediate
 // steps); f16 1e-3 rel (half an ulp = 2^-12, same reasoning).
 #pragma once
+#include <cstdlib>
+
 #include "engine/device.h"
 #include "tests/test_util.h"
 
 namespace eng::test {
 
-inline const Device kEmu{DeviceType::emu, 0};
+// The device these kernel tests run on: emu by default; a GPU machine reruns
+// the whole suite on the real device with ENGINE_TEST_GPU_DEVICE=cuda
+// (ctest's gpu.kernel_suite does).
+inline Device kernel_test_device() {
+  const char* env = std::getenv("ENGINE_TEST_GPU_DEVICE");
+  return env && *env ? Device::parse(env) : Device{DeviceType::emu, 0};
+}
+inline const Device kEmu = kernel_test_device();
 
 struct Tol {
   double atol, rtol;
