@@ -95,6 +95,10 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
 void AdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
   NoGradGuard ng;
   m_.clear(), v_.clear(), step_.clear();
+  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
+  // An optimizer saved before its first update (e.g. every fp16 step so far
+  // skipped by the loss scaler) has no moments yet: stay that way.
+  if (state_is_fresh(state, "exp_avg.0")) return;
   init_state();
   for (size_t i = 0; i < m_.size(); ++i) {
     m_[i].copy_from(find_state(state, "exp_avg." + std::to_string(i), m_[i].shape()));
@@ -103,7 +107,6 @@ void AdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state)
   const Tensor& st = find_state(state, "step", {int64_t(step_.size())});
   const std::vector<double> sv = st.to_f64_vector();
   for (size_t i = 0; i < step_.size(); ++i) step_[i] = int64_t(sv[i]);
-  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
 }
 
 }  // namespace eng

@@ -57,4 +57,12 @@ bool LossScaler::step(Optimizer& opt) {
   return true;
 }
 
+void LossScaler::load_state(const State& s) {
+  ENGINE_CHECK(s.scale > 0 && s.clean_run >= 0 && s.skipped >= 0, "LossScaler: bad saved state (scale ", s.scale,
+               ", clean_run ", s.clean_run, ", skipped ", s.skipped, ")");
+  loss_scale_ = s.scale;
+  clean_run_ = s.clean_run;
+  skipped_ = s.skipped;
+}
+
 }  // namespace eng

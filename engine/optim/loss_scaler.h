@@ -38,6 +38,14 @@ class LossScaler {
   double get_scale() const { return loss_scale_; }
   int64_t skipped_steps() const { return skipped_; }
   const LossScalerOptions& options() const { return opt_; }
+  // What a checkpoint must keep for a resumed fp16 run to match an
+  // uninterrupted one: the scale and the clean-step run towards growth.
+  struct State {
+    double scale;
+    int64_t clean_run, skipped;
+  };
+  State state() const { return {loss_scale_, clean_run_, skipped_}; }
+  void load_state(const State& s);
 
  private:
   LossScalerOptions opt_;

@@ -28,6 +28,12 @@ const Tensor& find_state(const std::vector<std::pair<std::string, Tensor>>& stat
   ENGINE_FAIL("optimizer state '", name, "' is missing");
 }
 
+bool state_is_fresh(const std::vector<std::pair<std::string, Tensor>>& state, const std::string& first_entry) {
+  for (auto& [n, t] : state)
+    if (n == first_entry) return false;
+  return true;
+}
+
 std::vector<ParamGroup> decay_groups(const std::vector<Tensor>& params, double weight_decay) {
   ParamGroup decay{{}, weight_decay, 1.0}, no_decay{{}, 0.0, 1.0};
   for (const Tensor& p : params) (p.ndim() >= 2 ? decay : no_decay).params.push_back(p);

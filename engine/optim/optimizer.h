@@ -24,6 +24,10 @@ struct ParamGroup {
 const Tensor& find_state(const std::vector<std::pair<std::string, Tensor>>& state, const std::string& name,
                          const Shape& shape);
 
+// True when a saved state list lacks `first_entry` although the optimizer has
+// parameters: it was saved before any update allocated its state.
+bool state_is_fresh(const std::vector<std::pair<std::string, Tensor>>& state, const std::string& first_entry);
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<ParamGroup> groups, double lr);

@@ -57,12 +57,13 @@ std::vector<std::pair<std::string, Tensor>> SGD::state() const {
 void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
   NoGradGuard ng;
   buf_.clear(), has_buf_.clear();
+  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
+  if (state_is_fresh(state, "momentum_buffer.0")) return;  // saved before its first update
   init_state();
   for (size_t i = 0; i < buf_.size(); ++i)
     buf_[i].copy_from(find_state(state, "momentum_buffer." + std::to_string(i), buf_[i].shape()));
   const std::vector<double> has = find_state(state, "has_buffer", {int64_t(has_buf_.size())}).to_f64_vector();
   for (size_t i = 0; i < has_buf_.size(); ++i) has_buf_[i] = has[i] != 0.0;
-  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
 }
 
 }  // namespace eng

@@ -108,8 +108,10 @@ int run(int argc, char** argv) {
   WarmupCosineLR sched(cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"), steps);
   const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
   int64_t start = 0;
+  nlohmann::json resumed;  // state.json of the checkpoint resumed from
   if (cfg.b("resume")) {
     const nlohmann::json state = load_checkpoint(ckpt_dir, model, opt);
+    resumed = state;
     for (const char* k : {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"})
       ENGINE_CHECK(state["config"].value(k, nlohmann::json()) == cfg.json()[k], ckpt_dir, ": checkpoint has ", k, " = ",
                    state["config"].value(k, nlohmann::json()).dump(), ", the config asks for ", cfg.json()[k].dump());
@@ -127,7 +129,17 @@ int run(int argc, char** argv) {
   std::printf("%s\n", precision_summary(precision, dev).c_str());
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
   std::unique_ptr<LossScaler> scaler;
-  if (ac.policy().loss_scaling == LossScaling::dynamic) scaler = std::make_unique<LossScaler>();
+  if (ac.policy().loss_scaling == LossScaling::dynamic) {
+    LossScalerOptions lso;
+    lso.init_scale = cfg.f("loss_scale_init");
+    lso.growth_interval = cfg.i("loss_scale_growth_interval");
+    scaler = std::make_unique<LossScaler>(lso);
+    if (resumed.contains("loss_scaler")) {
+      const nlohmann::json& ls = resumed["loss_scaler"];
+      scaler->load_state(
+          {ls.at("scale").get<double>(), ls.at("clean_run").get<int64_t>(), ls.at("skipped").get<int64_t>()});
+    }
+  }
   std::printf("data: %s (%lld tokens), %s (%lld tokens)\n", train_file.path().c_str(), (long long)train_file.size(),
               val_file.path().c_str(), (long long)val_file.size());
 
@@ -196,11 +208,15 @@ int run(int argc, char** argv) {
     if ((ce > 0 && done % ce == 0) || done == end) {
       // The sampler and the RNGs are counter-based: their positions are
       // functions of the step, recorded here so the file says so explicitly.
-      const nlohmann::json run_state{{"sampler", {{"order", "random"}, {"seed", seed}, {"next_batch", done * accum}}},
-                                     {"rng",
-                                      {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
-                                       {"init_seed", seed},
-                                       {"sample_seed", seed * 977 + uint64_t(done)}}}};
+      nlohmann::json run_state{{"sampler", {{"order", "random"}, {"seed", seed}, {"next_batch", done * accum}}},
+                               {"rng",
+                                {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
+                                 {"init_seed", seed},
+                                 {"sample_seed", seed * 977 + uint64_t(done)}}}};
+      if (scaler) {
+        const LossScaler::State ls = scaler->state();
+        run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
+      }
       save_checkpoint(ckpt_dir, model, opt, done, cfg.json(), run_state);
     }
   }

@@ -33,6 +33,8 @@ const std::vector<OptionSpec>& train_options() {
       {"beta1", 0.9, "AdamW beta1"},
       {"beta2", 0.95, "AdamW beta2"},
       {"grad_clip", 1.0, "global gradient-norm clip (0: off)"},
+      {"loss_scale_init", 65536.0, "O2-fp16: the initial dynamic loss scale (torch GradScaler's default 2^16)"},
+      {"loss_scale_growth_interval", 2000, "O2-fp16: clean steps before the loss scale doubles"},
       {"seed", 1337, "seed for initialisation, batches and sampling"},
       {"recompute", false, "activation checkpointing: recompute each block in backward"},
       {"precision", "O0",

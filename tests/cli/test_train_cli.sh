@@ -55,6 +55,24 @@ case $case_name in
       fail "final weights differ"
     echo "ok: 10 steps straight == 4 + resume + 6, bit for bit (losses and final weights)"
     ;;
+  resume_fp16)
+    # O2-fp16 (f16 rounding with dynamic loss scaling; on the cpu, rounding
+    # emulation): the loss scale and its clean-step count travel in the
+    # checkpoint, so the resumed run matches the uninterrupted one bit for bit.
+    # A huge initial scale makes the first steps overflow and back off, so the
+    # stop lands mid back-off: a resume that forgot the scale would skip
+    # steps the uninterrupted run did not, and its losses would differ.
+    make_data
+    fp16=(--precision O2-fp16 --loss_scale_init 1e7 --steps 10)
+    "$train" "${common[@]}" "${fp16[@]}" --out_dir "$work/a" >"$work/log_a"
+    skips=$(grep -c "step skipped" "$work/log_a" || true)
+    [[ $skips -ge 4 && $skips -le 8 ]] || fail "expected the large scale to overflow 4 to 8 of 10 steps, got $skips"
+    "$train" "${common[@]}" "${fp16[@]}" --stop_after 3 --out_dir "$work/b" >/dev/null
+    grep -q '"loss_scaler"' "$work/b/checkpoint/state.json" || fail "no loss scaler state in the checkpoint"
+    "$train" "${common[@]}" "${fp16[@]}" --resume --out_dir "$work/b" >/dev/null
+    diff <(losses "$work/a") <(losses "$work/b") || fail "resumed O2-fp16 losses differ"
+    echo "ok: O2-fp16 ($skips overflow skips) 10 steps straight == 3 + resume + 7, bit for bit"
+    ;;
   same_seed)
     make_data
     "$train" "${common[@]}" --steps 5 --out_dir "$work/a" >/dev/null
