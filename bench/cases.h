@@ -8,20 +8,7 @@
 #include <vector>
 
 #include "bench/harness.h"
-
-// Calls the launcher `fn` of dev's GPU namespace: eng::cudak on cuda (CUDA
-// builds only), eng::emuk on emu (the same dispatch as engine/ops/op_common.h).
-#if defined(ENGINE_HAVE_CUDA)
-#define BENCH_GPU_CALL(dev, fn, ...)           \
-  do {                                         \
-    if ((dev).type == ::eng::DeviceType::cuda) \
-      ::eng::cudak::fn(__VA_ARGS__);           \
-    else                                       \
-      ::eng::emuk::fn(__VA_ARGS__);            \
-  } while (0)
-#else
-#define BENCH_GPU_CALL(dev, fn, ...) ::eng::emuk::fn(__VA_ARGS__)
-#endif
+#include "kernels/cuda/gpu_ops.h"  // ENGINE_GPU_CALL
 
 namespace eng::bench {
 

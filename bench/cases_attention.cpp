@@ -55,8 +55,8 @@ void forward(Device dev, const AttnState& a, const Dims& d) {
     cpu::attention_forward(a.q.data<float>(), a.k.data<float>(), a.v.data<float>(), a.out.data<float>(),
                            a.att.data<float>(), d.B, d.T, d.NH, d.HS);
   else
-    BENCH_GPU_CALL(dev, attention_forward, gpu::Storage::f32, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(),
-                   a.out.data_ptr(), a.lse.data<float>(), d.B, d.T, d.NH, d.HS, nullptr);
+    ENGINE_GPU_CALL(dev, attention_forward, gpu::Storage::f32, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(),
+                    a.out.data_ptr(), a.lse.data<float>(), d.B, d.T, d.NH, d.HS, nullptr);
 }
 
 Case attention_fwd(const Dims& d) {
@@ -98,9 +98,9 @@ Case attention_bwd(const Dims& d) {
                                 a.att.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(), d.B, d.T,
                                 d.NH, d.HS);
       else
-        BENCH_GPU_CALL(dev, attention_backward, gpu::Storage::f32, dout.data_ptr(), a.q.data_ptr(), a.k.data_ptr(),
-                       a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(), delta.data<float>(), dq.data_ptr(),
-                       dk.data_ptr(), dv.data_ptr(), d.B, d.T, d.NH, d.HS, nullptr);
+        ENGINE_GPU_CALL(dev, attention_backward, gpu::Storage::f32, dout.data_ptr(), a.q.data_ptr(), a.k.data_ptr(),
+                        a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(), delta.data<float>(), dq.data_ptr(),
+                        dk.data_ptr(), dv.data_ptr(), d.B, d.T, d.NH, d.HS, nullptr);
     };
     return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
   };

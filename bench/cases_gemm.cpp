@@ -42,7 +42,7 @@ static void run_gemm(Device dev, const GemmCall& g, const Tensor& a, const Tenso
   if (dev.type == DeviceType::cpu)
     cpu::gemm_call<float>(g, a.data<float>(), b.data<float>(), c.data<float>());
   else
-    BENCH_GPU_CALL(dev, tiled_gemm, gpu::Storage::f32, g, a.data_ptr(), b.data_ptr(), c.data_ptr(), nullptr, nullptr);
+    ENGINE_GPU_CALL(dev, tiled_gemm, gpu::Storage::f32, g, a.data_ptr(), b.data_ptr(), c.data_ptr(), nullptr, nullptr);
 }
 
 static Case gemm_case(const std::string& name, const std::string& what, Trans ta, Trans tb, int64_t M, int64_t N,

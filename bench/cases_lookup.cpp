@@ -44,8 +44,8 @@ static Case cross_entropy(int64_t N, int64_t V) {
         cpu::cross_entropy_backward(logits.data<float>(), lse.data<float>(), targets.data<int32_t>(), dloss,
                                     dlogits.data<float>(), N, V, -100);
       } else {
-        BENCH_GPU_CALL(dev, cross_entropy_fused, gpu::Storage::f32, logits.data_ptr(), targets.data<int32_t>(),
-                       loss.data<float>(), dlogits.data_ptr(), N, V, dloss, -100, nullptr);
+        ENGINE_GPU_CALL(dev, cross_entropy_fused, gpu::Storage::f32, logits.data_ptr(), targets.data<int32_t>(),
+                        loss.data<float>(), dlogits.data_ptr(), N, V, dloss, -100, nullptr);
       }
     };
     return Runner{run, [=] { return concat({host(loss), host(dlogits)}); }};
@@ -68,8 +68,8 @@ static Case embedding_fwd(int64_t n, int64_t V, int64_t C) {
       if (dev.type == DeviceType::cpu)
         cpu::embedding_forward(w.data<float>(), ids.data<int32_t>(), out.data<float>(), n, C);
       else
-        BENCH_GPU_CALL(dev, embedding_forward, gpu::Storage::f32, w.data_ptr(), ids.data<int32_t>(), out.data_ptr(), n,
-                       C, nullptr);
+        ENGINE_GPU_CALL(dev, embedding_forward, gpu::Storage::f32, w.data_ptr(), ids.data<int32_t>(), out.data_ptr(), n,
+                        C, nullptr);
     };
     return Runner{run, [=] { return host(out); }};
   };
@@ -101,8 +101,8 @@ static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
       if (dev.type == DeviceType::cpu)
         cpu::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dw.data<float>(), n, V, C);
       else
-        BENCH_GPU_CALL(dev, embedding_backward, gpu::Storage::f32, dout.data_ptr(), d_order.data<int32_t>(),
-                       d_row_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);
+        ENGINE_GPU_CALL(dev, embedding_backward, gpu::Storage::f32, dout.data_ptr(), d_order.data<int32_t>(),
+                        d_row_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);
     };
     return Runner{run, [=] { return host(dw); }};
   };

@@ -28,10 +28,10 @@ static Case gelu(bool backward, int64_t n) {
       else if (dev.type == DeviceType::cpu)
         cpu::gelu_forward(x.data<float>(), out.data<float>(), n);
       else if (backward)
-        BENCH_GPU_CALL(dev, gelu_backward, gpu::Storage::f32, x.data_ptr(), dout.data_ptr(), out.data_ptr(), n,
-                       nullptr);
+        ENGINE_GPU_CALL(dev, gelu_backward, gpu::Storage::f32, x.data_ptr(), dout.data_ptr(), out.data_ptr(), n,
+                        nullptr);
       else
-        BENCH_GPU_CALL(dev, gelu_forward, gpu::Storage::f32, x.data_ptr(), out.data_ptr(), n, nullptr);
+        ENGINE_GPU_CALL(dev, gelu_forward, gpu::Storage::f32, x.data_ptr(), out.data_ptr(), n, nullptr);
     };
     return Runner{run, [=] { return host(out); }};
   };
@@ -75,8 +75,8 @@ static Case adamw(int64_t n) {
         cpu::adamw_step(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, lr, b1, b2, eps, wd, bc1,
                         bc2);
       else
-        BENCH_GPU_CALL(dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(desc.data_ptr()), 1,
-                       gpu::chunks_of(n), float(b1), float(b2), float(eps), nullptr);
+        ENGINE_GPU_CALL(dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(desc.data_ptr()), 1,
+                        gpu::chunks_of(n), float(b1), float(b2), float(eps), nullptr);
     };
     return Runner{run, [=] { return concat({host(p), host(m), host(v)}); }};
   };

@@ -31,8 +31,8 @@ static void ln_forward(Device dev, const LnInputs& t, int64_t N, int64_t C) {
     cpu::layernorm_forward(t.x.data<float>(), t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
                            t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps);
   else
-    BENCH_GPU_CALL(dev, layernorm_forward, gpu::Storage::f32, t.x.data_ptr(), t.w.data_ptr(), t.b.data_ptr(),
-                   t.out.data_ptr(), t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps, nullptr);
+    ENGINE_GPU_CALL(dev, layernorm_forward, gpu::Storage::f32, t.x.data_ptr(), t.w.data_ptr(), t.b.data_ptr(),
+                    t.out.data_ptr(), t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps, nullptr);
 }
 
 static std::string nc(int64_t N, int64_t C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
@@ -76,9 +76,9 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
         cpu::layernorm_backward(dout.data<float>(), t.x.data<float>(), t.w.data<float>(), t.mean.data<float>(),
                                 t.rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C);
       else
-        BENCH_GPU_CALL(dev, layernorm_backward, gpu::Storage::f32, dout.data_ptr(), t.x.data_ptr(), t.w.data_ptr(),
-                       t.mean.data<float>(), t.rstd.data<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
-                       scratch.data<float>(), N, C, nullptr);
+        ENGINE_GPU_CALL(dev, layernorm_backward, gpu::Storage::f32, dout.data_ptr(), t.x.data_ptr(), t.w.data_ptr(),
+                        t.mean.data<float>(), t.rstd.data<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                        scratch.data<float>(), N, C, nullptr);
     };
     return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };
@@ -89,8 +89,8 @@ static void softmax_fwd_on(Device dev, const Tensor& x, const Tensor& y, int64_t
   if (dev.type == DeviceType::cpu)
     cpu::softmax_forward(x.data<float>(), y.data<float>(), rows, C, causal);
   else
-    BENCH_GPU_CALL(dev, softmax_forward, gpu::Storage::f32, x.data_ptr(), y.data_ptr(), rows, C,
-                   causal ? gpu::SoftmaxMask::causal : gpu::SoftmaxMask::none, nullptr);
+    ENGINE_GPU_CALL(dev, softmax_forward, gpu::Storage::f32, x.data_ptr(), y.data_ptr(), rows, C,
+                    causal ? gpu::SoftmaxMask::causal : gpu::SoftmaxMask::none, nullptr);
 }
 
 static std::string rc(int64_t rows, int64_t C, bool causal) {
@@ -127,8 +127,8 @@ static Case softmax_bwd(int64_t rows, int64_t C, bool causal) {
       if (dev.type == DeviceType::cpu)
         cpu::softmax_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), rows, C);
       else
-        BENCH_GPU_CALL(dev, softmax_backward, gpu::Storage::f32, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), rows, C,
-                       nullptr);
+        ENGINE_GPU_CALL(dev, softmax_backward, gpu::Storage::f32, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), rows, C,
+                        nullptr);
     };
     return Runner{run, [=] { return host(dx); }};
   };

@@ -6,8 +6,8 @@
 #include "engine/autograd.h"
 #include "engine/cast.h"
 #include "engine/error.h"
-#include "engine/ops/op_common.h"  // ENGINE_GPU_CALL and storage_of, for the device cast
 #include "kernels/cuda/cast.h"
+#include "kernels/cuda/gpu_ops.h"
 #include "kernels/rng.h"
 
 namespace eng {
@@ -182,8 +182,8 @@ void Tensor::copy_from(const Tensor& src) {
   // (kernels/cuda/cast.cu), bit-identical to the host conversion below.
   auto gpu_float = [](DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; };
   if (device() == src.device() && device().type != DeviceType::cpu && gpu_float(dtype()) && gpu_float(src.dtype())) {
-    ENGINE_GPU_CALL(device(), cast_storage, detail::storage_of(src.dtype()), src.data_ptr(),
-                    detail::storage_of(dtype()), data_ptr(), numel(), nullptr);
+    ENGINE_GPU_CALL(device(), cast_storage, gpu::storage_of(src.dtype()), src.data_ptr(), gpu::storage_of(dtype()),
+                    data_ptr(), numel(), nullptr);
     return;
   }
   // Otherwise convert on the host (a cuda tensor makes a round trip).

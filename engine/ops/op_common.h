@@ -11,25 +11,6 @@
 #include "engine/tensor.h"
 #include "kernels/cuda/gpu_ops.h"
 
-// Calls the launcher `fn` of the tensor's GPU device: eng::emuk (the
-// emulated kernels, always built) or eng::cudak (CUDA builds only). The
-// stream argument is left to the caller (nullptr: the default stream).
-#if defined(ENGINE_HAVE_CUDA)
-#define ENGINE_GPU_CALL(dev, fn, ...)          \
-  do {                                         \
-    if ((dev).type == ::eng::DeviceType::cuda) \
-      ::eng::cudak::fn(__VA_ARGS__);           \
-    else                                       \
-      ::eng::emuk::fn(__VA_ARGS__);            \
-  } while (0)
-#else
-#define ENGINE_GPU_CALL(dev, fn, ...)                                                          \
-  do {                                                                                         \
-    ENGINE_CHECK((dev).type == ::eng::DeviceType::emu, #fn ": this build has no CUDA device"); \
-    ::eng::emuk::fn(__VA_ARGS__);                                                              \
-  } while (0)
-#endif
-
 namespace eng::detail {
 
 inline std::string descs(const std::vector<Tensor>& ts) {
@@ -43,9 +24,7 @@ enum class GpuKernel : uint8_t { no, yes };
 
 inline bool on_gpu(const Tensor& t) { return t.device().type != DeviceType::cpu; }
 
-inline gpu::Storage storage_of(DType t) {
-  return t == DType::bf16 ? gpu::Storage::bf16 : t == DType::f16 ? gpu::Storage::f16 : gpu::Storage::f32;
-}
+using gpu::storage_of;
 
 // All defined tensors on one device, with the same floating dtype that the
 // device's kernels handle: f32 or f64 on the cpu; f32, bf16 or f16 on emu and

@@ -12,9 +12,37 @@
 #pragma once
 #include <cstdint>
 
+#include "engine/dtype.h"
+#include "engine/error.h"
+
 namespace eng::gpu {
 enum class Storage : uint8_t { f32, bf16, f16 };
+
+// The storage type of a tensor dtype (callers have checked it is one of the three).
+inline Storage storage_of(DType t) {
+  return t == DType::bf16 ? Storage::bf16 : t == DType::f16 ? Storage::f16 : Storage::f32;
+}
 }  // namespace eng::gpu
+
+// Calls the launcher `fn` of the device's namespace: eng::emuk (the emulated
+// kernels, always built) or eng::cudak (builds with ENGINE_HAVE_CUDA, which
+// the engine_kernels_emu target exports to everything that links it). The
+// stream argument is left to the caller (nullptr: the default stream).
+#if defined(ENGINE_HAVE_CUDA)
+#define ENGINE_GPU_CALL(dev, fn, ...)          \
+  do {                                         \
+    if ((dev).type == ::eng::DeviceType::cuda) \
+      ::eng::cudak::fn(__VA_ARGS__);           \
+    else                                       \
+      ::eng::emuk::fn(__VA_ARGS__);            \
+  } while (0)
+#else
+#define ENGINE_GPU_CALL(dev, fn, ...)                                                          \
+  do {                                                                                         \
+    ENGINE_CHECK((dev).type == ::eng::DeviceType::emu, #fn ": this build has no CUDA device"); \
+    ::eng::emuk::fn(__VA_ARGS__);                                                              \
+  } while (0)
+#endif
 
 #define ENGINE_GPU_DECLARE(LAUNCHERS) \
   namespace eng::emuk {               \
