@@ -1,10 +1,16 @@
 // GEMM cases and the shape sweep (like stas00's mamf-finder: the Maximum
-// Achievable Matmul FLOP/s over a range of shapes, not one lucky size).
+// Achievable Matmul FLOP/s over a range of shapes, not one lucky size), in
+// f32, bf16 and f16 storage: ours (the hand-written tiled GEMM) everywhere it
+// runs, and on a GPU cuBLASLt next to it in every compute mode that fits the
+// storage (f32: fp32 and tf32; bf16: bf16; f16: fp16), so each storage type
+// has "ours vs cuBLASLt" in the same run.
 // Formula, kernels/cuda/gemm.cu (tiled_gemm_kernel), per batch, with tile reuse:
 //   bytes = sizeof(T) * (M K ceil(N/64) + K N ceil(M/64) + M N (beta != 0 ? 2 : 1))
 //   flops = 2 M N K
-// (kernels/gemm/gemm.h gives the no-reuse lower bound 4 (M K + K N + 2 M N).)
+// cuBLASLt's tiling is not ours to know, so its rows use the no-reuse lower
+// bound of kernels/gemm/gemm.h, sizeof(T) (M K + K N + M N) with beta = 0.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <sstream>
@@ -12,15 +18,22 @@
 #include "bench/cases.h"
 #include "engine/error.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/gemm/cublaslt.h"
 #include "kernels/gemm/gemm.h"
+#if defined(ENGINE_HAVE_CUDA)
+#include "engine/gpu_context.h"
+#endif
 
 namespace eng::bench {
 
 static double ceil_div(int64_t a, int64_t b) { return double((a + b - 1) / b); }
 
-static double gemm_bytes(const GemmCall& g) {
-  return 4.0 * (double(g.M * g.K) * ceil_div(g.N, 64) + double(g.K * g.N) * ceil_div(g.M, 64) +
-                double(g.M * g.N) * (g.beta != 0.f ? 2 : 1));
+static double gemm_bytes(const GemmCall& g, DType st) {
+  return double(dtype_size(st)) * (double(g.M * g.K) * ceil_div(g.N, 64) + double(g.K * g.N) * ceil_div(g.M, 64) +
+                                   double(g.M * g.N) * (g.beta != 0.f ? 2 : 1));
+}
+static double lt_bytes(const GemmCall& g, DType st) {
+  return double(dtype_size(st)) * double(g.M * g.K + g.K * g.N + g.M * g.N);
 }
 
 // A row-major GemmCall for C (M, N) = op(A) op(B) as stored with ta/tb.
@@ -37,69 +50,180 @@ static GemmCall make_call(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K) {
   return g;
 }
 
-// One GEMM on any device: OpenBLAS on cpu, the hand-written tiled kernel on emu/cuda.
-static void run_gemm(Device dev, const GemmCall& g, const Tensor& a, const Tensor& b, const Tensor& c) {
+// The cuBLASLt compute modes, the storage each runs on, and the peak it is
+// measured against (kernels/gemm/cublaslt.h defines the modes).
+struct LtMode {
+  ComputeMode mode;
+  const char* name;  // the dtype column of its rows
+  DType storage;
+  Bound bound;
+};
+static constexpr LtMode kLtModes[] = {{ComputeMode::fp32, "fp32", DType::f32, Bound::compute},
+                                      {ComputeMode::tf32, "tf32", DType::f32, Bound::compute_tf32},
+                                      {ComputeMode::bf16, "bf16", DType::bf16, Bound::compute_bf16_fp16},
+                                      {ComputeMode::fp16, "fp16", DType::f16, Bound::compute_bf16_fp16}};
+static constexpr DType kStorages[] = {DType::f32, DType::bf16, DType::f16};
+
+// Validation, |x - ref| <= atol + rtol |ref|, against OpenBLAS in fp32 on the
+// inputs rounded to the storage type (so only the GEMM's own rounding shows).
+// Inputs are N(0, 0.5^2): an output sums K products of size ~0.25, so it is
+// typically ~0.25 sqrt(K) (`typ`), and near-zero outputs (cancellation) need
+// an absolute tolerance in units of typ.
+//  - fp32 math on f32 (ours, cuBLASLt fp32): the same products summed in
+//    another order, ~sqrt(K) ulps: 1e-4 absolute and relative.
+//  - tf32: the tensor cores keep 10 of each input's 23 mantissa bits (error up
+//    to 2^-10 relative, if truncated); K such errors of random sign add up to
+//    ~2^-10 typ (one sigma). 8e-3 typ is ~8 sigma: millions of outputs pass,
+//    a wrong layout (errors ~typ) fails.
+//  - bf16 / f16 storage: one rounding of the output (half an ulp, 2^-9 /
+//    2^-12 relative), tests/kernels/emu_check.h's 8e-3 / 1e-3; the same
+//    fraction of typ as the absolute part, which also covers a split-K that
+//    rounds its partial sums to the storage type.
+struct Tol {
+  double atol, rtol;
+};
+static Tol gemm_tol(ComputeMode mode, int64_t K) {
+  const double typ = 0.25 * std::sqrt(double(K));
+  switch (mode) {
+    case ComputeMode::fp32:
+      return {1e-4, 1e-4};
+    case ComputeMode::tf32:
+    case ComputeMode::bf16:
+      return {8e-3 * typ, 8e-3};
+    case ComputeMode::fp16:
+      return {1e-3 * typ, 1e-3};
+  }
+  return {0, 0};
+}
+// Our kernel's accumulation and rounding match cuBLASLt's mode for the same storage.
+static ComputeMode ours_mode(DType st) {
+  return st == DType::bf16 ? ComputeMode::bf16 : st == DType::f16 ? ComputeMode::fp16 : ComputeMode::fp32;
+}
+
+// A and B (seeded N(0, 0.5^2), rounded to st) and an empty C for call g on
+// dev: in st on a GPU, in f32 on the cpu (the reference's input).
+struct Operands {
+  Tensor a, b, c;
+};
+static Operands operands(const GemmCall& g, DType st, Device dev, uint64_t seed) {
+  auto input = [&](int64_t rows, int64_t cols, uint64_t s) {
+    const Tensor x = Tensor::randn({rows, cols}, s, 0.5f).to(st);
+    return dev.type == DeviceType::cpu ? x.to(DType::f32) : x.to(dev);
+  };
+  Operands o;
+  o.a = g.ta == Trans::N ? input(g.M, g.K, seed) : input(g.K, g.M, seed);
+  o.b = g.tb == Trans::N ? input(g.K, g.N, seed + 1) : input(g.N, g.K, seed + 1);
+  o.c = Tensor::empty({g.M, g.N}, dev.type == DeviceType::cpu ? DType::f32 : st, dev);
+  return o;
+}
+
+// Our GEMM on any device: OpenBLAS on cpu, the hand-written tiled kernel on
+// emu/cuda in the tensors' storage type.
+static void run_gemm(Device dev, const GemmCall& g, const Operands& o) {
   if (dev.type == DeviceType::cpu)
-    cpu::gemm_call<float>(g, a.data<float>(), b.data<float>(), c.data<float>());
+    cpu::gemm_call<float>(g, o.a.data<float>(), o.b.data<float>(), o.c.data<float>());
   else
-    ENGINE_GPU_CALL(dev, tiled_gemm, gpu::Storage::f32, g, a.data_ptr(), b.data_ptr(), c.data_ptr(), nullptr, nullptr);
+    ENGINE_GPU_CALL(dev, tiled_gemm, gpu::storage_of(o.c.dtype()), g, o.a.data_ptr(), o.b.data_ptr(), o.c.data_ptr(),
+                    nullptr, nullptr);
+}
+
+#if defined(ENGINE_HAVE_CUDA)
+// cuBLASLt through the engine's per-device context (engine/gpu_context.h), as
+// matmul() reaches it; the first call of a shape runs the heuristic, which
+// the validation run or the warm-up absorbs.
+static void run_cublaslt(Device dev, ComputeMode mode, const GemmCall& g, const Operands& o) {
+  gemm(gpu_context(dev.index).cublaslt(), g, gpu::storage_of(o.c.dtype()), o.a.data_ptr(), o.b.data_ptr(),
+       o.c.data_ptr(), nullptr, Epilogue::none, mode, nullptr);
+}
+#endif
+
+static ImplRow cublaslt_row(const GemmCall& g, const LtMode& m) {
+  ImplRow row;
+  row.dtype = m.name;
+  row.bytes = lt_bytes(g, m.storage);
+  row.bound = m.bound;
+  const Tol tol = gemm_tol(m.mode, g.K);
+  row.atol = tol.atol;
+  row.rtol = tol.rtol;
+#if defined(ENGINE_HAVE_CUDA)
+  row.bind = [g, m](Device dev) {
+    const Operands o = operands(g, m.storage, dev, 11);
+    return Runner{[=] { run_cublaslt(dev, m.mode, g, o); }, [=] { return host(o.c); }};
+  };
+#endif
+  return row;
 }
 
 static Case gemm_case(const std::string& name, const std::string& what, Trans ta, Trans tb, int64_t M, int64_t N,
-                      int64_t K) {
+                      int64_t K, DType st) {
   const GemmCall g = make_call(ta, tb, M, N, K);
   Case c;
   c.name = name;
   std::ostringstream s;
   s << what << " " << M << "x" << N << "x" << K << (ta == Trans::T ? " TA" : "") << (tb == Trans::T ? " TB" : "");
   c.shape = s.str();
-  c.bytes = gemm_bytes(g);
+  c.dtype = dtype_name(st);
+  c.bytes = gemm_bytes(g, st);
   c.flops = 2.0 * double(M) * double(N) * double(K);
   c.bound = Bound::compute;
-  // fp32 sums of K products in a different order: error grows like sqrt(K) ulps.
-  c.atol = 1e-4;
-  c.rtol = 1e-4;
-  c.bind = [g](Device dev) {
-    const Tensor a = randn({g.ta == Trans::N ? g.M : g.K, g.ta == Trans::N ? g.K : g.M}, 11, dev, 0.5f);
-    const Tensor b = randn({g.tb == Trans::N ? g.K : g.N, g.tb == Trans::N ? g.N : g.K}, 12, dev, 0.5f);
-    const Tensor out = Tensor::empty({g.M, g.N}, DType::f32, dev);
-    return Runner{[=] { run_gemm(dev, g, a, b, out); }, [=] { return host(out); }};
+  const Tol tol = gemm_tol(ours_mode(st), K);
+  c.atol = tol.atol;
+  c.rtol = tol.rtol;
+  c.bind = [g, st](Device dev) {
+    const Operands o = operands(g, st, dev, 11);
+    return Runner{[=] { run_gemm(dev, g, o); }, [=] { return host(o.c); }};
   };
+  for (const LtMode& m : kLtModes)
+    if (m.storage == st) c.cublaslt.push_back(cublaslt_row(g, m));
   return c;
 }
 
 // GPT-2 124M's linear layers at B*T = 4096 tokens (C = 768): x @ W^T as
-// linear() calls it (TB), and the weight gradient dW = dY^T @ X (TA).
+// linear() calls it (TB), and the weight gradient dW = dY^T @ X (TA); each in
+// f32, bf16 and f16 storage.
 std::vector<Case> matmul_cases(bool quick) {
-  if (quick)
-    return {gemm_case("matmul_fwd", "x@W^T", Trans::N, Trans::T, 67, 96, 80),
-            gemm_case("matmul_bwd_w", "dY^T@X", Trans::T, Trans::N, 96, 80, 67)};
+  std::vector<Case> cases;
   const int64_t BT = 4096, C = 768;
-  return {gemm_case("matmul_fwd", "qkv", Trans::N, Trans::T, BT, 3 * C, C),
-          gemm_case("matmul_fwd", "fc", Trans::N, Trans::T, BT, 4 * C, C),
-          gemm_case("matmul_fwd", "proj", Trans::N, Trans::T, BT, C, 4 * C),
-          gemm_case("matmul_bwd_w", "fc dW", Trans::T, Trans::N, 4 * C, C, BT)};
+  for (DType st : kStorages) {
+    if (quick) {
+      cases.push_back(gemm_case("matmul_fwd", "x@W^T", Trans::N, Trans::T, 67, 96, 80, st));
+      cases.push_back(gemm_case("matmul_bwd_w", "dY^T@X", Trans::T, Trans::N, 96, 80, 67, st));
+      continue;
+    }
+    cases.push_back(gemm_case("matmul_fwd", "qkv", Trans::N, Trans::T, BT, 3 * C, C, st));
+    cases.push_back(gemm_case("matmul_fwd", "fc", Trans::N, Trans::T, BT, 4 * C, C, st));
+    cases.push_back(gemm_case("matmul_fwd", "proj", Trans::N, Trans::T, BT, C, 4 * C, st));
+    cases.push_back(gemm_case("matmul_bwd_w", "fc dW", Trans::T, Trans::N, 4 * C, C, BT, st));
+  }
+  return cases;
 }
 
 // --- the sweep ---------------------------------------------------------------
 
-// A GEMM implementation the sweep can time. To add one (the cuBLASLt wrapper
-// of kernels/gemm/cublaslt*, once it lands): append an entry whose run()
-// calls it on a cuda device; the sweep does the rest.
+// A GEMM implementation the sweep times: ours (cpu, cuda) or cuBLASLt in one
+// compute mode; dtype is the storage for ours, the mode for cuBLASLt.
 struct GemmImpl {
-  const char* name;
   Impl impl;
-  std::function<void(const GemmCall&, const Tensor&, const Tensor&, const Tensor&)> run;
+  DType storage;
+  std::string dtype;
+  Bound bound;
+  std::function<void(Device, const GemmCall&, const Operands&)> run;
 };
 
+// cpu (OpenBLAS, f32); on a GPU, per storage type, ours then cuBLASLt in
+// every mode that fits it.
 static std::vector<GemmImpl> sweep_impls() {
-  std::vector<GemmImpl> impls{
-      {"cpu", Impl::cpu,
-       [](const GemmCall& g, const Tensor& a, const Tensor& b, const Tensor& c) { run_gemm(kCPU, g, a, b, c); }}};
-  if (cuda_available())
-    impls.push_back({"cuda", Impl::cuda, [](const GemmCall& g, const Tensor& a, const Tensor& b, const Tensor& c) {
-                       run_gemm(impl_device(Impl::cuda), g, a, b, c);
-                     }});
+  std::vector<GemmImpl> impls{{Impl::cpu, DType::f32, "f32", Bound::compute, run_gemm}};
+  if (!cuda_available()) return impls;
+  for (DType st : kStorages) {
+    impls.push_back({Impl::cuda, st, dtype_name(st), Bound::compute, run_gemm});
+#if defined(ENGINE_HAVE_CUDA)
+    for (const LtMode& m : kLtModes)
+      if (m.storage == st)
+        impls.push_back({Impl::cublaslt, st, m.name, m.bound,
+                         [m](Device dev, const GemmCall& g, const Operands& o) { run_cublaslt(dev, m.mode, g, o); }});
+#endif
+  }
   return impls;
 }
 
@@ -136,37 +260,66 @@ static std::vector<int64_t> values(Range r) {
   return v;
 }
 
+// Times every implementation on every shape; prints each one's best, median
+// and worst, then per cuBLASLt mode its median over ours in the same storage.
 void gemm_sweep(Workbench& wb) {
   const Options& o = wb.options();
   const Range dflt = o.quick ? Range{64, 128, 64} : Range{512, 2048, 512};
   const std::vector<int64_t> ms = values(parse_range(o.m_range, dflt)), ns = values(parse_range(o.n_range, dflt)),
                              ks = values(parse_range(o.k_range, dflt));
-  std::printf("\n== GEMM sweep: C = A @ B, f32, %zu shapes (M %lld..%lld, N %lld..%lld, K %lld..%lld)\n",
+  std::printf("\n== GEMM sweep: C = A @ B, %zu shapes (M %lld..%lld, N %lld..%lld, K %lld..%lld)\n",
               ms.size() * ns.size() * ks.size(), (long long)ms.front(), (long long)ms.back(), (long long)ns.front(),
               (long long)ns.back(), (long long)ks.front(), (long long)ks.back());
-  if (!cuda_available()) std::printf("cuda: no GPU answers (the sweep times the cpu only)\n");
-  for (const GemmImpl& gi : sweep_impls()) {
+  if (!cuda_available()) {
+    std::printf("cuda: no GPU answers (the sweep times the cpu only)\n");
+    wb.note_once(cublaslt_skip_note());
+  }
+  const std::vector<GemmImpl> impls = sweep_impls();
+  std::vector<SweepSummary> sums;  // one per impls[i]
+  for (const GemmImpl& gi : impls) {
     struct Point {
       double tflops;
       std::string shape;
     };
     std::vector<Point> pts;
     const Device dev = impl_device(gi.impl);
+    const char* name = impl_name(gi.impl);
     for (int64_t M : ms)
       for (int64_t N : ns)
         for (int64_t K : ks) {
           const GemmCall g = make_call(Trans::N, Trans::N, M, N, K);
-          const Tensor a = randn({M, K}, 21, dev, 0.5f), b = randn({K, N}, 22, dev, 0.5f);
-          const Tensor c = Tensor::empty({M, N}, DType::f32, dev);
-          Result r = make_result("gemm_sweep", gi.name,
-                                 std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K), "f32");
-          r.median_ms = median_ms([&] { gi.run(g, a, b, c); }, dev, o.warmup, o.repeats);
-          wb.report(r, gemm_bytes(g), 2.0 * double(M) * double(N) * double(K), Bound::compute, gi.impl);
+          const Operands ops = operands(g, gi.storage, dev, 21);
+          Result r = make_result("gemm_sweep", name,
+                                 std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K), gi.dtype);
+          r.median_ms = median_ms([&] { gi.run(dev, g, ops); }, dev, o.warmup, o.repeats);
+          const double bytes = gi.impl == Impl::cublaslt ? lt_bytes(g, gi.storage) : gemm_bytes(g, gi.storage);
+          wb.report(r, bytes, 2.0 * double(M) * double(N) * double(K), gi.bound, gi.impl);
           pts.push_back({wb.results().back().tflops, r.shape});
         }
     std::sort(pts.begin(), pts.end(), [](const Point& x, const Point& y) { return x.tflops > y.tflops; });
-    std::printf("gemm_sweep %s: best %.4f TFLOP/s (%s), median %.4f, worst %.4f (%s)\n", gi.name, pts.front().tflops,
-                pts.front().shape.c_str(), pts[pts.size() / 2].tflops, pts.back().tflops, pts.back().shape.c_str());
+    const SweepSummary sum{name,
+                           gi.dtype,
+                           pts.front().shape,
+                           pts.back().shape,
+                           pts.front().tflops,
+                           pts[pts.size() / 2].tflops,
+                           pts.back().tflops};
+    std::printf("gemm_sweep %s %s: best %.4f TFLOP/s (%s), median %.4f, worst %.4f (%s)\n", name, gi.dtype.c_str(),
+                sum.best, sum.best_shape.c_str(), sum.median, sum.worst, sum.worst_shape.c_str());
+    wb.add_sweep(sum);
+    sums.push_back(sum);
+  }
+  // The ratios, after every implementation has run, one line per cuBLASLt mode.
+  for (size_t i = 0; i < impls.size(); ++i) {
+    if (impls[i].impl != Impl::cublaslt) continue;
+    for (size_t j = 0; j < impls.size(); ++j)
+      if (impls[j].impl == Impl::cuda && impls[j].storage == impls[i].storage) {
+        const double lt = sums[i].median, ours = sums[j].median;
+        const SweepRatio r{impls[i].dtype, dtype_name(impls[i].storage), lt, ours, ours > 0 ? lt / ours : 0};
+        std::printf("gemm_sweep ratio %s (%s storage): cuBLASLt / ours = %.2fx (median %.4f vs %.4f TFLOP/s)\n",
+                    r.mode.c_str(), r.storage.c_str(), r.ratio, lt, ours);
+        wb.add_ratio(r);
+      }
   }
 }
 

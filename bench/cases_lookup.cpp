@@ -37,6 +37,7 @@ static Case cross_entropy(int64_t N, int64_t V) {
     const Tensor loss = Tensor::empty({N}, DType::f32, dev), lse = Tensor::empty({N}, DType::f32, dev);
     const Tensor dlogits = Tensor::empty({N, V}, DType::f32, dev);
     const float dloss = 1.f / float(N);
+    const Tensor d_dloss = Tensor::full({1}, dloss, DType::f32, dev);  // the kernel reads its scale on the device
     auto run = [=] {
       if (dev.type == DeviceType::cpu) {
         cpu::cross_entropy_forward(logits.data<float>(), targets.data<int32_t>(), loss.data<float>(), lse.data<float>(),
@@ -45,7 +46,7 @@ static Case cross_entropy(int64_t N, int64_t V) {
                                     dlogits.data<float>(), N, V, -100);
       } else {
         ENGINE_GPU_CALL(dev, cross_entropy_fused, gpu::Storage::f32, logits.data_ptr(), targets.data<int32_t>(),
-                        loss.data<float>(), dlogits.data_ptr(), N, V, dloss, -100, nullptr);
+                        loss.data<float>(), dlogits.data_ptr(), N, V, d_dloss.data<float>(), -100, nullptr);
       }
     };
     return Runner{run, [=] { return concat({host(loss), host(dlogits)}); }};

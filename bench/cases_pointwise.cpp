@@ -76,7 +76,7 @@ static Case adamw(int64_t n) {
                         bc2);
       else
         ENGINE_GPU_CALL(dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(desc.data_ptr()), 1,
-                        gpu::chunks_of(n), float(b1), float(b2), float(eps), nullptr);
+                        gpu::chunks_of(n), float(b1), float(b2), float(eps), nullptr, nullptr);
     };
     return Runner{run, [=] { return concat({host(p), host(m), host(v)}); }};
   };

@@ -15,7 +15,19 @@
 
 namespace eng::bench {
 
-const char* impl_name(Impl impl) { return impl == Impl::cpu ? "cpu" : impl == Impl::emu ? "emu" : "cuda"; }
+const char* impl_name(Impl impl) {
+  switch (impl) {
+    case Impl::cpu:
+      return "cpu";
+    case Impl::emu:
+      return "emu";
+    case Impl::cuda:
+      return "cuda";
+    case Impl::cublaslt:
+      return "cublaslt";
+  }
+  return "?";
+}
 
 Device impl_device(Impl impl) {
   return impl == Impl::cpu ? kCPU : impl == Impl::emu ? Device{DeviceType::emu, 0} : Device{DeviceType::cuda, 0};
@@ -114,7 +126,7 @@ static void print(const Result& r) {
     std::snprintf(buf, sizeof buf, " | %s max_abs %.2e max_rel %.2e", r.pass ? "PASS" : "FAIL", r.max_err, r.max_rel);
     check = buf;
   }
-  std::printf("%-15s %-5s %-28s %-4s %s%s%s%s\n", r.name.c_str(), r.impl.c_str(), r.shape.c_str(), r.dtype.c_str(),
+  std::printf("%-15s %-8s %-28s %-4s %s%s%s%s\n", r.name.c_str(), r.impl.c_str(), r.shape.c_str(), r.dtype.c_str(),
               figures.c_str(), check.c_str(), r.note.empty() ? "" : " | ", r.note.c_str());
   std::fflush(stdout);
 }
@@ -130,12 +142,22 @@ void Workbench::report(Result r, double bytes, double flops, Bound bound, Impl i
     const double peak = mem ? peaks_.cpu.copy_gbps : peaks_.cpu.sgemm_tflops;
     r.peak = mem ? "copy BW" : "SGEMM";
     r.pct_peak = peak > 0 ? 100.0 * (mem ? r.gbps : r.tflops) / peak : 0;
-  } else if (impl == Impl::cuda && peaks_.gpu) {
-    // f32 storage: memory against HBM, compute against CUDA-core FP32 (our
-    // kernels use no tensor cores; a TF32/BF16 path would pick its own column).
-    r.peak = std::string(mem ? "HBM BW " : "FP32 ") + peaks_.gpu->label;
-    r.pct_peak = 100.0 * (mem ? r.gbps / peaks_.gpu->hbm_gbps : r.tflops / peaks_.gpu->fp32_tflops);
-  } else if (impl == Impl::cuda) {
+  } else if (impl != Impl::emu && peaks_.gpu) {
+    // Our kernels: memory against HBM, compute against CUDA-core FP32 (they
+    // use no tensor cores, even on bf16/f16 storage); cuBLASLt's TF32 and
+    // BF16/FP16 modes against their tensor-core columns.
+    const GpuPeak& g = *peaks_.gpu;
+    const double peak = mem                                 ? g.hbm_gbps
+                        : bound == Bound::compute_tf32      ? g.tf32_tflops
+                        : bound == Bound::compute_bf16_fp16 ? g.bf16_tflops
+                                                            : g.fp32_tflops;
+    const char* col = mem                                 ? "HBM BW "
+                      : bound == Bound::compute_tf32      ? "TF32 "
+                      : bound == Bound::compute_bf16_fp16 ? "BF16/FP16 "
+                                                          : "FP32 ";
+    r.peak = std::string(col) + g.label;
+    r.pct_peak = 100.0 * (mem ? r.gbps : r.tflops) / peak;
+  } else if (impl != Impl::emu) {
     if (!r.note.empty()) r.note += "; ";
     r.note += "no peak table entry for " + peaks_.gpu_name;
   }
@@ -150,11 +172,55 @@ void Workbench::note_only(const Case& c, const char* impl, const std::string& no
   results_.push_back(r);
 }
 
+std::string cublaslt_skip_note() {
+  return std::string("cublaslt: the cuBLASLt rows (fp32, tf32, bf16, fp16) need a GPU; skipped (") +
+         (cuda_built() ? "no GPU answers" : "this build has no CUDA") + ")";
+}
+
+void Workbench::note_once(const std::string& text) {
+  if (std::find(notes_.begin(), notes_.end(), text) != notes_.end()) return;
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+  notes_.push_back(text);
+}
+
+void Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref) {
+  Runner runner = row.bind(impl_device(impl));
+  runner.run();
+  const std::vector<float> out = runner.output();
+  Result r = make_result(c.name, impl_name(impl), c.shape, row.dtype);
+  r.validated = true;
+  if (impl == Impl::cpu) {
+    ref = out;
+    r.pass = std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); });
+    r.note = !r.pass            ? "reference has non-finite values"
+             : c.dtype == "f32" ? "reference"
+                                : "reference (f32 math on " + c.dtype + "-rounded inputs)";
+  } else {
+    const Compare cmp = compare(out, ref, row.atol, row.rtol);
+    r.pass = cmp.pass;
+    r.max_err = cmp.max_abs;
+    r.max_rel = cmp.max_rel;
+    char tol[64];
+    std::snprintf(tol, sizeof tol, "atol %.0e rtol %.0e", row.atol, row.rtol);
+    r.note = tol;
+  }
+  if (impl == Impl::emu) {
+    // The validation run stands in for warm-up; one timed run is plenty for a meaningless figure.
+    r.median_ms = median_ms(runner.run, impl_device(impl), 0, 1);
+    r.note += "; emulated: the time is not a GPU time";
+  } else {
+    r.median_ms = median_ms(runner.run, impl_device(impl), opt_.warmup, opt_.repeats);
+  }
+  report(r, row.bytes, c.flops, row.bound, impl);
+}
+
 void Workbench::run_case(const Case& c) {
   std::vector<float> ref;
   std::vector<Impl> impls{Impl::cpu};
   if (opt_.emu) impls.push_back(Impl::emu);
   impls.push_back(Impl::cuda);
+  const ImplRow ours{c.dtype, c.bytes, c.bound, c.atol, c.rtol, c.bind};
   for (Impl impl : impls) {
     const char* name = impl_name(impl);
     if (impl != Impl::cpu && !c.gpu_missing.empty()) {
@@ -170,33 +236,15 @@ void Workbench::run_case(const Case& c) {
       note_only(c, name, "skipped: too large for the emulator (run --quick --emu)");
       continue;
     }
-    Runner runner = c.bind(impl_device(impl));
-    runner.run();
-    const std::vector<float> out = runner.output();
-    Result r = make_result(c.name, name, c.shape, c.dtype);
-    r.validated = true;
-    if (impl == Impl::cpu) {
-      ref = out;
-      r.pass = std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); });
-      r.note = r.pass ? "reference" : "reference has non-finite values";
-    } else {
-      const Compare cmp = compare(out, ref, c.atol, c.rtol);
-      r.pass = cmp.pass;
-      r.max_err = cmp.max_abs;
-      r.max_rel = cmp.max_rel;
-      char tol[64];
-      std::snprintf(tol, sizeof tol, "atol %.0e rtol %.0e", c.atol, c.rtol);
-      r.note = tol;
-    }
-    if (impl == Impl::emu) {
-      // The validation run stands in for warm-up; one timed run is plenty for a meaningless figure.
-      r.median_ms = median_ms(runner.run, impl_device(impl), 0, 1);
-      r.note += "; emulated: the time is not a GPU time";
-      report(r, c.bytes, c.flops, c.bound, Impl::emu);
+    measure(c, impl, ours, ref);
+  }
+  // cuBLASLt has no emulated twin: without a GPU its rows are skipped, said once per run.
+  for (const ImplRow& row : c.cublaslt) {
+    if (!row.bind || !cuda_available()) {
+      note_once(cublaslt_skip_note());
       continue;
     }
-    r.median_ms = median_ms(runner.run, impl_device(impl), opt_.warmup, opt_.repeats);
-    report(r, c.bytes, c.flops, c.bound, impl);
+    measure(c, Impl::cublaslt, row, ref);
   }
 }
 
@@ -225,7 +273,27 @@ void write_json(const std::string& path, const Workbench& wb) {
   const Options& o = wb.options();
   nlohmann::json doc{{"machine", machine},
                      {"options", {{"quick", o.quick}, {"warmup", o.warmup}, {"repeats", o.repeats}, {"emu", o.emu}}},
-                     {"results", results}};
+                     {"results", results},
+                     {"notes", wb.notes()}};
+  doc["gemm_sweep"] = nullptr;
+  if (o.gemm_sweep) {
+    nlohmann::json impls = nlohmann::json::array(), ratios = nlohmann::json::array();
+    for (const SweepSummary& s : wb.sweep())
+      impls.push_back({{"impl", s.impl},
+                       {"dtype", s.dtype},
+                       {"best_tflops", s.best},
+                       {"best_shape", s.best_shape},
+                       {"median_tflops", s.median},
+                       {"worst_tflops", s.worst},
+                       {"worst_shape", s.worst_shape}});
+    for (const SweepRatio& r : wb.ratios())
+      ratios.push_back({{"mode", r.mode},
+                        {"storage", r.storage},
+                        {"cublaslt_median_tflops", r.cublaslt_median},
+                        {"ours_median_tflops", r.ours_median},
+                        {"ratio", r.ratio}});
+    doc["gemm_sweep"] = {{"impls", impls}, {"ratios", ratios}};
+  }
   std::ofstream f(path);
   ENGINE_CHECK(f, path, ": cannot open for writing");
   f << doc.dump(2) << "\n";

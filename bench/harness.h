@@ -4,8 +4,9 @@
 // every implementation against the cpu reference, then times it (warm-up,
 // repeats, median; on a GPU the L2 is flushed before each run and the time
 // comes from CUDA events) and prints one line per (kernel, impl, shape).
-// Conventions: inputs are f32, drawn from seeded RNGs so every device sees the
-// same values; a Runner's run() may overwrite its outputs (and, for in-place
+// Conventions: inputs are f32 (the GEMMs also bf16/f16, with the cpu reference
+// computed in f32 on the rounded values), drawn from seeded RNGs so every
+// device sees the same values; a Runner's run() may overwrite its outputs (and, for in-place
 // kernels such as AdamW, its state) on every call.
 #pragma once
 #include <cstdint>
@@ -20,13 +21,18 @@
 namespace eng::bench {
 
 // Implementations: the engine's cpu kernels (the reference), the hand-written
-// CUDA kernels under the emulator, and the same kernels on a real GPU.
-enum class Impl : uint8_t { cpu, emu, cuda };
+// CUDA kernels under the emulator, the same kernels on a real GPU, and NVIDIA's
+// cuBLASLt on a real GPU (GEMMs only: the yardstick for our tiled GEMM).
+enum class Impl : uint8_t { cpu, emu, cuda, cublaslt };
 const char* impl_name(Impl impl);
 Device impl_device(Impl impl);
 
-// Which peak a case's "percent of peak" refers to.
-enum class Bound : uint8_t { memory, compute };
+// Which peak a case's "percent of peak" refers to: memory bandwidth, or a
+// compute rate. On a GPU, `compute` is the CUDA-core FP32 rate (our kernels
+// use no tensor cores, whatever their storage type); the tensor-core rates
+// are for cuBLASLt's TF32 and BF16/FP16 modes. On the cpu every compute
+// bound means the measured SGEMM rate.
+enum class Bound : uint8_t { memory, compute, compute_tf32, compute_bf16_fp16 };
 
 // One case bound to a device: run() launches the kernel(s) once; output()
 // copies the results (several outputs concatenated) to the host as floats.
@@ -35,15 +41,27 @@ struct Runner {
   std::function<std::vector<float>()> output;
 };
 
+// How one implementation of a case is run and judged. Ours (cpu, emu, cuda)
+// take the Case's own fields; each cuBLASLt compute mode has its own (mode,
+// inputs, tolerance, peak) and runs on a GPU only.
+struct ImplRow {
+  std::string dtype;  // its compute mode, printed in the dtype column: "tf32"
+  double bytes = 0;
+  Bound bound = Bound::compute;
+  double atol = 0, rtol = 0;
+  std::function<Runner(Device)> bind;  // empty in builds without CUDA
+};
+
 struct Case {
-  std::string name;   // "layernorm_bwd"
-  std::string shape;  // "N=4096 C=768"
-  std::string dtype = "f32";
+  std::string name;             // "layernorm_bwd"
+  std::string shape;            // "N=4096 C=768"
+  std::string dtype = "f32";    // storage of the inputs and outputs
   double bytes = 0, flops = 0;  // per run(), from the kernel's formula
   Bound bound = Bound::memory;
   double atol = 1e-5, rtol = 1e-5;  // validation: |x - ref| <= atol + rtol |ref|
   std::string gpu_missing;          // non-empty: no emu/cuda kernel yet, and why
   std::function<Runner(Device)> bind;
+  std::vector<ImplRow> cublaslt;  // validated against the same cpu reference
 };
 
 struct Result {
@@ -80,6 +98,18 @@ struct Options {
 // flush and measured with CUDA events; elsewhere with steady_clock.
 double median_ms(const std::function<void()>& fn, Device dev, int warmup, int repeats);
 
+// The GEMM sweep's figures per implementation, and per cuBLASLt compute mode
+// the ratio of its median TFLOP/s to our kernel's in the same storage type,
+// measured in the same run (JSON "gemm_sweep").
+struct SweepSummary {
+  std::string impl, dtype, best_shape, worst_shape;
+  double best = 0, median = 0, worst = 0;  // TFLOP/s
+};
+struct SweepRatio {
+  std::string mode, storage;  // "tf32", "f32"
+  double cublaslt_median = 0, ours_median = 0, ratio = 0;
+};
+
 // Max abs and rel error of x against ref, and whether every element passes.
 struct Compare {
   double max_abs = 0, max_rel = 0;
@@ -94,19 +124,35 @@ class Workbench {
   void run_case(const Case& c);
   // Fills gbps, tflops and pct_peak of r from its median time, prints and records it.
   void report(Result r, double bytes, double flops, Bound bound, Impl impl);
+  // Prints text once per run (the same text again is ignored) and keeps it for the JSON "notes".
+  void note_once(const std::string& text);
+  void add_sweep(const SweepSummary& s) { sweep_.push_back(s); }
+  void add_ratio(const SweepRatio& r) { ratios_.push_back(r); }
   const std::vector<Result>& results() const { return results_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+  const std::vector<SweepSummary>& sweep() const { return sweep_; }
+  const std::vector<SweepRatio>& ratios() const { return ratios_; }
   bool all_pass() const;
   const Options& options() const { return opt_; }
   const Peaks& peaks() const { return peaks_; }
 
  private:
   void note_only(const Case& c, const char* impl, const std::string& note);
+  // One row: bind on impl's device, run once, validate against ref (the cpu
+  // row becomes ref), time, report.
+  void measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref);
   const Options& opt_;
   const Peaks& peaks_;
   std::vector<Result> results_;
+  std::vector<std::string> notes_;
+  std::vector<SweepSummary> sweep_;
+  std::vector<SweepRatio> ratios_;
 };
 
 void write_json(const std::string& path, const Workbench& wb);
+
+// The once-per-run line that says why the cuBLASLt rows are skipped.
+std::string cublaslt_skip_note();
 
 // Host helpers for the cases.
 std::vector<float> host(const Tensor& t);  // t's values as floats, any device

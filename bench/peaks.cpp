@@ -14,12 +14,16 @@ namespace eng::bench {
 
 // Dense (no 2:4 sparsity) figures for the SXM parts, from NVIDIA's datasheets:
 //  - NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): 2,039 GB/s HBM2e,
-//    19.5 TFLOP/s FP32, 156 TF32, 312 BF16/FP16.
+//    19.5 TFLOP/s FP32, 156 TF32 Tensor Core, 312 BF16 and 312 FP16 Tensor
+//    Core (the 312 / 624 / 624 there are "with sparsity").
 //  - NVIDIA H100 Tensor Core GPU datasheet (H100 SXM): 3.35 TB/s HBM3,
-//    67 TFLOP/s FP32, 495 TF32, 989 BF16/FP16 (the datasheet's 989 / 1,979
-//    are "with sparsity"; dense is half).
+//    67 TFLOP/s FP32, 495 TF32, 989 BF16 and 989 FP16 (the datasheet prints
+//    989 / 1,979 / 1,979, footnoted "with sparsity"; dense is half).
 //  - NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): 4.8 TB/s HBM3e, the
 //    same compute as H100 SXM.
+// BF16 and FP16 dense rates are equal on all three, so one column serves
+// cuBLASLt's bf16 and fp16 modes; the TF32 column its tf32 mode, FP32 its fp32
+// mode and our CUDA-core kernels in every storage type.
 // PCIe/NVL variants have lower clocks and bandwidth, so they are not matched.
 static const GpuPeak kA100{"A100 SXM 80GB", 2039, 19.5, 156, 312};
 static const GpuPeak kH100{"H100 SXM", 3350, 67, 495, 989};

@@ -12,9 +12,9 @@ namespace eng::bench {
 struct GpuPeak {
   const char* label;   // "A100 SXM 80GB"
   double hbm_gbps;     // GB/s (1e9 bytes/s)
-  double fp32_tflops;  // CUDA-core FP32 (no tensor cores): our tiled GEMM's ceiling
-  double tf32_tflops;  // tensor-core TF32, dense
-  double bf16_tflops;  // tensor-core BF16/FP16 with FP32 accumulation, dense
+  double fp32_tflops;  // CUDA-core FP32 (no tensor cores): our tiled GEMM's ceiling, cuBLASLt fp32
+  double tf32_tflops;  // tensor-core TF32, dense: cuBLASLt tf32
+  double bf16_tflops;  // tensor-core BF16 = FP16 with FP32 accumulation, dense: cuBLASLt bf16, fp16
 };
 
 // The table entry whose GPU the CUDA device name ("NVIDIA A100-SXM4-80GB",

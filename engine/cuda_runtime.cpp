@@ -64,4 +64,50 @@ float event_elapsed_ms(void* start, void* stop) {
   CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));
   return ms;
 }
+
+void* stream_create() {
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+void stream_synchronize(void* stream) { CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+
+void memcpy_async(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes, void* stream) {
+  const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                            : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
+}
+
+void launch_host_func(void* stream, void (*fn)(void*), void* data) {
+  CUDA_CHECK(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), fn, data));
+}
+
+void* malloc_host(size_t bytes) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+
+void free_host(void* ptr) { (void)cudaFreeHost(ptr); }
+
+void capture_begin(void* stream) {
+  CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeRelaxed));
+}
+
+void* capture_end(void* stream) {
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);  // the executable graph is self-contained
+  ENGINE_CHECK(err == cudaSuccess, "cudaGraphInstantiate failed: ", cudaGetErrorString(err));
+  return exec;
+}
+
+void graph_launch(void* exec, void* stream) {
+  CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), static_cast<cudaStream_t>(stream)));
+}
+
+void graph_destroy(void* exec) { (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
 }  // namespace eng::cudart

@@ -17,4 +17,18 @@ void* event_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGIN
 void event_destroy(void*) {}
 void event_record(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 float event_elapsed_ms(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void* stream_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void stream_synchronize(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void memcpy_async(void*, bool, const void*, bool, size_t, void*) {
+  ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");
+}
+void launch_host_func(void*, void (*)(void*), void*) {
+  ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");
+}
+void* malloc_host(size_t) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void free_host(void*) {}
+void capture_begin(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void* capture_end(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void graph_launch(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void graph_destroy(void*) {}
 }  // namespace eng::cudart

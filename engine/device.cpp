@@ -6,6 +6,7 @@
 
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
+#include "engine/graph.h"
 
 namespace eng {
 
@@ -67,13 +68,15 @@ void* CachingAllocator::allocate(size_t bytes) {
   const size_t n = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
-  auto it = free_.find(n);
-  if (it != free_.end()) {
+  auto& cache = active_pool_ ? pool_free_[active_pool_] : free_;
+  auto it = cache.find(n);
+  if (it != cache.end()) {
     p = it->second;
-    free_.erase(it);
+    cache.erase(it);
     stats_.cached_bytes -= n;
   } else {
     p = system_alloc(n);
+    if (active_pool_) pool_of_[p] = active_pool_;
   }
   stats_.current_bytes += n;
   if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
@@ -83,14 +86,39 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::release(void* ptr, size_t bytes) {
   const size_t n = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  free_.emplace(n, ptr);
+  auto it = pool_of_.find(ptr);
+  (it != pool_of_.end() ? pool_free_[it->second] : free_).emplace(n, ptr);
   stats_.current_bytes -= n;
   stats_.cached_bytes += n;
 }
 
+int CachingAllocator::begin_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ENGINE_CHECK(active_pool_ == 0, "allocator ", dev_.str(), ": private pools do not nest");
+  active_pool_ = next_pool_++;
+  pool_free_[active_pool_];
+  return active_pool_;
+}
+
+void CachingAllocator::end_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_pool_ = 0;
+}
+
+void CachingAllocator::close_pool(int pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto f = pool_free_.find(pool);
+  if (f != pool_free_.end()) {
+    free_.insert(f->second.begin(), f->second.end());
+    pool_free_.erase(f);
+  }
+  for (auto it = pool_of_.begin(); it != pool_of_.end();)  // live blocks return to the shared cache when freed
+    it = it->second == pool ? pool_of_.erase(it) : std::next(it);
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [n, p] : free_) system_free(p);
+  for (auto& [n, p] : free_) system_free(p);  // open pools keep theirs: their graphs still use them
   free_.clear();
   stats_.cached_bytes = 0;
 }
@@ -123,6 +151,11 @@ CachingAllocator& allocator_for(Device dev) {
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (bytes == 0) return;
+  // A synchronous copy cannot be part of a CUDA graph (cudaMemcpy fails during
+  // capture): inside one, copies go through copy_async (engine/graph.h).
+  ENGINE_CHECK(!capturing() || (dst_dev.type == DeviceType::cpu && src_dev.type == DeviceType::cpu),
+               "copy_bytes: a synchronous ", src_dev.str(), " -> ", dst_dev.str(), " copy of ", bytes,
+               " bytes during CUDA graph capture (not capturable: read results after replay, or use copy_async)");
   if (dst_dev.type == DeviceType::cuda || src_dev.type == DeviceType::cuda) {
     cudart::memcpy(dst, dst_dev.type == DeviceType::cuda, src, src_dev.type == DeviceType::cuda, bytes);
     return;

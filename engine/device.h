@@ -48,6 +48,15 @@ class CachingAllocator {
   MemoryStats stats() const;
   void reset_peak();
 
+  // Private pools, for CUDA graphs (engine/graph.h). Between begin_pool() and
+  // end_pool() every allocation comes from a pool of its own, and its blocks
+  // return to that pool when freed, whenever that is: they are never handed
+  // to tensors allocated outside the graph, whose replays write them.
+  // close_pool() (the graph is gone) gives the pool's blocks back.
+  int begin_pool();
+  void end_pool();
+  void close_pool(int pool);
+
  private:
   static size_t round_size(size_t bytes);
   void* system_alloc(size_t bytes);
@@ -56,6 +65,10 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> cached block
   MemoryStats stats_;
+  int active_pool_ = 0;  // 0: the shared cache
+  int next_pool_ = 1;
+  std::map<int, std::multimap<size_t, void*>> pool_free_;  // open pools' cached blocks
+  std::map<void*, int> pool_of_;                           // live or cached blocks of open pools
 };
 
 CachingAllocator& allocator_for(Device dev);

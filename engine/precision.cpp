@@ -3,6 +3,10 @@
 
 #include "engine/error.h"
 
+#if defined(ENGINE_HAVE_CUDA)
+#include "engine/gpu_context.h"
+#endif
+
 namespace eng {
 
 Precision parse_precision(const std::string& s) {
@@ -60,8 +64,20 @@ std::string precision_summary(Precision p, Device dev) {
   if (cpu)
     s += std::string("; the cpu kernels are f32 only, so ") + dtype_name(pol.compute) +
          " storage is emulated by rounding to it and back (fp32 compute)";
-  if (p == Precision::O3 && !cuda) s += "; CUDA graphs need the cuda device: on " + dev.str() + " O3 runs as O2";
+  if (p == Precision::O3 && cpu) s += "; CUDA graphs need a GPU device: on cpu O3 runs as O2";
+  if (p == Precision::O3 && !cpu)
+    s += std::string("; the training step is captured as a CUDA graph after one eager step") +
+         (cuda ? "" : " (emu: the emulator records and replays it)");
   return s;
+}
+
+void apply_precision(Precision p, Device dev) {
+#if defined(ENGINE_HAVE_CUDA)
+  if (dev.type == DeviceType::cuda)
+    gpu_context(dev.index).f32_gemm_mode = precision_policy(p).tf32_gemm ? ComputeMode::tf32 : ComputeMode::fp32;
+#else
+  (void)p, (void)dev;
+#endif
 }
 
 Autocast::Autocast(Precision p) : policy_(precision_policy(p)) {}

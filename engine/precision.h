@@ -8,7 +8,8 @@
 //   O2-fp16  O2 with fp16 instead of bf16, plus dynamic loss scaling
 //            (engine/optim/loss_scaler.h).
 //   O3       O2 plus the training step captured as a CUDA graph on the cuda
-//            device; elsewhere it runs as O2 and says so.
+//            device (and on emu, whose emulator records and replays it:
+//            models/gpt2/train_step.h); on cpu it runs as O2 and says so.
 // Conventions: parameters are always the fp32 master weights. Autocast casts
 // them to the compute dtype inside the forward; the cast is recorded by
 // autograd, so the backward casts the gradient back to fp32 and it accumulates
@@ -40,10 +41,16 @@ struct PrecisionPolicy {
   DType optimizer_state = DType::f32;           // AdamW moments, always fp32
   DType statistics = DType::f32;                // layernorm/softmax/loss: our kernels compute these in fp32
   LossScaling loss_scaling = LossScaling::off;  // dynamic for O2-fp16
-  bool cuda_graph = false;                      // O3 on the cuda device
+  bool cuda_graph = false;                      // O3: capture the step on cuda/emu
 };
 
 PrecisionPolicy precision_policy(Precision p);
+
+// Sets what the level changes process-wide on `dev`: on a cuda device, the
+// compute mode of GEMMs on f32 storage (TF32 for O1, fp32 otherwise: the
+// GpuContext's f32_gemm_mode, read by every cuBLASLt matmul there, like
+// torch.backends.cuda.matmul.allow_tf32). Nothing on cpu and emu.
+void apply_precision(Precision p, Device dev);
 
 // One line on what the level means on `dev`, including what is emulated or a
 // no-op there ("O3: no CUDA graphs on cpu, runs as O2 ..."). Printed by train.

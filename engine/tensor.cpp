@@ -6,7 +6,9 @@
 #include "engine/autograd.h"
 #include "engine/cast.h"
 #include "engine/error.h"
+#include "engine/graph.h"
 #include "kernels/cuda/cast.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gpu_ops.h"
 #include "kernels/rng.h"
 
@@ -49,6 +51,14 @@ static Tensor from_host_doubles(const std::vector<double>& v, const Shape& shape
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device dev) { return full(shape, 0.0, dtype, dev); }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device dev) {
+  // Floating tensors on a GPU device: the fill kernel (float(value) rounded to
+  // the storage type, as the host cast does), so that a CUDA graph can capture it.
+  if (dev.type != DeviceType::cpu && (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16)) {
+    Tensor t = empty(shape, dtype, dev);
+    if (t.numel() > 0)
+      ENGINE_GPU_CALL(dev, fill_inplace, gpu::storage_of(dtype), t.data_ptr(), float(value), t.numel(), nullptr);
+    return t;
+  }
   if (host_memory(dev) && value == 0.0) {  // all-zero bits mean 0 in every dtype
     Tensor t = empty(shape, dtype, dev);
     std::memset(t.data_ptr(), 0, t.nbytes());
@@ -175,7 +185,10 @@ Tensor Tensor::slice(int64_t start, int64_t end) const {
 void Tensor::copy_from(const Tensor& src) {
   ENGINE_CHECK(shape() == src.shape(), "copy_from: shape ", src.desc(), " into ", desc());
   if (dtype() == src.dtype()) {
-    copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
+    if (device() == src.device() && device().type != DeviceType::cpu)
+      copy_async(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());  // stream-ordered: capturable
+    else
+      copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
     return;
   }
   // Between f32, bf16 and f16 on one GPU device: the cast kernel

@@ -2,8 +2,12 @@
 // On emu/cuda the backward is deterministic: the host buckets the token
 // positions by id (a stable counting sort, O(n + V)) and the kernel gathers
 // each row of dw from its bucket in position order (kernels/cuda/embedding.cu).
+// The bucketing is stream-ordered (engine/graph.h): ids copied to host
+// staging, sorted in a host task, buckets copied back, all in the launch
+// order, so a CUDA graph of the training step redoes it for every new batch.
 #include <vector>
 
+#include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/embedding.h"
@@ -13,30 +17,44 @@ using namespace detail;
 
 // Positions grouped by id in CSR form: the positions of id v are
 // order[row_start[v] .. row_start[v + 1]), increasing (the sort is stable).
-static void bucket_by_id(const int32_t* ids, int64_t n, int64_t V, std::vector<int32_t>& order,
-                         std::vector<int32_t>& row_start) {
-  row_start.assign(size_t(V + 1), 0);
-  for (int64_t i = 0; i < n; ++i) ++row_start[size_t(ids[i]) + 1];
-  for (int64_t v = 0; v < V; ++v) row_start[size_t(v + 1)] += row_start[size_t(v)];
-  std::vector<int32_t> next(row_start.begin(), row_start.end() - 1);
-  order.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i) order[size_t(next[size_t(ids[i])]++)] = int32_t(i);
+static void bucket_by_id(const int32_t* ids, int64_t n, int64_t V, int32_t* order, int32_t* row_start) {
+  std::fill(row_start, row_start + V + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++row_start[ids[i] + 1];
+  for (int64_t v = 0; v < V; ++v) row_start[v + 1] += row_start[v];
+  std::vector<int32_t> next(row_start, row_start + V);
+  for (int64_t i = 0; i < n; ++i) order[next[size_t(ids[i])]++] = int32_t(i);
 }
 
-static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, const Tensor& h_ids, Shape os) {
+static void check_id_range(const char* op, const Tensor& ids, int64_t V) {
+  const Tensor h_ids = ids.device().type == DeviceType::cuda ? ids.to(kCPU) : ids;
+  const int32_t* id = h_ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    ENGINE_CHECK(id[i] >= 0 && id[i] < V, op, ": id ", id[i], " at position ", i, " outside the vocabulary [0, ", V,
+                 ")");
+}
+
+static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os) {
   const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
   Tensor out = Tensor::empty(os, weight.dtype(), weight.device());
   ENGINE_GPU_CALL(weight.device(), embedding_forward, storage_of(weight.dtype()), weight.data_ptr(),
                   ids.data<int32_t>(), out.data_ptr(), n, C, nullptr);
-  Tensor sids = needs_record({weight}) ? h_ids : Tensor();
+  Tensor sids = needs_record({weight}) ? ids : Tensor();
   record("embedding", out, {weight}, [sids, V, C, n](const Tensor& g, const std::vector<bool>&) {
-    std::vector<int32_t> order, row_start;
-    bucket_by_id(sids.data<int32_t>(), n, V, order, row_start);
-    const Tensor d_order = Tensor::from_ints(order, {n}, g.device());
-    const Tensor d_row_start = Tensor::from_ints(row_start, {V + 1}, g.device());
-    Tensor dw = Tensor::empty({V, C}, g.dtype(), g.device());
-    ENGINE_GPU_CALL(g.device(), embedding_backward, storage_of(g.dtype()), g.data_ptr(), d_order.data<int32_t>(),
-                    d_row_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);
+    const Device dev = g.device();
+    const size_t id_bytes = size_t(n) * 4, start_bytes = size_t(V + 1) * 4;
+    std::shared_ptr<void> h_ids = host_staging(dev, id_bytes), h_order = host_staging(dev, id_bytes),
+                          h_start = host_staging(dev, start_bytes);
+    Tensor d_order = Tensor::empty({n}, DType::i32, dev), d_start = Tensor::empty({V + 1}, DType::i32, dev);
+    copy_async(h_ids.get(), kCPU, sids.data_ptr(), dev, id_bytes);
+    host_task(dev, [h_ids, h_order, h_start, n, V] {
+      bucket_by_id(static_cast<const int32_t*>(h_ids.get()), n, V, static_cast<int32_t*>(h_order.get()),
+                   static_cast<int32_t*>(h_start.get()));
+    });
+    copy_async(d_order.data_ptr(), dev, h_order.get(), kCPU, id_bytes);
+    copy_async(d_start.data_ptr(), dev, h_start.get(), kCPU, start_bytes);
+    Tensor dw = Tensor::empty({V, C}, g.dtype(), dev);
+    ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), g.data_ptr(), d_order.data<int32_t>(),
+                    d_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);
     return std::vector<Tensor>{dw};
   });
   return out;
@@ -48,15 +66,17 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   check_ids("embedding", ids, weight);
   const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
   ENGINE_CHECK(n < (int64_t(1) << 31), "embedding: ", n, " ids do not fit the int32 positions of the backward");
-  // Checked on the host: emu memory is host memory; cuda ids are copied back.
-  const Tensor h_ids = ids.device().type == DeviceType::cuda ? ids.to(kCPU) : ids;
-  const int32_t* id = h_ids.data<int32_t>();
-  for (int64_t i = 0; i < n; ++i)
-    ENGINE_CHECK(id[i] >= 0 && id[i] < V, "embedding: id ", id[i], " at position ", i, " outside the vocabulary [0, ",
-                 V, ")");
   Shape os = ids.shape();
   os.push_back(C);
-  if (on_gpu(weight)) return embedding_gpu(weight, ids, h_ids, os);
+  if (on_gpu(weight)) {
+    // Checked on the host: emu memory is host memory; cuda ids are copied
+    // back. Not during a graph capture, where ids hold no batch yet: a
+    // captured step checks its batches on the host before uploading them.
+    if (!capturing()) check_id_range("embedding", ids, V);
+    return embedding_gpu(weight, ids, os);
+  }
+  check_id_range("embedding", ids, V);
+  const int32_t* id = ids.data<int32_t>();
   Tensor out = Tensor::empty(os, t, weight.device());
   dispatch_float(t, [&]<typename T>() { cpu::embedding_forward(weight.data<T>(), id, out.data<T>(), n, C); });
   Tensor sids = needs_record({weight}) ? ids : Tensor();

@@ -2,6 +2,7 @@
 // and cuda) and MSE (cpu).
 #include <cstring>
 
+#include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -14,29 +15,33 @@ using namespace detail;
 // incoming gradient of 1, i.e. scaled by 1/valid; the backward hands that
 // tensor back, rescaled in place when the incoming gradient is not 1. No
 // logits or logsumexp are saved, and probabilities never reach memory.
-static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int64_t valid, int32_t ignore_index) {
+// 1/valid, the mean and the incoming gradient stay on the device, so the
+// loss can be captured in a CUDA graph (engine/graph.h).
+static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
   const int64_t N = logits.size(0), V = logits.size(1);
+  const Device dev = logits.device();
   const gpu::Storage st = storage_of(logits.dtype());
   const bool rec = needs_record({logits});
-  Tensor losses = Tensor::empty({N}, DType::f32, logits.device());
+  ENGINE_CHECK(N < (int64_t(1) << 24), "cross_entropy: ", N,
+               " rows; the device count of valid rows is exact below 2^24");
+  Tensor losses = Tensor::empty({N}, DType::f32, dev), counts = Tensor::empty({2}, DType::f32, dev);
   Tensor dlogits = rec ? empty_like(logits) : Tensor();
-  const float scale = valid ? float(1.0 / double(valid)) : 0.f;
-  ENGINE_GPU_CALL(logits.device(), cross_entropy_fused, st, logits.data_ptr(), targets.data<int32_t>(),
-                  losses.data<float>(), rec ? dlogits.data_ptr() : nullptr, N, V, scale, ignore_index, nullptr);
-  // The mean on the host: N floats copied back and summed in double, in row
-  // order. N is batch x sequence (thousands), so a device reduction would save
-  // nothing measurable next to the N x V kernel; the copy also syncs, which
-  // the caller does anyway to log the loss.
-  double total = 0;
-  for (double l : losses.to_f64_vector()) total += l;
-  Tensor out = Tensor::full({}, valid ? total / double(valid) : 0.0, logits.dtype(), logits.device());
+  ENGINE_GPU_CALL(dev, cross_entropy_count_valid, targets.data<int32_t>(), N, ignore_index, counts.data<float>(),
+                  nullptr);
+  ENGINE_GPU_CALL(dev, cross_entropy_fused, st, logits.data_ptr(), targets.data<int32_t>(), losses.data<float>(),
+                  rec ? dlogits.data_ptr() : nullptr, N, V, counts.data<float>(), ignore_index, nullptr);
+  Tensor out = Tensor::empty({}, logits.dtype(), dev);
+  ENGINE_GPU_CALL(dev, cross_entropy_mean, st, losses.data<float>(), N, counts.data<float>(), out.data_ptr(), nullptr);
   record("cross_entropy", out, {logits}, [dlogits](const Tensor& g, const std::vector<bool>&) {
-    const double gv = g.to_f64_vector()[0];
     // The closure runs once (autograd frees it after), so rescaling the saved
-    // tensor in place is safe; g == 1 (the usual loss.backward()) costs nothing.
-    if (gv != 1.0)
-      ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dlogits.dtype()), dlogits.data_ptr(), float(gv),
-                      dlogits.numel(), nullptr);
+    // tensor in place is safe. Eagerly, g == 1 (the usual loss.backward())
+    // costs nothing; in a graph capture g cannot be read, so the rescale is
+    // always recorded (by 1 it changes no bit).
+    if (capturing() || g.to_f64_vector()[0] != 1.0) {
+      const Tensor gs = g.dtype() == dlogits.dtype() ? g : g.to(dlogits.dtype());
+      ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dlogits.dtype()), dlogits.data_ptr(),
+                      gs.data_ptr(), dlogits.numel(), nullptr);
+    }
     return std::vector<Tensor>{dlogits};
   });
   return out;
@@ -50,7 +55,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
   ENGINE_CHECK(targets.shape() == Shape{N}, "cross_entropy: targets ", targets.desc(), " do not match logits ",
                logits.desc());
   // Targets are validated on the host before any kernel reads them: emu
-  // memory is host memory; cuda targets are copied back (N int32s).
+  // memory is host memory; cuda targets are copied back (N int32s). Not
+  // inside a graph capture (no batch there yet): a captured step checks its
+  // batches on the host before uploading them.
+  if (on_gpu(logits) && capturing()) return cross_entropy_gpu(logits, targets, ignore_index);
   const Tensor h_targets = targets.device().type == DeviceType::cuda ? targets.to(kCPU) : targets;
   const int32_t* tg = h_targets.data<int32_t>();
   int64_t valid = 0;
@@ -60,7 +68,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
                  " outside the vocabulary [0, ", V, ")");
     ++valid;
   }
-  if (on_gpu(logits)) return cross_entropy_gpu(logits, targets, valid, ignore_index);
+  if (on_gpu(logits)) return cross_entropy_gpu(logits, targets, ignore_index);
   Tensor losses = Tensor::empty({N}, t, logits.device()), lse = Tensor::empty({N}, t, logits.device());
   double total = 0;
   dispatch_float(t, [&]<typename T>() {

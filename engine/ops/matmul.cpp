@@ -146,7 +146,7 @@ void cublaslt_step(const Tensor& out, const GemmCall& call, const void* x, const
   }
   GpuContext& ctx = gpu_context(out.device().index);
   const ComputeMode mode = st == gpu::Storage::f32 ? ctx.f32_gemm_mode : default_compute_mode(st);
-  gemm(ctx.cublaslt(), call, st, x, y, out.data_ptr(), bias, epi, mode, nullptr);
+  gemm(ctx.cublaslt(), call, st, x, y, out.data_ptr(), bias, epi, mode, gpu::current_stream());
 }
 #endif
 

@@ -2,11 +2,14 @@
 // cpu parameters: one kernels/cpu/optim.cpp loop per tensor. emu/cuda
 // parameters (fp32 master weights): all of them in ONE launch of the fused
 // multi-tensor kernel (kernels/cuda/adamw.cu), from a descriptor array built
-// here and copied to the device each step.
+// here and copied to the device each step. The step can be captured in a
+// CUDA graph (engine/graph.h): see step(grad_scale) and prepare_replay().
 #include <cmath>
+#include <cstring>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -26,11 +29,42 @@ void AdamW::init_state() {
     }
 }
 
-void AdamW::step() {
+void AdamW::step() { step_impl(nullptr); }
+
+void AdamW::step(const Tensor& grad_scale) {
+  ENGINE_CHECK(grad_scale.numel() == 1 && grad_scale.dtype() == DType::f32 && detail::on_gpu(grad_scale),
+               "AdamW::step: grad_scale must be one f32 on a GPU device, got ", grad_scale.desc());
+  step_impl(&grad_scale);
+}
+
+// The fused descriptor of parameter i at its step count t (host constants
+// in double rounded to fp32, exactly as cpu::adamw_step computes them).
+gpu::AdamWTensor AdamW::descriptor(const ParamGroup& g, const Tensor& p, const Tensor& grad, size_t i, int64_t t,
+                                   int64_t chunk_begin) const {
+  const double bc1 = 1.0 - std::pow(beta1_, double(t)), bc2 = 1.0 - std::pow(beta2_, double(t));
+  const double lr = lr_ * g.lr_scale;
+  return {p.data<float>(),
+          grad.data<float>(),
+          m_[i].data<float>(),
+          v_[i].data<float>(),
+          nullptr,
+          p.numel(),
+          chunk_begin,
+          float(1.0 - lr * g.weight_decay),
+          float(lr / bc1),
+          float(std::sqrt(bc2)),
+          0.f};
+}
+
+void AdamW::step_impl(const Tensor* grad_scale) {
   NoGradGuard ng;
+  const bool capture = capturing();
+  // Zeroing the moments inside a graph would zero them at every replay.
+  ENGINE_CHECK(!capture || !m_.empty(), "AdamW: capture a step only after one eager step (the state must exist)");
   if (m_.empty()) init_state();
-  ++t_;
+  if (!capture) ++t_;
   std::vector<gpu::AdamWTensor> fused;  // the emu/cuda parameters, for one launch
+  std::vector<size_t> fused_index;      // their positions in m_/v_/step_
   Device gpu_dev = kCPU;
   size_t k = 0;
   for (ParamGroup& g : groups_)
@@ -38,9 +72,6 @@ void AdamW::step() {
       Tensor grad = p.grad();
       const size_t i = k++;
       if (!grad.defined()) continue;  // unused this step: torch skips it and its step count
-      const double t = double(++step_[i]);
-      const double bc1 = 1.0 - std::pow(beta1_, t), bc2 = 1.0 - std::pow(beta2_, t);
-      const double lr = lr_ * g.lr_scale;
       if (detail::on_gpu(p)) {
         ENGINE_CHECK(p.dtype() == DType::f32 && grad.dtype() == DType::f32 && grad.device() == p.device(), "AdamW: on ",
                      p.device().str(),
@@ -50,14 +81,18 @@ void AdamW::step() {
         ENGINE_CHECK(fused.empty() || p.device() == gpu_dev, "AdamW: parameters on two GPU devices (", gpu_dev.str(),
                      " and ", p.device().str(), ")");
         gpu_dev = p.device();
+        if (!capture) ++step_[i];
         if (p.numel() == 0) continue;
-        // The same fp32 constants as cpu::adamw_step computes, so emu matches cpu exactly.
         const int64_t begin = fused.empty() ? 0 : fused.back().chunk_begin + gpu::chunks_of(fused.back().n);
-        fused.push_back({p.data<float>(), grad.data<float>(), m_[i].data<float>(), v_[i].data<float>(), nullptr,
-                         p.numel(), begin, float(1.0 - lr * g.weight_decay), float(lr / bc1), float(std::sqrt(bc2)),
-                         0.f});
+        fused.push_back(descriptor(g, p, grad, i, step_[i] + (capture ? 1 : 0), begin));
+        fused_index.push_back(i);
         continue;
       }
+      ENGINE_CHECK(!capture, "AdamW: ", p.desc(), " is not on a GPU device; only emu/cuda steps can be captured");
+      const double t = double(++step_[i]);
+      const double bc1 = 1.0 - std::pow(beta1_, t), bc2 = 1.0 - std::pow(beta2_, t);
+      const double lr = lr_ * g.lr_scale;
+      ENGINE_CHECK(grad_scale == nullptr, "AdamW::step(grad_scale) is for GPU parameters, got ", p.desc());
       if (p.dtype() == DType::f64)
         cpu::adamw_step(p.data<double>(), grad.data<double>(), m_[i].data<double>(), v_[i].data<double>(), p.numel(),
                         lr, beta1_, beta2_, eps_, g.weight_decay, bc1, bc2);
@@ -67,14 +102,51 @@ void AdamW::step() {
     }
   if (fused.empty()) return;
   // The descriptors travel in an i32 tensor on the device (8-byte aligned: the
-  // allocator aligns every buffer), then one launch updates every parameter.
+  // allocator aligns every buffer), uploaded in stream order (graph.h), then
+  // one launch updates every parameter. Captured, the upload reads
+  // replay_desc_, which prepare_replay() rewrites before every replay.
   static_assert(sizeof(gpu::AdamWTensor) % 4 == 0);
   const size_t bytes = fused.size() * sizeof(gpu::AdamWTensor);
+  auto host = std::make_shared<std::vector<uint8_t>>(bytes);
+  std::memcpy(host->data(), fused.data(), bytes);
   Tensor d_desc = Tensor::empty({int64_t(bytes / 4)}, DType::i32, gpu_dev);
-  copy_bytes(d_desc.data_ptr(), gpu_dev, fused.data(), kCPU, bytes);
+  if (capture) {
+    replay_desc_ = host;
+    replay_index_ = fused_index;
+    replay_groups_.clear();
+    for (size_t j = 0; j < fused_index.size(); ++j) replay_groups_.push_back(group_of(fused_index[j]));
+    replay_d_desc_ = d_desc;  // the graph reads it at every replay
+  }
+  upload(gpu_dev, host, d_desc.data_ptr());
   const int64_t chunks = fused.back().chunk_begin + gpu::chunks_of(fused.back().n);
   ENGINE_GPU_CALL(gpu_dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(d_desc.data_ptr()),
-                  int(fused.size()), chunks, float(beta1_), float(beta2_), float(eps_), nullptr);
+                  int(fused.size()), chunks, float(beta1_), float(beta2_), float(eps_),
+                  grad_scale ? grad_scale->data<float>() : nullptr, nullptr);
+}
+
+size_t AdamW::group_of(size_t index) const {
+  size_t k = 0;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    k += groups_[gi].params.size();
+    if (index < k) return gi;
+  }
+  ENGINE_FAIL("AdamW: parameter index ", index, " out of range");
+}
+
+void AdamW::prepare_replay() {
+  ENGINE_CHECK(replay_desc_ != nullptr, "AdamW::prepare_replay: no step was captured");
+  ++t_;
+  auto* d = reinterpret_cast<gpu::AdamWTensor*>(replay_desc_->data());
+  for (size_t j = 0; j < replay_index_.size(); ++j) {
+    const size_t i = replay_index_[j];
+    const ParamGroup& g = groups_[replay_groups_[j]];
+    const int64_t t = ++step_[i];
+    const double bc1 = 1.0 - std::pow(beta1_, double(t)), bc2 = 1.0 - std::pow(beta2_, double(t));
+    const double lr = lr_ * g.lr_scale;
+    d[j].decay = float(1.0 - lr * g.weight_decay);
+    d[j].step_size = float(lr / bc1);
+    d[j].sqrt_bc2 = float(std::sqrt(bc2));
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>> AdamW::state() const {

@@ -4,8 +4,10 @@
 // order by a second pass, so the same every run) and only the scalar comes
 // back to the host. Then every gradient is scaled by one factor (scale_).
 #include <cmath>
+#include <cstring>
 
 #include "engine/error.h"
+#include "engine/graph.h"
 #include "engine/ops.h"
 #include "engine/ops/op_common.h"
 #include "engine/optim/optimizer.h"
@@ -14,8 +16,10 @@
 
 namespace eng {
 
-// Sum of squares of the gradients on one GPU device, in one kernel pair.
-static double gpu_sum_squares(const std::vector<Tensor>& grads, Device dev) {
+// Sum of squares of the gradients on one GPU device, in one kernel pair,
+// left on the device: element 0 of the returned scratch tensor. The
+// descriptor upload is stream-ordered, so this can be captured in a graph.
+static Tensor gpu_sum_squares(const std::vector<Tensor>& grads, Device dev) {
   std::vector<gpu::SumSquaresTensor> descs;
   int64_t chunks = 0;
   for (const Tensor& g : grads) {
@@ -25,14 +29,40 @@ static double gpu_sum_squares(const std::vector<Tensor>& grads, Device dev) {
   }
   static_assert(sizeof(gpu::SumSquaresTensor) % 4 == 0);
   const size_t bytes = descs.size() * sizeof(gpu::SumSquaresTensor);
+  auto host = std::make_shared<std::vector<uint8_t>>(bytes);
+  if (bytes) std::memcpy(host->data(), descs.data(), bytes);
   Tensor d_desc = Tensor::empty({int64_t(bytes / 4)}, DType::i32, dev);
-  if (bytes) copy_bytes(d_desc.data_ptr(), dev, descs.data(), kCPU, bytes);
+  upload(dev, host, d_desc.data_ptr());
   Tensor scratch = Tensor::empty({gpu::kSumSquaresScratch}, DType::f32, dev);
   ENGINE_GPU_CALL(dev, sum_squares_multi_tensor, static_cast<const gpu::SumSquaresTensor*>(d_desc.data_ptr()),
                   int(descs.size()), chunks, scratch.data<float>(), nullptr);
-  float ss = 0.f;
-  copy_bytes(&ss, kCPU, scratch.data_ptr(), dev, sizeof(float));
-  return double(ss);
+  return scratch;
+}
+
+// The gradients of params that have one, all on one GPU device.
+static std::vector<Tensor> gpu_grads_of(const std::vector<Tensor>& params, const char* what) {
+  std::vector<Tensor> gs;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const DType t = g.dtype();
+    ENGINE_CHECK(detail::on_gpu(g) && (t == DType::f32 || t == DType::bf16 || t == DType::f16), what,
+                 ": needs f32/bf16/f16 gradients on a GPU device, got ", g.desc());
+    ENGINE_CHECK(gs.empty() || gs[0].device() == g.device(), what, ": gradients on two GPU devices: ", gs[0].desc(),
+                 " and ", g.desc());
+    gs.push_back(g);
+  }
+  return gs;
+}
+
+Tensor clip_coefficient(const std::vector<Tensor>& params, double max_norm) {
+  const std::vector<Tensor> gs = gpu_grads_of(params, "clip_coefficient");
+  ENGINE_CHECK(!gs.empty(), "clip_coefficient: no parameter has a gradient");
+  const Device dev = gs[0].device();
+  const Tensor ss = gpu_sum_squares(gs, dev);
+  Tensor out = Tensor::empty({2}, DType::f32, dev);
+  ENGINE_GPU_CALL(dev, clip_coefficient, ss.data<float>(), max_norm, out.data<float>(), nullptr);
+  return out;
 }
 
 double grad_norm(const std::vector<Tensor>& params) {
@@ -53,7 +83,12 @@ double grad_norm(const std::vector<Tensor>& params) {
     ss += g.dtype() == DType::f64 ? cpu::sum_squares(g.data<double>(), g.numel())
                                   : cpu::sum_squares(g.data<float>(), g.numel());
   }
-  if (!gpu_grads.empty()) ss += gpu_sum_squares(gpu_grads, gpu_grads[0].device());
+  if (!gpu_grads.empty()) {
+    float gss = 0.f;
+    copy_bytes(&gss, kCPU, gpu_sum_squares(gpu_grads, gpu_grads[0].device()).data_ptr(), gpu_grads[0].device(),
+               sizeof(float));
+    ss += double(gss);
+  }
   return std::sqrt(ss);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/cuda/adamw.h"
 
 namespace eng {
 
@@ -55,14 +56,31 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8);
   void step() override;
+  // GPU parameters only: every gradient is first multiplied by the device
+  // scalar grad_scale (clip_coefficient's factor), with no host round trip.
+  void step(const Tensor& grad_scale);
+  // CUDA graphs (engine/graph.h): step() inside a capture records the update
+  // of the *next* step without changing any host state; before each replay,
+  // prepare_replay() advances the step counts and writes that step's lr and
+  // bias corrections into the descriptors the graph uploads. One eager step
+  // must come first (the moments must exist before the capture).
+  void prepare_replay();
   std::vector<std::pair<std::string, Tensor>> state() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
  private:
   void init_state();
+  void step_impl(const Tensor* grad_scale);
+  gpu::AdamWTensor descriptor(const ParamGroup& g, const Tensor& p, const Tensor& grad, size_t i, int64_t t,
+                              int64_t chunk_begin) const;
+  size_t group_of(size_t index) const;
   double beta1_, beta2_, eps_;
   std::vector<Tensor> m_, v_;  // flat over groups, in order
   std::vector<int64_t> step_;  // per parameter, as torch: a step without a gradient does not count
+  // The captured step (prepare_replay): its descriptors, their parameters, groups and device copy.
+  std::shared_ptr<std::vector<uint8_t>> replay_desc_;
+  std::vector<size_t> replay_index_, replay_groups_;
+  Tensor replay_d_desc_;
 };
 
 enum class Nesterov : uint8_t { no, yes };
@@ -92,5 +110,12 @@ std::vector<ParamGroup> decay_groups(const std::vector<Tensor>& params, double w
 // Returns the norm before clipping. max_norm <= 0 only measures.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 double grad_norm(const std::vector<Tensor>& params);
+
+// The same clipping without a host round trip, for gradients on one GPU
+// device: returns a device f32 (2) = {norm, factor}, factor = the clip
+// coefficient (1 when within max_norm or max_norm <= 0), for
+// AdamW::step(grad_scale) on a slice of it. The gradients are not changed.
+// Capturable in a CUDA graph (engine/graph.h).
+Tensor clip_coefficient(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace eng

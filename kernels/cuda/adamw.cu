@@ -11,6 +11,7 @@
 // a chunk, thread i touches elements i, i + 256, ...: coalesced 4-byte
 // accesses, which already saturate DRAM bandwidth for this streaming kernel.
 #include "kernels/cuda/adamw.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/storage.cuh"
 
 namespace eng::ENGINE_GPU_NS {
@@ -53,15 +54,21 @@ __device__ __forceinline__ float load_as_f32(const void* p, gpu::Storage st, int
 // n >= 1; tensors do not overlap.
 // bytes = 28 n (read p, g, m, v; write p, m, v; fp32) + 2 n for the bf16 copy;
 // flops ~ 15 n (sqrt and divide counted as one each).
+// grad_scale (nullable): a device scalar every gradient is multiplied by
+// first, g = fl(grad * s), exactly what scaling the gradients in place
+// beforehand would store: the clip coefficient of clip_coef_kernel, so that
+// clipping needs no host round trip (and can be captured in a CUDA graph).
 __global__ void adamw_multi_tensor_kernel(const gpu::AdamWTensor* __restrict__ tensors, int num_tensors,
-                                          int64_t num_chunks, float beta1, float beta2, float eps) {
+                                          int64_t num_chunks, float beta1, float beta2, float eps,
+                                          const float* __restrict__ grad_scale) {
+  const float gs = grad_scale ? *grad_scale : 1.f;
   for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
     const gpu::AdamWTensor& d = tensors[tensor_of_chunk(tensors, num_tensors, c)];
     const int64_t begin = (c - d.chunk_begin) * gpu::kMultiTensorChunk;
     const int64_t end = begin + gpu::kMultiTensorChunk < d.n ? begin + gpu::kMultiTensorChunk : d.n;
     __nv_bfloat16* const p16 = static_cast<__nv_bfloat16*>(d.param_bf16);
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const float g = d.grad[i];
+      const float g = grad_scale ? d.grad[i] * gs : d.grad[i];
       const float m = beta1 * d.m[i] + (1.f - beta1) * g;
       const float v = beta2 * d.v[i] + (1.f - beta2) * g * g;
       const float p = d.param[i] * d.decay - d.step_size * m / (sqrtf(v) / d.sqrt_bc2 + eps);
@@ -71,22 +78,6 @@ __global__ void adamw_multi_tensor_kernel(const gpu::AdamWTensor* __restrict__ t
       if (p16) p16[i] = from_f32<__nv_bfloat16>(p);
     }
   }
-}
-
-// Block-wide sum of one float per thread; the result is valid in thread 0.
-// Fixed shuffle and warp order: deterministic.
-__device__ __forceinline__ float block_sum(float s) {
-  __shared__ float smem_warp[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  if (lane == 0) smem_warp[warp] = s;
-  __syncthreads();
-  s = 0.f;
-  if (warp == 0) {
-    s = lane < kThreads / 32 ? smem_warp[lane] : 0.f;
-    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  }
-  return s;
 }
 
 // Pass 1: block b writes the fp32 sum of squares of its chunks to partials[b].
@@ -104,7 +95,7 @@ __global__ void sum_squares_partials_kernel(const gpu::SumSquaresTensor* __restr
       s += x * x;
     }
   }
-  s = block_sum(s);
+  s = gpu::block_sum<kThreads>(s);
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
@@ -114,15 +105,33 @@ __global__ void sum_squares_partials_kernel(const gpu::SumSquaresTensor* __restr
 __global__ void sum_partials_kernel(const float* __restrict__ partials, int count, float* __restrict__ out) {
   float s = 0.f;
   for (int i = int(threadIdx.x); i < count; i += blockDim.x) s += partials[i];
-  s = block_sum(s);
+  s = gpu::block_sum<kThreads>(s);
   if (threadIdx.x == 0) *out = s;
 }
 
+// From the sum of squares of every gradient to the clip coefficient,
+// torch.nn.utils.clip_grad_norm_'s formula in double as the host computes it:
+//   norm = sqrt(ss);  coef = max_norm / (norm + 1e-6), used only when < 1.
+// out[0] = norm (for logging), out[1] = the factor AdamW applies (1 when
+// max_norm <= 0 or the norm is within bounds). A non-finite ss gives a
+// non-finite norm, which the caller checks after the step.
+// Launch: 1 thread. bytes = 12, flops ~ 4.
+__global__ void clip_coef_kernel(const float* __restrict__ sum_squares, double max_norm, float* __restrict__ out) {
+  const double norm = sqrt(double(*sum_squares));
+  const double coef = max_norm / (norm + 1e-6);
+  out[0] = float(norm);
+  out[1] = max_norm > 0 && coef < 1.0 ? float(coef) : 1.f;
+}
+
 void adamw_multi_tensor(const gpu::AdamWTensor* d_tensors, int num_tensors, int64_t num_chunks, float beta1,
-                        float beta2, float eps, void* stream) {
+                        float beta2, float eps, const float* grad_scale, void* stream) {
   if (num_tensors == 0 || num_chunks == 0) return;
   LAUNCH_KERNEL(adamw_multi_tensor_kernel, grid_for(num_chunks, 1), kThreads, 0, as_stream(stream), d_tensors,
-                num_tensors, num_chunks, beta1, beta2, eps);
+                num_tensors, num_chunks, beta1, beta2, eps, grad_scale);
+}
+
+void clip_coefficient(const float* d_sum_squares, double max_norm, float* d_out, void* stream) {
+  LAUNCH_KERNEL(clip_coef_kernel, 1, 1, 0, as_stream(stream), d_sum_squares, max_norm, d_out);
 }
 
 void sum_squares_multi_tensor(const gpu::SumSquaresTensor* d_tensors, int num_tensors, int64_t num_chunks,

@@ -1,6 +1,8 @@
 // Launchers of kernels/cuda/adamw.cu: the fused multi-tensor AdamW step
 // (every parameter in one launch) and the global gradient sum of squares
-// (for clip_grad_norm). Both take a device array of per-tensor descriptors
+// (for clip_grad_norm), and the clip coefficient computed from it on the
+// device (clip_coefficient: out = {norm, factor}; AdamW's grad_scale reads
+// the factor). The multi-tensor launchers take a device array of per-tensor descriptors
 // that the engine builds on the host and copies to the device once per call
 // (engine/optim/adamw.cpp, engine/optim/clip.cpp).
 #pragma once
@@ -48,7 +50,8 @@ inline int64_t chunks_of(int64_t n) { return (n + kMultiTensorChunk - 1) / kMult
 
 #define ENGINE_ADAMW_LAUNCHERS                                                                                 \
   void adamw_multi_tensor(const gpu::AdamWTensor* d_tensors, int num_tensors, int64_t num_chunks, float beta1, \
-                          float beta2, float eps, void* stream);                                               \
+                          float beta2, float eps, const float* grad_scale, void* stream);                      \
   void sum_squares_multi_tensor(const gpu::SumSquaresTensor* d_tensors, int num_tensors, int64_t num_chunks,   \
-                                float* d_scratch, void* stream);
+                                float* d_scratch, void* stream);                                               \
+  void clip_coefficient(const float* d_sum_squares, double max_norm, float* d_out, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_ADAMW_LAUNCHERS)

@@ -9,9 +9,12 @@
 // is the graph's last op, the engine calls this in the forward pass with
 // dloss_scale = 1/valid and keeps dlogits for the backward, which only
 // rescales it (cross_entropy_scale_grad) when the incoming gradient is not 1.
+// The scalars (1/valid, the mean loss, the incoming gradient) stay on the
+// device: no host round trip, so a CUDA graph can capture the whole loss.
 // Conventions: fp32 math whatever the storage T; dlogits written with =.
 #include <cmath>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/storage.cuh"
 
@@ -80,8 +83,9 @@ template <typename T, bool kVec>
 __global__ void __launch_bounds__(kMaxThreads)
     cross_entropy_fused_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
                                float* __restrict__ losses, T* __restrict__ dlogits, int64_t N, int64_t V,
-                               float dloss_scale, int32_t ignore_index) {
+                               const float* __restrict__ dloss_scale_ptr, int32_t ignore_index) {
   __shared__ MaxSum smem_part[32];
+  const float dloss_scale = dlogits ? *dloss_scale_ptr : 0.f;
   constexpr int P = Pack128<T>::size;
   const int64_t vec_end = kVec ? V / P * P : 0;
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
@@ -120,12 +124,14 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// d *= scale in place: the backward of a loss whose incoming gradient is not 1.
-// Launch: 1-D grid-stride, 256 threads, grid_for(n / pack); 16-byte packs when
-// d is aligned, scalar tail. bytes = 2 n sizeof(T), flops = n.
+// d *= *scale_ptr in place (a device scalar in T): the backward of a loss
+// whose incoming gradient is not 1. Launch: 1-D grid-stride, 256 threads,
+// grid_for(n / pack); 16-byte packs when d is aligned, scalar tail.
+// bytes = 2 n sizeof(T), flops = n.
 template <typename T, bool kVec>
-__global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, float scale, int64_t n) {
+__global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, const T* __restrict__ scale_ptr, int64_t n) {
   constexpr int P = Pack128<T>::size;
+  const float scale = to_f32(*scale_ptr);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t vec_end = kVec ? n / P * P : 0;
@@ -137,8 +143,43 @@ __global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, float scale, 
   for (int64_t i = vec_end + tid; i < n; i += stride) d[i] = from_f32<T>(scale * to_f32(d[i]));
 }
 
+// counts[0] = 1/valid (0 when no row is valid), counts[1] = valid, where
+// valid = rows whose target is not ignore_index. Launch: 1 block of 256.
+// bytes = 4 N + 8, flops = N.
+__global__ void cross_entropy_count_kernel(const int32_t* __restrict__ targets, int64_t N, int32_t ignore_index,
+                                           float* __restrict__ counts) {
+  double c = 0;
+  for (int64_t r = threadIdx.x; r < N; r += blockDim.x) c += targets[r] != ignore_index ? 1.0 : 0.0;
+  c = gpu::block_sum<256>(c);
+  if (threadIdx.x == 0) {
+    counts[0] = c > 0 ? float(1.0 / c) : 0.f;
+    counts[1] = float(c);
+  }
+}
+
+// *out = sum_r losses[r] / valid, summed in double in a fixed order, stored in
+// T (0 when no row is valid). Launch: 1 block of 256. bytes = 4 N, flops = N.
+template <typename T>
+__global__ void cross_entropy_mean_kernel(const float* __restrict__ losses, int64_t N, const float* __restrict__ counts,
+                                          T* __restrict__ out) {
+  double s = 0;
+  for (int64_t r = threadIdx.x; r < N; r += blockDim.x) s += double(losses[r]);
+  s = gpu::block_sum<256>(s);
+  if (threadIdx.x == 0) *out = from_f32<T>(counts[1] > 0 ? float(s / double(counts[1])) : 0.f);
+}
+
+void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float* counts, void* stream) {
+  LAUNCH_KERNEL(cross_entropy_count_kernel, 1, 256, 0, as_stream(stream), targets, N, ignore_index, counts);
+}
+
+void cross_entropy_mean(gpu::Storage st, const float* losses, int64_t N, const float* counts, void* out, void* stream) {
+  dispatch_storage(st, [&]<typename T>() {
+    LAUNCH_KERNEL(cross_entropy_mean_kernel<T>, 1, 256, 0, as_stream(stream), losses, N, counts, static_cast<T*>(out));
+  });
+}
+
 void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits,
-                         int64_t N, int64_t V, float dloss_scale, int32_t ignore_index, void* stream) {
+                         int64_t N, int64_t V, const float* dloss_scale, int32_t ignore_index, void* stream) {
   if (N == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     constexpr int P = Pack128<T>::size;
@@ -159,15 +200,16 @@ void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* tar
   });
 }
 
-void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, float scale, int64_t n, void* stream) {
+void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const void* scale, int64_t n, void* stream) {
   if (n == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     T* pd = static_cast<T*>(dlogits);
+    const T* scale_ptr = static_cast<const T*>(scale);
     const unsigned grid = grid_for(n / Pack128<T>::size + 1, 256);
     if (aligned16(dlogits))
-      LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, true>, grid, 256, 0, as_stream(stream), pd, scale, n);
+      LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, true>, grid, 256, 0, as_stream(stream), pd, scale_ptr, n);
     else
-      LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, false>, grid, 256, 0, as_stream(stream), pd, scale, n);
+      LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, false>, grid, 256, 0, as_stream(stream), pd, scale_ptr, n);
   });
 }
 

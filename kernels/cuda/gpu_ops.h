@@ -18,6 +18,15 @@
 namespace eng::gpu {
 enum class Storage : uint8_t { f32, bf16, f16 };
 
+// The stream launchers use when their stream argument is nullptr (every
+// engine call passes nullptr): the legacy default stream, except while a
+// CUDA graph is being captured (engine/graph.h), when it is the capture
+// stream (CUDA cannot capture the legacy stream). One per host thread, like
+// PyTorch's current stream. An inline variable: one instance program-wide,
+// shared by the g++- and nvcc-compiled objects.
+inline thread_local void* t_current_stream = nullptr;
+inline void* current_stream() { return t_current_stream; }
+
 // The storage type of a tensor dtype (callers have checked it is one of the three).
 inline Storage storage_of(DType t) {
   return t == DType::bf16 ? Storage::bf16 : t == DType::f16 ? Storage::f16 : Storage::f32;

@@ -67,7 +67,8 @@ void dispatch_storage(gpu::Storage st, F&& f) {
   }
 }
 
-inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+// nullptr means the current stream (gpu_ops.h: the capture stream during graph capture).
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s ? s : gpu::current_stream()); }
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
 

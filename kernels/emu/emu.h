@@ -47,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -106,6 +107,10 @@ struct LaunchSpec {
 // the launch has been torn down.
 void launch(const LaunchSpec& spec, void (*thunk)(void*), void* ctx);
 
+// Stream capture (kernels/emu/graph.h), declared here for launch_kernel_at.
+bool capturing();
+void enqueue(std::function<void()> work);
+
 int barrier(BarrierOp op, int predicate, const char* file, int line);
 uint64_t warp_collective(const WarpArgs& args);
 unsigned char* dynamic_smem(const char* file, int line);
@@ -141,10 +146,18 @@ void launch_kernel_at(const char* file, int line, const char* what, void (*kerne
                       size_t smem_bytes, cudaStream_t /*stream: launches are synchronous*/, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "LAUNCH_KERNEL: wrong number of kernel arguments");
   std::tuple<std::decay_t<Params>...> params{std::forward<Args>(args)...};
-  auto body = [&]() { std::apply(kernel, params); };
   const LaunchSpec spec{grid, block, smem_bytes, file, line, what, reinterpret_cast<std::uintptr_t>(kernel)};
-  void (*const thunk)(void*) = [](void* p) { (*static_cast<decltype(body)*>(p))(); };
-  launch(spec, thunk, &body);
+  // Under stream capture (graph.h) the launch is recorded with its own copy
+  // of the parameters, as a CUDA graph kernel node keeps them, and runs at replay.
+  auto run = [spec, kernel, params]() {
+    auto body = [&]() { std::apply(kernel, params); };
+    void (*const thunk)(void*) = [](void* p) { (*static_cast<decltype(body)*>(p))(); };
+    launch(spec, thunk, &body);
+  };
+  if (capturing())
+    enqueue(std::move(run));
+  else
+    run();
 }
 
 }  // namespace emu

@@ -11,8 +11,10 @@
 // to the compute dtype (bf16 for O2), the logits back to fp32 for the loss.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/nn/layers.h"
@@ -59,8 +61,10 @@ class GPT2 : public Module {
   std::shared_ptr<LayerNorm> ln_f;
 
  private:
+  const Tensor& positions(int64_t B, int64_t T, Device dev) const;
   GPT2Config cfg_;
   Device dev_;
+  mutable std::map<std::tuple<int64_t, int64_t, std::string>, Tensor> positions_;  // see positions()
 };
 
 // Names of the parameters Hugging Face stores transposed (Conv1D weights).

@@ -28,6 +28,7 @@
 #include "models/gpt2/progress.h"
 #include "models/gpt2/sample.h"
 #include "models/gpt2/train_config.h"
+#include "models/gpt2/train_step.h"
 
 using namespace eng;
 using namespace eng::models;
@@ -126,6 +127,7 @@ int run(int argc, char** argv) {
               double(model.num_parameters()) / 1e6, (long long)(B * T * accum), dev.str().c_str());
   std::printf("blas: %s\n", cpu::blas_info().c_str());
   const Autocast ac(precision);
+  apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda
   std::printf("%s\n", precision_summary(precision, dev).c_str());
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
   std::unique_ptr<LossScaler> scaler;
@@ -159,15 +161,43 @@ int run(int argc, char** argv) {
   };
   const Recompute recompute = cfg.b("recompute") ? Recompute::yes : Recompute::no;
   Tensor x = Tensor::empty({B, T}, DType::i32), y = Tensor::empty({B, T}, DType::i32);
+  // On emu/cuda (without loss scaling) the step runs on the device with no
+  // host read until it is done, eagerly or, at O3, as a CUDA graph.
+  std::unique_ptr<GpuTrainStep> gpu_step;
+  if (dev.type != DeviceType::cpu && !scaler)
+    gpu_step = std::make_unique<GpuTrainStep>(model, opt, B, T, accum, recompute, ac, cfg.f("grad_clip"),
+                                              ac.policy().cuda_graph);
+  std::vector<Tensor> xs, ys;
+  for (int64_t m = 0; gpu_step && m < accum; ++m) {
+    xs.push_back(Tensor::empty({B, T}, DType::i32));
+    ys.push_back(Tensor::empty({B, T}, DType::i32));
+  }
   const auto t_start = std::chrono::steady_clock::now();
   double step_time_avg = 0;
+  bool replay_reported = false;
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    opt.set_lr(sched.lr_at(step));
-    opt.zero_grad();
     double loss_sum = 0;
-    for (int64_t m = 0; m < accum; ++m) {
+    double norm = 0;
+    if (gpu_step) {
+      for (int64_t m = 0; m < accum; ++m) sampler.batch(step * accum + m, xs[size_t(m)], ys[size_t(m)]);
+      const GpuTrainStep::Result r = gpu_step->run(xs, ys, sched.lr_at(step));
+      if (r.replayed && !replay_reported) {
+        progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
+                         "; every step from now on is one graph replay");
+        replay_reported = true;
+      }
+      for (double l : r.losses) {
+        ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
+        loss_sum += l;
+      }
+      norm = r.grad_norm;
+      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+    }
+    opt.set_lr(sched.lr_at(step));
+    if (!gpu_step) opt.zero_grad();
+    for (int64_t m = 0; !gpu_step && m < accum; ++m) {
       sampler.batch(step * accum + m, x, y);  // the sampler's state is the step: resume needs nothing more
       Tensor loss = model.loss(x.to(dev), y.to(dev), recompute, ac);
       const double l = loss.item();
@@ -176,8 +206,9 @@ int run(int argc, char** argv) {
       if (accum > 1) loss = scale(loss, 1.0 / double(accum));
       (scaler ? scaler->scale(loss) : loss).backward();
     }
-    double norm = 0;
-    if (scaler) {
+    if (gpu_step) {
+      // done above
+    } else if (scaler) {
       // Clip the unscaled gradients; an overflow skips the step and halves the scale.
       norm = scaler->unscale_(opt);
       if (std::isfinite(norm)) clip_grad_norm(model.parameters(), cfg.f("grad_clip"));

@@ -38,8 +38,8 @@ const std::vector<OptionSpec>& train_options() {
       {"seed", 1337, "seed for initialisation, batches and sampling"},
       {"recompute", false, "activation checkpointing: recompute each block in backward"},
       {"precision", "O0",
-       "O0 fp32 | O1 TF32 GEMMs (cuda) | O2 bf16 autocast | O2-fp16 fp16 + dynamic loss scaling | O3 O2 + CUDA graph "
-       "(cuda; elsewhere O2); docs/precision.md"},
+       "O0 fp32 | O1 TF32 GEMMs (cuda) | O2 bf16 autocast | O2-fp16 fp16 + dynamic loss scaling | O3 O2 + the step "
+       "captured as a CUDA graph (cuda; emulated on emu; O2 on cpu); docs/precision.md"},
       {"val_every", 100, "validation loss every N steps (0: only at the end)"},
       {"val_batches", 8, "batches per validation"},
       {"sample_every", 200, "print a text sample every N steps (0: only at the end)"},

@@ -94,7 +94,7 @@ TEST_CASE("emu adamw: the optional bf16 copy is the rounded fp32 result", "[emu]
     cpu::adamw_step(p_ref[k].data(), g[k].data(), m_ref[k].data(), v_ref[k].data(), n, lr, 0.9, 0.999, 1e-8, wd, bc1,
                     bc2);
   }
-  emuk::adamw_multi_tensor(descs.data(), int(descs.size()), chunks, 0.9f, 0.999f, 1e-8f, nullptr);
+  emuk::adamw_multi_tensor(descs.data(), int(descs.size()), chunks, 0.9f, 0.999f, 1e-8f, nullptr, nullptr);
   for (size_t k = 0; k < std::size(sizes); ++k) {
     INFO("tensor " << k << " of " << sizes[k] << " elements");
     const std::vector<double> got(p[k].begin(), p[k].end()), ref(p_ref[k].begin(), p_ref[k].end());

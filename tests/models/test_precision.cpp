@@ -17,6 +17,10 @@
 #include "models/mlp/spirals.h"
 #include "tests/test_util.h"
 
+#if defined(ENGINE_HAVE_CUDA)
+#include "engine/gpu_context.h"
+#endif
+
 using namespace eng;
 
 namespace {
@@ -117,4 +121,27 @@ TEST_CASE("precision: memory report gives 16 B/param for fp32 AdamW and 18 mixed
   CHECK(m.per_param(m.master) == 4.0);
   CHECK(m.per_param(m.total()) == 18.0);
   CHECK_THAT(m.str(), Catch::Contains("18.00 B/param"));
+}
+
+// O1 switches cuBLASLt's f32 GEMMs on a cuda device to TF32, any other level
+// back to fp32. The GpuContext is created without touching the GPU (its
+// cuBLASLt handle is made on first use), so this runs in every CUDA build.
+TEST_CASE("precision: O1 sets TF32 GEMMs on cuda, other levels fp32; cpu/emu untouched", "[precision]") {
+#if defined(ENGINE_HAVE_CUDA)
+  const Device cuda{DeviceType::cuda, 0};
+  apply_precision(Precision::O1, cuda);
+  CHECK(gpu_context(0).f32_gemm_mode == ComputeMode::tf32);
+  apply_precision(Precision::O1, kCPU);  // not cuda: nothing changes
+  CHECK(gpu_context(0).f32_gemm_mode == ComputeMode::tf32);
+  apply_precision(Precision::O2, cuda);
+  CHECK(gpu_context(0).f32_gemm_mode == ComputeMode::fp32);
+  apply_precision(Precision::O1, Device{DeviceType::cuda, 1});
+  CHECK(gpu_context(0).f32_gemm_mode == ComputeMode::fp32);  // per device
+  CHECK(gpu_context(1).f32_gemm_mode == ComputeMode::tf32);
+  apply_precision(Precision::O0, Device{DeviceType::cuda, 1});
+#else
+  CHECK_NOTHROW(apply_precision(Precision::O1, kCPU));
+  CHECK_NOTHROW(apply_precision(Precision::O1, Device{DeviceType::emu, 0}));
+#endif
+  CHECK(precision_summary(Precision::O1, Device{DeviceType::emu, 0}).find("this is O0") != std::string::npos);
 }

@@ -1,0 +1,180 @@
+// Stream-ordered work and CUDA graphs on cuda and emu (see graph.h).
+#include "engine/graph.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "engine/cuda_runtime.h"
+#include "engine/error.h"
+#include "kernels/cuda/gpu_ops.h"
+#include "kernels/emu/graph.h"
+
+namespace eng {
+
+namespace {
+thread_local CudaGraph* t_capturing = nullptr;  // the graph this thread is capturing into
+
+void check_gpu(Device dev, const char* what) {
+  ENGINE_CHECK(dev.type != DeviceType::cpu, what, ": needs a GPU device (cuda or emu), got ", dev.str());
+}
+
+// cudaLaunchHostFunc takes a C function: these call the closure behind `data`.
+void run_host_fn(void* data) noexcept {
+  try {
+    (*static_cast<std::function<void()>*>(data))();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fatal: host task failed: %s\n", e.what());
+    std::abort();
+  }
+}
+void run_and_delete_host_fn(void* data) noexcept {
+  run_host_fn(data);
+  delete static_cast<std::function<void()>*>(data);
+}
+
+// The staging cache: size -> free blocks, per kind of memory (pinned or not).
+struct StagingCache {
+  std::mutex mu;
+  std::multimap<size_t, void*> free[2];
+};
+StagingCache& staging_cache() {
+  static auto* c = new StagingCache();  // never destroyed: blocks are released during static destruction
+  return *c;
+}
+}  // namespace
+
+bool capturing() { return t_capturing != nullptr; }
+
+void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0) return;
+  const Device dev = dst_dev.type != DeviceType::cpu ? dst_dev : src_dev;
+  check_gpu(dev, "copy_async");
+  if (dev.type == DeviceType::cuda) {
+    cudart::memcpy_async(dst, dst_dev.type == DeviceType::cuda, src, src_dev.type == DeviceType::cuda, bytes,
+                         gpu::current_stream());
+    return;
+  }
+  emu::enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+}
+
+void host_task(Device dev, std::function<void()> fn) {
+  check_gpu(dev, "host_task");
+  if (dev.type == DeviceType::emu) {
+    emu::enqueue(std::move(fn));
+    return;
+  }
+  if (t_capturing) {  // the node's closure lives as long as the graph
+    t_capturing->host_fns_.push_back(std::make_unique<std::function<void()>>(std::move(fn)));
+    cudart::launch_host_func(gpu::current_stream(), run_host_fn, t_capturing->host_fns_.back().get());
+    return;
+  }
+  cudart::launch_host_func(gpu::current_stream(), run_and_delete_host_fn, new std::function<void()>(std::move(fn)));
+}
+
+std::shared_ptr<void> host_staging(Device dev, size_t bytes) {
+  check_gpu(dev, "host_staging");
+  const bool pinned = dev.type == DeviceType::cuda;
+  const size_t n = (bytes + 511) / 512 * 512;
+  StagingCache& c = staging_cache();
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free[pinned].find(n);
+    if (it != c.free[pinned].end()) {
+      p = it->second;
+      c.free[pinned].erase(it);
+    }
+  }
+  if (!p) p = pinned ? cudart::malloc_host(n) : std::aligned_alloc(64, n);
+  ENGINE_CHECK(p, "out of host memory for ", n, " bytes of staging");
+  // The deleter may run in a host task (a CUDA driver thread): it only
+  // returns the block to the cache, no CUDA call.
+  return std::shared_ptr<void>(p, [n, pinned](void* q) {
+    StagingCache& cc = staging_cache();
+    std::lock_guard<std::mutex> lock(cc.mu);
+    cc.free[pinned].emplace(n, q);
+  });
+}
+
+void upload(Device dev, std::shared_ptr<const std::vector<uint8_t>> src, void* dst) {
+  const size_t bytes = src->size();
+  if (bytes == 0) return;
+  std::shared_ptr<void> staging = host_staging(dev, bytes);
+  host_task(dev, [src, staging] { std::memcpy(staging.get(), src->data(), src->size()); });
+  copy_async(dst, dev, staging.get(), kCPU, bytes);
+}
+
+CudaGraph::CudaGraph(Device dev) : dev_(dev) {
+  check_gpu(dev, "CudaGraph");
+  if (dev.type == DeviceType::cuda) stream_ = cudart::stream_create();
+}
+
+CudaGraph::~CudaGraph() {
+  if (capturing_) capture_abort();
+  if (exec_) cudart::graph_destroy(exec_);
+  if (pool_) allocator_for(dev_).close_pool(pool_);
+  // The capture stream is kept (cudaStreamDestroy while replays of another
+  // graph may use the same closures is not worth the subtlety; one per graph).
+}
+
+void CudaGraph::capture_begin() {
+  ENGINE_CHECK(!t_capturing, "CudaGraph: a capture is already in progress on this thread");
+  ENGINE_CHECK(!exec_ && !recording_, "CudaGraph: already captured (make a new graph to capture again)");
+  pool_ = allocator_for(dev_).begin_pool();
+  if (dev_.type == DeviceType::cuda) {
+    cudart::stream_synchronize(nullptr);  // eager work before the capture is done
+    prev_stream_ = gpu::t_current_stream;
+    gpu::t_current_stream = stream_;
+    cudart::capture_begin(stream_);
+  } else {
+    emu::capture_begin();
+  }
+  t_capturing = this;
+  capturing_ = true;
+}
+
+void CudaGraph::capture_end() {
+  ENGINE_CHECK(capturing_ && t_capturing == this, "CudaGraph: capture_end without capture_begin");
+  t_capturing = nullptr;
+  capturing_ = false;
+  allocator_for(dev_).end_pool();
+  if (dev_.type == DeviceType::cuda) {
+    gpu::t_current_stream = prev_stream_;
+    exec_ = cudart::capture_end(stream_);
+  } else {
+    recording_ = emu::capture_end();
+  }
+}
+
+void CudaGraph::capture_abort() noexcept {
+  if (!capturing_) return;
+  t_capturing = nullptr;
+  capturing_ = false;
+  allocator_for(dev_).end_pool();
+  try {
+    if (dev_.type == DeviceType::cuda) {
+      gpu::t_current_stream = prev_stream_;
+      cudart::graph_destroy(cudart::capture_end(stream_));
+    } else {
+      (void)emu::capture_end();
+    }
+  } catch (...) {  // the capture was already invalidated by the error being handled
+  }
+}
+
+void CudaGraph::replay() {
+  ENGINE_CHECK(!t_capturing, "CudaGraph: replay during a capture");
+  ENGINE_CHECK(exec_ || recording_, "CudaGraph: replay before capture_end");
+  if (dev_.type == DeviceType::cuda) {
+    cudart::stream_synchronize(nullptr);  // eager work (inputs just uploaded) first: stream_ is non-blocking
+    cudart::graph_launch(exec_, stream_);
+    cudart::stream_synchronize(stream_);
+  } else {
+    emu::replay(*recording_);
+  }
+}
+
+}  // namespace eng

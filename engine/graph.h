@@ -1,0 +1,86 @@
+// Stream-ordered work and CUDA graphs, on the two GPU devices (cuda, emu).
+//
+// A CUDA graph records a whole sequence of launches once (stream capture) and
+// replays it with one cudaGraphLaunch: a GPT-2 step is hundreds of small
+// kernels whose launch overhead the replay removes (precision O3). Capture
+// does not run anything, and a replay runs only what was recorded, so code
+// inside a capture must not
+//   - read device values on the host (a loss, a norm: item(), copy_bytes),
+//   - prepare device inputs on the host (Tensor::full through a host buffer,
+//     a table uploaded with copy_bytes),
+// because that host work happens once, at capture, and never again. Such
+// work is expressed in stream order instead, with the three calls below,
+// which run now outside a capture and are recorded as graph nodes inside one.
+// On emu the emulator records and replays the same way (kernels/emu/graph.h),
+// so CI checks on CPUs that a captured step replays like an eager one.
+//
+// Memory: tensors allocated during a capture come from a private pool of the
+// device's caching allocator (engine/device.h), so no tensor created outside
+// the graph can be handed a block the replays write to.
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/device.h"
+
+namespace emu {
+struct Recording;
+}
+
+namespace eng {
+
+// A capture is in progress on this thread (on any GPU device).
+bool capturing();
+
+// Stream-ordered copy between a GPU device and host staging memory (below)
+// or within the device: cudaMemcpyAsync on the current stream; on emu a
+// memcpy run in stream order.
+void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+
+// Host code run in stream order (cudaLaunchHostFunc; a host node in a graph):
+// it may read and write host staging memory, never device memory, and must not
+// call CUDA. It must not throw: an error there has nowhere to go (CUDA runs it
+// on a driver thread); it terminates the process with its message.
+void host_task(Device dev, std::function<void()> fn);
+
+// Host memory for copy_async (page-locked on cuda, so copies are truly async
+// and capturable). Cached: released blocks are reused. That is safe because
+// only stream-ordered work (copies, host tasks) touches them, in stream order.
+std::shared_ptr<void> host_staging(Device dev, size_t bytes);
+
+// Stream-ordered upload of host bytes to `dst` on a GPU device: a host task
+// copies *src into staging, then copy_async moves it. In a graph both are
+// nodes, so every replay uploads what *src holds at that replay: the owner
+// may change the bytes (not the size) between replays.
+void upload(Device dev, std::shared_ptr<const std::vector<uint8_t>> src, void* dst);
+
+class CudaGraph {
+ public:
+  explicit CudaGraph(Device dev);  // cuda or emu
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Everything the engine launches on `dev` between these two calls is
+  // recorded (nothing runs). Errors inside abort the capture cleanly.
+  void capture_begin();
+  void capture_end();
+  void capture_abort() noexcept;  // after an exception between begin and end
+  // Runs the recording once and waits for it to finish.
+  void replay();
+  Device device() const { return dev_; }
+
+ private:
+  friend void host_task(Device, std::function<void()>);
+  Device dev_;
+  int pool_ = 0;
+  void* stream_ = nullptr;       // cuda: the capture and replay stream
+  void* prev_stream_ = nullptr;  // the current stream before capture_begin
+  void* exec_ = nullptr;         // cuda: cudaGraphExec_t
+  std::shared_ptr<emu::Recording> recording_;
+  std::vector<std::unique_ptr<std::function<void()>>> host_fns_;  // cuda host nodes' closures
+  bool capturing_ = false;
+};
+
+}  // namespace eng

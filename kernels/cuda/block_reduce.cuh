@@ -1,0 +1,27 @@
+// Block-wide sum of one value per thread, for kernels launched with
+// kThreads threads (a multiple of 32, at most 1024): shuffles within each
+// warp, then warp 0 adds the warps' partials. The result is valid in thread
+// 0. Fixed shuffle and warp order, so the same bits every run
+// (deterministic, no atomics). T: float or double.
+#pragma once
+#include "kernels/cuda/portable.cuh"
+
+namespace eng::gpu {
+
+template <int kThreads, typename T>
+__device__ __forceinline__ T block_sum(T s) {
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block_sum: whole warps, at most 1024 threads");
+  __shared__ T smem_warp[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  if (lane == 0) smem_warp[warp] = s;
+  __syncthreads();
+  s = T(0);
+  if (warp == 0) {
+    s = lane < kThreads / 32 ? smem_warp[lane] : T(0);
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  }
+  return s;
+}
+
+}  // namespace eng::gpu

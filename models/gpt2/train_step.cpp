@@ -1,0 +1,78 @@
+// The GPU training step, eager or as a CUDA graph (see train_step.h).
+#include "models/gpt2/train_step.h"
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/ops.h"
+
+namespace eng::models {
+
+GpuTrainStep::GpuTrainStep(const GPT2& model, AdamW& opt, int64_t B, int64_t T, int64_t accum, Recompute recompute,
+                           const Autocast& ac, double grad_clip, bool use_graph)
+    : model_(model),
+      opt_(opt),
+      accum_(accum),
+      recompute_(recompute),
+      ac_(ac),
+      grad_clip_(grad_clip),
+      use_graph_(use_graph) {
+  const Device dev = model.device();
+  ENGINE_CHECK(dev.type != DeviceType::cpu, "GpuTrainStep: needs a GPU device (cuda or emu), got ", dev.str());
+  for (int64_t m = 0; m < accum; ++m) {
+    xs_.push_back(Tensor::empty({B, T}, DType::i32, dev));
+    ys_.push_back(Tensor::empty({B, T}, DType::i32, dev));
+  }
+}
+
+void GpuTrainStep::enqueue() {
+  losses_.clear();
+  for (int64_t m = 0; m < accum_; ++m) {
+    Tensor loss = model_.loss(xs_[size_t(m)], ys_[size_t(m)], recompute_, ac_);
+    losses_.push_back(loss.detach());
+    if (accum_ > 1) loss = scale(loss, 1.0 / double(accum_));
+    loss.backward();
+  }
+  norm_coef_ = clip_coefficient(model_.parameters(), grad_clip_);
+  opt_.step(norm_coef_.slice(1, 2));
+}
+
+GpuTrainStep::Result GpuTrainStep::run(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, double lr) {
+  ENGINE_CHECK(xs.size() == xs_.size() && ys.size() == ys_.size(), "GpuTrainStep: ", xs_.size(),
+               " micro-batches expected, got ", xs.size());
+  for (size_t m = 0; m < xs_.size(); ++m) {  // batches were checked by the sampler against the vocabulary
+    xs_[m].copy_from(xs[m]);
+    ys_[m].copy_from(ys[m]);
+  }
+  opt_.set_lr(lr);
+  Result r;
+  if (!use_graph_ || steps_ == 0) {
+    opt_.zero_grad();
+    enqueue();
+  } else {
+    if (!graph_) {
+      // Gradients are allocated inside the capture (from the graph's pool)
+      // and written, not accumulated, by its first backward: every replay
+      // recomputes them from scratch, so they are never zeroed again.
+      opt_.zero_grad();
+      graph_ = std::make_unique<CudaGraph>(model_.device());
+      graph_->capture_begin();
+      try {
+        enqueue();
+      } catch (...) {
+        graph_->capture_abort();
+        graph_.reset();
+        throw;
+      }
+      graph_->capture_end();
+    }
+    opt_.prepare_replay();
+    graph_->replay();
+    r.replayed = true;
+  }
+  ++steps_;
+  for (const Tensor& l : losses_) r.losses.push_back(l.to_f64_vector()[0]);
+  r.grad_norm = norm_coef_.to_f64_vector()[0];
+  return r;
+}
+
+}  // namespace eng::models
