@@ -9,6 +9,8 @@
 //   flops = 2 M N K
 // cuBLASLt's tiling is not ours to know, so its rows use the no-reuse lower
 // bound of kernels/gemm/gemm.h, sizeof(T) (M K + K N + M N) with beta = 0.
+// linear_gelu (fused / unfused): the MLP's c_fc + GELU with and without the
+// GEMM's GELU epilogue (docs/kernels/gemm.md, "GELU: an epilogue ...").
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +19,8 @@
 
 #include "bench/cases.h"
 #include "engine/error.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/activation.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/gemm/cublaslt.h"
 #include "kernels/gemm/gemm.h"
@@ -124,7 +128,7 @@ static void run_gemm(Device dev, const GemmCall& g, const Operands& o) {
     cpu::gemm_call<float>(g, o.a.data<float>(), o.b.data<float>(), o.c.data<float>());
   else
     ENGINE_GPU_CALL(dev, tiled_gemm, gpu::storage_of(o.c.dtype()), g, o.a.data_ptr(), o.b.data_ptr(), o.c.data_ptr(),
-                    nullptr, nullptr);
+                    nullptr, Epilogue::none, nullptr, nullptr);
 }
 
 #if defined(ENGINE_HAVE_CUDA)
@@ -133,7 +137,7 @@ static void run_gemm(Device dev, const GemmCall& g, const Operands& o) {
 // the validation run or the warm-up absorbs.
 static void run_cublaslt(Device dev, ComputeMode mode, const GemmCall& g, const Operands& o) {
   gemm(gpu_context(dev.index).cublaslt(), g, gpu::storage_of(o.c.dtype()), o.a.data_ptr(), o.b.data_ptr(),
-       o.c.data_ptr(), nullptr, Epilogue::none, mode, nullptr);
+       o.c.data_ptr(), nullptr, Epilogue::none, nullptr, mode, nullptr);
 }
 #endif
 
@@ -178,9 +182,51 @@ static Case gemm_case(const std::string& name, const std::string& what, Trans ta
   return c;
 }
 
+// linear_gelu fused vs unfused: gelu(x W^T + b), x (R, C), W (H, C), as
+// linear_gelu's forward runs it. Fused: the GELU epilogue stores gelu(p) and
+// the pre-activation p (gelu_aux_bias); unfused: the bias epilogue stores p,
+// then activation.cu's GELU reads p and writes gelu(p). On the cpu both are
+// OpenBLAS + bias + the cpu GELU (no fusion there). Bytes (docs/kernels/
+// gemm.md): the GEMM's gemm_bytes + H (bias) + 2 R H (fused: out and aux) or
+// + R H + 2 R H (unfused: p, then GELU's read and write); flops 2 R H C + 20 R H.
+static Case linear_gelu_case(bool fused, int64_t R, int64_t H, int64_t C) {
+  const GemmCall g = make_call(Trans::N, Trans::T, R, H, C);
+  Case c;
+  c.name = "linear_gelu";
+  c.shape = std::string(fused ? "fused " : "unfused ") + std::to_string(R) + "x" + std::to_string(H) + "x" +
+            std::to_string(C);
+  const double RH = double(R) * double(H);
+  c.bytes = gemm_bytes(g, DType::f32) + 4.0 * (double(H) + (fused ? 1.0 : 2.0) * RH);  // gemm_bytes counts one R H store
+  c.flops = 2.0 * RH * double(C) + 20.0 * RH;
+  c.bound = Bound::compute;
+  c.atol = 1e-4;
+  c.rtol = 1e-4;
+  c.bind = [g, fused](Device dev) {
+    const Tensor x = randn({g.M, g.K}, 31, dev, 0.5f), w = randn({g.N, g.K}, 32, dev, 0.5f);
+    const Tensor b = randn({g.N}, 33, dev, 0.5f);
+    const Tensor pre = Tensor::empty({g.M, g.N}, DType::f32, dev), out = Tensor::empty({g.M, g.N}, DType::f32, dev);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu) {
+        cpu::gemm_call<float>(g, x.data<float>(), w.data<float>(), pre.data<float>());
+        cpu::bias_add<float>(pre.data<float>(), b.data<float>(), g.M, g.N);
+        cpu::gelu_forward<float>(pre.data<float>(), out.data<float>(), g.M * g.N);
+      } else if (fused) {
+        ENGINE_GPU_CALL(dev, tiled_gemm, gpu::Storage::f32, g, x.data_ptr(), w.data_ptr(), out.data_ptr(), b.data_ptr(),
+                        Epilogue::gelu_aux_bias, pre.data_ptr(), nullptr);
+      } else {
+        ENGINE_GPU_CALL(dev, tiled_gemm, gpu::Storage::f32, g, x.data_ptr(), w.data_ptr(), pre.data_ptr(), b.data_ptr(),
+                        Epilogue::bias, nullptr, nullptr);
+        ENGINE_GPU_CALL(dev, gelu_forward, gpu::Storage::f32, pre.data_ptr(), out.data_ptr(), g.M * g.N, nullptr);
+      }
+    };
+    return Runner{run, [=] { return host(out); }};
+  };
+  return c;
+}
+
 // GPT-2 124M's linear layers at B*T = 4096 tokens (C = 768): x @ W^T as
 // linear() calls it (TB), and the weight gradient dW = dY^T @ X (TA); each in
-// f32, bf16 and f16 storage.
+// f32, bf16 and f16 storage; and its MLP's c_fc + GELU, fused and unfused (f32).
 std::vector<Case> matmul_cases(bool quick) {
   std::vector<Case> cases;
   const int64_t BT = 4096, C = 768;
@@ -195,6 +241,8 @@ std::vector<Case> matmul_cases(bool quick) {
     cases.push_back(gemm_case("matmul_fwd", "proj", Trans::N, Trans::T, BT, C, 4 * C, st));
     cases.push_back(gemm_case("matmul_bwd_w", "fc dW", Trans::T, Trans::N, 4 * C, C, BT, st));
   }
+  for (bool fused : {true, false})
+    cases.push_back(quick ? linear_gelu_case(fused, 67, 96, 80) : linear_gelu_case(fused, BT, 4 * C, C));
   return cases;
 }
 

@@ -22,6 +22,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta = Trans::N, Trans tb = 
               const Tensor& bias = Tensor());
 // PyTorch's nn.functional.linear: x (..., in) @ w(out, in)^T + b(out).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+// gelu(linear(x, w, b)) in one op, the GELU fused into the GEMM's epilogue on
+// emu and cuda (engine/ops/linear_gelu.cpp); b is required.
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b);
 
 Tensor add(const Tensor& a, const Tensor& b);  // same shape (residual add)
 Tensor sub(const Tensor& a, const Tensor& b);

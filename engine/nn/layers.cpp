@@ -28,6 +28,19 @@ Tensor Linear::forward(const Tensor& x, const Autocast& ac) const {
   return ac.cast(linear(ac.cast(x), ac.cast(weight), ac.cast(bias)));
 }
 
+Tensor Linear::forward_gelu(const Tensor& x) const {
+  return bias.defined() ? linear_gelu(x, weight, bias) : gelu(forward(x));
+}
+
+Tensor Linear::forward_gelu(const Tensor& x, const Autocast& ac) const {
+  // On the cpu, autocast emulates 16-bit storage by rounding each op's f32
+  // output; the fused op has no point between its GEMM and its GELU to round
+  // the pre-activation at, so the cpu keeps the two ops there. On emu/cuda
+  // the fused op stores the pre-activation in the compute dtype itself.
+  if (!bias.defined() || (ac.active() && x.device().type == DeviceType::cpu)) return ac.cast(gelu(forward(x, ac)));
+  return ac.cast(linear_gelu(ac.cast(x), ac.cast(weight), ac.cast(bias)));
+}
+
 LayerNorm::LayerNorm(int64_t C, const InitOptions& init, double eps_) : eps(eps_) {
   weight = register_parameter("weight", Tensor::full({C}, 1.0, init.dtype, init.device));
   bias = register_parameter("bias", Tensor::zeros({C}, init.dtype, init.device));
@@ -55,14 +68,12 @@ MLP::MLP(int64_t in, int64_t hidden, int64_t out, Activation a, const InitOption
 }
 
 Tensor MLP::forward(const Tensor& x) const {
-  Tensor h = fc1->forward(x);
-  h = act == Activation::gelu ? gelu(h) : relu(h);
+  const Tensor h = act == Activation::gelu ? fc1->forward_gelu(x) : relu(fc1->forward(x));
   return fc2->forward(h);
 }
 
 Tensor MLP::forward(const Tensor& x, const Autocast& ac) const {
-  Tensor h = fc1->forward(x, ac);
-  h = ac.cast(act == Activation::gelu ? gelu(h) : relu(h));
+  const Tensor h = act == Activation::gelu ? fc1->forward_gelu(x, ac) : ac.cast(relu(fc1->forward(x, ac)));
   return fc2->forward(h, ac);
 }
 

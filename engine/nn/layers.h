@@ -29,6 +29,10 @@ class Linear : public Module {
   Linear(int64_t in, int64_t out, Bias bias, const InitOptions& init);
   Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
   Tensor forward(const Tensor& x, const Autocast& ac) const;
+  // gelu(forward(x)) as one op (linear_gelu: GELU in the GEMM's epilogue on
+  // emu/cuda); the casts of forward(x, ac) then gelu, in the same places.
+  Tensor forward_gelu(const Tensor& x) const;
+  Tensor forward_gelu(const Tensor& x, const Autocast& ac) const;
   Tensor weight;  // (out, in), as torch.nn.Linear
   Tensor bias;    // (out) or undefined
 };

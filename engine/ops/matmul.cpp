@@ -10,7 +10,9 @@
 // same storage types through cuBLASLt, kernels/gemm/cublaslt.h, with the
 // bias as its epilogue forward and, for a linear layer's weight gradient,
 // the bias gradient as the epilogue of the dW GEMM). All three run the same
-// GemmCalls (engine/ops/matmul_plan.h).
+// GemmCalls (engine/ops/matmul_plan.h). run_plan and matmul_backward are
+// shared with linear_gelu (engine/ops/linear_gelu.cpp), whose forward is the
+// same plan with the GELU epilogue.
 #include "engine/ops/matmul_plan.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -19,6 +21,7 @@
 
 #if defined(ENGINE_HAVE_CUDA)
 #include "engine/gpu_context.h"
+#include "kernels/cuda/activation.h"
 #include "kernels/gemm/cublaslt.h"
 #endif
 
@@ -131,33 +134,43 @@ bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d) {
 
 namespace {
 #if defined(ENGINE_HAVE_CUDA)
-// One plan step on the cuda device through its cuBLASLt context. `bias` is
-// read (Epilogue::bias) or written (Epilogue::bgrad). K = 0 (C = beta C +
-// bias, nothing to multiply) is left to the hand-written GEMM, which handles
-// it; cuBLASLt rejects empty reductions.
+// One plan step on the cuda device through its cuBLASLt context, into `out`
+// (a tensor in the plan's storage). `bias` is read (bias, gelu_aux_bias) or
+// written (bgrad); `aux` is gelu_aux_bias's. K = 0 (C = beta C + bias,
+// nothing to multiply) is left to the hand-written GEMM, which handles it;
+// cuBLASLt rejects empty reductions.
 void cublaslt_step(const Tensor& out, const GemmCall& call, const void* x, const void* y, const void* bias,
-                   Epilogue epi) {
+                   Epilogue epi, void* aux = nullptr) {
   const gpu::Storage st = storage_of(out.dtype());
   if (call.M == 0 || call.N == 0 || call.batch == 0) return;
   if (call.K == 0) {
     ENGINE_CHECK(epi != Epilogue::bgrad, "matmul: no bias gradient of an empty product");
-    cudak::tiled_gemm(st, call, x, y, out.data_ptr(), bias, nullptr);
+    cudak::tiled_gemm(st, call, x, y, out.data_ptr(), bias, epi, aux, nullptr);
     return;
   }
   GpuContext& ctx = gpu_context(out.device().index);
   const ComputeMode mode = st == gpu::Storage::f32 ? ctx.f32_gemm_mode : default_compute_mode(st);
-  gemm(ctx.cublaslt(), call, st, x, y, out.data_ptr(), bias, epi, mode, gpu::current_stream());
+  gemm(ctx.cublaslt(), call, st, x, y, out.data_ptr(), bias, epi, aux, mode, gpu::current_stream());
+}
+
+// Whether cuBLASLt can write this step's GELU aux matrix (kernels/gemm/
+// cublaslt.h: ld and batch stride multiples of 8); empty steps trivially can.
+bool lt_takes_aux(const GemmCall& c) {
+  return c.M == 0 || c.N == 0 || c.K == 0 || c.batch == 0 || lt_aux_ok(plan_cublaslt(c));
 }
 #endif
+}  // namespace
 
-// Runs a plan into `out` on its device; `bias` (optional, one-step plans
-// only) is added to every row: as the GEMM's epilogue on a GPU, by
-// cpu::bias_add after it on the cpu. `dbias` (cuda only, one-step plans
-// passing bias_grad_fusable) receives the bias gradient from the epilogue.
+namespace detail {
 void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
-              const Tensor& bias = Tensor(), const Tensor& dbias = Tensor()) {
+              const Tensor& bias, const Tensor& dbias, const Tensor& aux) {
   ENGINE_CHECK(!bias.defined() || plan.size() == 1, "matmul: a bias needs a one-GEMM plan");
+  ENGINE_CHECK(!aux.defined() || bias.defined(), "matmul: the GELU epilogue needs a bias");
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
+  const Epilogue epi = dbias.defined()  ? Epilogue::bgrad
+                       : aux.defined()  ? Epilogue::gelu_aux_bias
+                       : bias.defined() ? Epilogue::bias
+                                        : Epilogue::none;
   if (on_gpu(out)) {
     const size_t es = dtype_size(out.dtype());
     for (const GemmStep& s : plan) {
@@ -165,28 +178,65 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
 #if defined(ENGINE_HAVE_CUDA)
       if (out.device().type == DeviceType::cuda) {
-        if (dbias.defined())
-          cublaslt_step(out, s.call, x, y, dbias.data_ptr(), Epilogue::bgrad);
-        else
-          cublaslt_step(out, s.call, x, y, bias.defined() ? bias.data_ptr() : nullptr,
-                        bias.defined() ? Epilogue::bias : Epilogue::none);
+        if (epi == Epilogue::bgrad) {
+          cublaslt_step(out, s.call, x, y, dbias.data_ptr(), epi);
+        } else if (epi == Epilogue::gelu_aux_bias && !lt_takes_aux(s.call)) {
+          // cuBLASLt cannot lay out this aux: the bias epilogue into aux, then GELU.
+          cublaslt_step(aux, s.call, x, y, bias.data_ptr(), Epilogue::bias);
+          cudak::gelu_forward(storage_of(out.dtype()), aux.data_ptr(), out.data_ptr(), out.numel(), nullptr);
+        } else {
+          cublaslt_step(out, s.call, x, y, bias.defined() ? bias.data_ptr() : nullptr, epi,
+                        aux.defined() ? aux.data_ptr() : nullptr);
+        }
         continue;
       }
 #endif
       ENGINE_CHECK(!dbias.defined(), "matmul: the bias-gradient epilogue is a cuda-device path");
       ENGINE_GPU_CALL(out.device(), tiled_gemm, storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
-                      bias.defined() ? bias.data_ptr() : nullptr, nullptr);
+                      bias.defined() ? bias.data_ptr() : nullptr, epi, aux.defined() ? aux.data_ptr() : nullptr,
+                      nullptr);
     }
     return;
   }
+  // The cpu: the product (plus bias) goes to aux when there is one, then GELU into out.
   dispatch_float(out.dtype(), [&]<typename T>() {
+    const Tensor& dst = aux.defined() ? aux : out;
     for (const GemmStep& s : plan)
       cpu::gemm_call<T>(s.call, pick(s.first).data<T>() + s.offset_first, pick(s.second).data<T>() + s.offset_second,
-                        out.data<T>());
-    if (bias.defined()) cpu::bias_add<T>(out.data<T>(), bias.data<T>(), out.numel() / bias.numel(), bias.numel());
+                        dst.data<T>());
+    if (bias.defined()) cpu::bias_add<T>(dst.data<T>(), bias.data<T>(), dst.numel() / bias.numel(), bias.numel());
+    if (aux.defined()) cpu::gelu_forward<T>(aux.data<T>(), out.data<T>(), out.numel());
   });
 }
-}  // namespace
+
+std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Tensor& g, const MatmulDims& d, Trans ta,
+                                    Trans tb, const std::vector<bool>& needs) {
+  std::vector<Tensor> grads(3);
+  if (needs[0]) {
+    grads[0] = empty_like(sa);
+    run_plan(plan_grad_a(d, ta, tb), sa, sb, g, grads[0]);
+  }
+  // On cuda, a linear layer's bias gradient comes out of the dW GEMM's
+  // epilogue (BGRADB) instead of a second pass over G.
+  const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
+  const bool fuse_dbias = needs[1] && needs[2] && g.device().type == DeviceType::cuda && bias_grad_fusable(grad_b, d);
+  if (needs[2]) grads[2] = Tensor::empty({d.N}, g.dtype(), g.device());
+  if (needs[1]) {
+    grads[1] = empty_like(sb);
+    run_plan(grad_b, sa, sb, g, grads[1], Tensor(), fuse_dbias ? grads[2] : Tensor());
+  }
+  if (needs[2] && !fuse_dbias) {
+    const Tensor& dbias = grads[2];
+    if (on_gpu(g))
+      ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), dbias.data_ptr(), d.batch * d.M,
+                      d.N, nullptr);
+    else
+      dispatch_float(g.dtype(),
+                     [&]<typename T>() { cpu::bias_backward<T>(g.data<T>(), dbias.data<T>(), d.batch * d.M, d.N); });
+  }
+  return grads;
+}
+}  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor& bias) {
   const DType t = bias.defined() ? check_float_inputs("matmul", {a, b, bias}, GpuKernel::yes)
@@ -200,30 +250,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor
   const bool rec = needs_record({a, b, bias});
   Tensor sa = rec ? a.detach() : Tensor(), sb = rec ? b.detach() : Tensor();
   record("matmul", out, {a, b, bias}, [sa, sb, ta, tb, d](const Tensor& g, const std::vector<bool>& needs) {
-    std::vector<Tensor> grads(3);
-    if (needs[0]) {
-      grads[0] = empty_like(sa);
-      run_plan(plan_grad_a(d, ta, tb), sa, sb, g, grads[0]);
-    }
-    // On cuda, a linear layer's bias gradient comes out of the dW GEMM's
-    // epilogue (BGRADB) instead of a second pass over G.
-    const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
-    const bool fuse_dbias = needs[1] && needs[2] && g.device().type == DeviceType::cuda && bias_grad_fusable(grad_b, d);
-    if (needs[2]) grads[2] = Tensor::empty({d.N}, g.dtype(), g.device());
-    if (needs[1]) {
-      grads[1] = empty_like(sb);
-      run_plan(grad_b, sa, sb, g, grads[1], Tensor(), fuse_dbias ? grads[2] : Tensor());
-    }
-    if (needs[2] && !fuse_dbias) {
-      const Tensor& dbias = grads[2];
-      if (on_gpu(g))
-        ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), dbias.data_ptr(), d.batch * d.M,
-                        d.N, nullptr);
-      else
-        dispatch_float(g.dtype(),
-                       [&]<typename T>() { cpu::bias_backward<T>(g.data<T>(), dbias.data<T>(), d.batch * d.M, d.N); });
-    }
-    return grads;
+    return matmul_backward(sa, sb, g, d, ta, tb, needs);
   });
   return out;
 }

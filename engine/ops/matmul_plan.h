@@ -3,7 +3,7 @@
 // whichever executor owns the device (OpenBLAS on cpu, the hand-written GEMM
 // on emu, cuBLASLt on cuda). Exposed (in eng::detail) so that
 // tests/kernels/test_cublaslt_plan.cpp can hand the very calls matmul makes
-// to every executor.
+// to every executor, and so that linear_gelu runs matmul's plans and backward.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -40,5 +40,21 @@ GemmPlan plan_grad_b(const MatmulDims& d, Trans ta, Trans tb);
 // (a linear layer's weight gradient), so the bias gradient, the column sums
 // of G, is cuBLASLt's bias-gradient epilogue of that same GEMM.
 bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d);
+
+// Runs a plan into `out` on its device (OpenBLAS, the hand-written GEMM or
+// cuBLASLt), `a`, `b`, `g` feeding the steps' operands. Epilogues, for
+// one-step plans: `bias` is added to every row (the GEMM's epilogue on a GPU,
+// cpu::bias_add after it on the cpu); with `aux` as well, out = gelu(pre) and
+// aux = pre, the pre-activation (gelu_aux_bias; on the cpu: GEMM into aux,
+// then cpu::gelu_forward); `dbias` (cuda only, bias_grad_fusable plans)
+// receives the bias gradient from the epilogue.
+void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
+              const Tensor& bias = Tensor(), const Tensor& dbias = Tensor(), const Tensor& aux = Tensor());
+
+// matmul's backward for C = op(A) op(B) (+ bias) given G = dL/dC: the
+// gradients {dA, dB, dbias} that `needs` asks for (undefined otherwise), from
+// the saved A and B.
+std::vector<Tensor> matmul_backward(const Tensor& a, const Tensor& b, const Tensor& g, const MatmulDims& d, Trans ta,
+                                    Trans tb, const std::vector<bool>& needs);
 
 }  // namespace eng::detail

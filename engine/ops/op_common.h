@@ -73,4 +73,8 @@ inline int norm_dim(const char* op, int dim, int ndim) {
 
 inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
 
+// dx = gelu'(x) * g on the tensors' device (engine/ops/activation.cpp); gelu's
+// backward, and linear_gelu's with x = the saved pre-activation.
+Tensor gelu_grad(const Tensor& x, const Tensor& g);
+
 }  // namespace eng::detail

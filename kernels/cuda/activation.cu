@@ -1,7 +1,6 @@
 // GELU, tanh form (GPT-2), forward and backward, as functors run by the
-// shared elementwise kernels (elementwise.cuh). Reference: kernels/cpu/activation.cpp.
-//   gelu(x)  = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
-//   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3*0.044715 x^2)
+// shared elementwise kernels (elementwise.cuh); the math is gelu.cuh's, which
+// the GEMM's GELU epilogue shares. Reference: kernels/cpu/activation.cpp.
 // Launch (elementwise.cuh): 1-D grid-stride loop, 256 threads. Each thread
 // moves whole 16-byte packs (4 floats or 8 bf16) when every pointer is
 // 16-byte aligned; the last n % pack elements (or all, if unaligned) go one by one.
@@ -9,25 +8,11 @@
 // flops ~ 20 n forward, ~30 n backward (tanhf counted as ~10).
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gelu.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 
 namespace {
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCoef = 0.044715f;
-
-__device__ __forceinline__ float gelu_f(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCoef * x * x * x);
-  return 0.5f * x * (1.f + tanhf(u));
-}
-
-__device__ __forceinline__ float gelu_grad_f(float x, float dout) {
-  const float u = kSqrt2OverPi * (x + kGeluCoef * x * x * x);
-  const float th = tanhf(u);
-  const float du = kSqrt2OverPi * (1.f + 3.f * kGeluCoef * x * x);
-  return dout * (0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * du);
-}
-
 struct GeluOp {
   __device__ __forceinline__ float operator()(float x) const { return gelu_f(x); }
 };

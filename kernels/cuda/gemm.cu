@@ -1,5 +1,5 @@
-// The hand-written GEMM (shared-memory tiles + register blocking, with a bias
-// epilogue) and the bias gradient. Reference: kernels/gemm/blas_gemm.cpp
+// The hand-written GEMM (shared-memory tiles + register blocking, with bias
+// and GELU epilogues) and the bias gradient. Reference: kernels/gemm/blas_gemm.cpp
 // (OpenBLAS) and kernels/cpu/elementwise.cpp (bias_backward). This is the
 // GEMM the emu device runs and the teaching baseline cuBLASLt is measured
 // against; docs/kernels/gemm.md walks from the naive kernel to this one.
@@ -8,6 +8,7 @@
 // the storage type on store.
 #include "kernels/cuda/gemm.h"
 
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/storage.cuh"
 
 namespace eng::ENGINE_GPU_NS {
@@ -68,7 +69,8 @@ __device__ __forceinline__ void stage_tile(const T* __restrict__ p, int64_t ld, 
   }
 }
 
-// C_z = alpha op(A_z) op(B_z) + beta C_z (+ bias) for every batch index z.
+// C_z = alpha op(A_z) op(B_z) + beta C_z (+ bias) for every batch index z;
+// with a GELU epilogue, C_z = gelu(that), and aux_z (laid out as C) = that.
 // Launch: grid (ceil(N / 64), ceil(M / 64), min(batch, 65535)), block 64;
 // blocks loop over z in steps of gridDim.z. Thread (tx, ty) = (t % 8, t / 8)
 // owns rows ty + 8i and columns tx + 8j (i, j < 8) of the block's tile, so a
@@ -76,13 +78,16 @@ __device__ __forceinline__ void stage_tile(const T* __restrict__ p, int64_t ld, 
 // reads are broadcasts (A) or consecutive words (B).
 // Preconditions: M, N >= 1 (K may be 0: C = beta C + bias); beta == 0 never
 // reads C; C does not alias A or B; ragged edges of M, N, K are bounds-checked
-// (out-of-range operands load as 0).
+// (out-of-range operands load as 0); bias is nullptr for Epilogue::none and
+// set otherwise; aux is set exactly for gelu_aux_bias and aliases nothing.
 // bytes (per batch, with tile reuse) = sizeof(T) * (M K ceil(N/64) + K N ceil(M/64)
-//   + M N (beta != 0 ? 2 : 1) + N (bias)); flops = 2 M N K per batch.
+//   + M N (beta != 0 ? 2 : 1) + N (bias) + M N (aux));
+// flops = 2 M N K per batch (+ ~20 M N for GELU).
 template <typename T, Trans TA, Trans TB>
 __global__ void __launch_bounds__(kThreads)
     tiled_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, const T* __restrict__ bias,
-                      GemmCall c) {
+                      Epilogue epi, T* __restrict__ aux, GemmCall c) {
+  const bool gelu = epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias;
   __shared__ float smem_a[kBK][kBM + kPad];  // op(A) tile, k-major: smem_a[k][m]
   __shared__ float smem_b[kBK][kBN + kPad];  // op(B) tile: smem_b[k][n]
   const int t = int(threadIdx.x), tx = t % kThreadsX, ty = t / kThreadsX;
@@ -91,6 +96,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* a = A + z * c.stride_a;
     const T* b = B + z * c.stride_b;
     T* cz = C + z * c.stride_c;
+    T* auxz = aux != nullptr ? aux + z * c.stride_c : nullptr;
     float acc[kTM][kTN] = {};
     const int m_left = int(c.M - m0 < kBM ? c.M - m0 : kBM), n_left = int(c.N - n0 < kBN ? c.N - n0 : kBN);
     for (int64_t k0 = 0; k0 < c.K; k0 += kBK) {
@@ -120,7 +126,9 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // the next stage overwrites the tiles
     }
     // Epilogue: alpha, beta (reading C in its storage type) and bias, then
-    // one rounding to the storage type.
+    // one rounding to the storage type. GELU starts from that rounded
+    // pre-activation, exactly as activation.cu's GELU reading it back from
+    // memory would: the fused op equals linear then gelu bit for bit.
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
       const int64_t m = m0 + ty + i * kThreadsY;
@@ -133,7 +141,9 @@ __global__ void __launch_bounds__(kThreads)
         float v = c.alpha * acc[i][j];
         if (c.beta != 0.f) v = fmaf(c.beta, to_f32(*p), v);
         if (bias != nullptr) v += to_f32(bias[n]);
-        *p = from_f32<T>(v);
+        const T pre = from_f32<T>(v);
+        if (auxz != nullptr) auxz[m * c.ldc + n] = pre;
+        *p = gelu ? from_f32<T>(gelu_f(to_f32(pre))) : pre;
       }
     }
   }
@@ -171,28 +181,35 @@ __global__ void __launch_bounds__(kBiasCols* kBiasRowGroups)
 
 namespace {
 template <typename T, Trans TA, Trans TB>
-void launch_gemm(const GemmCall& c, const void* A, const void* B, void* C, const void* bias, void* stream) {
+void launch_gemm(const GemmCall& c, const void* A, const void* B, void* C, const void* bias, Epilogue epi, void* aux,
+                 void* stream) {
   const dim3 grid(ceil_div(c.N, kBN), ceil_div(c.M, kBM), unsigned(c.batch < 65535 ? c.batch : 65535));
   LAUNCH_KERNEL(tiled_gemm_kernel<T, TA, TB>, grid, kThreads, 0, as_stream(stream), static_cast<const T*>(A),
-                static_cast<const T*>(B), static_cast<T*>(C), static_cast<const T*>(bias), c);
+                static_cast<const T*>(B), static_cast<T*>(C), static_cast<const T*>(bias), epi, static_cast<T*>(aux),
+                c);
 }
 }  // namespace
 
 void tiled_gemm(gpu::Storage st, const GemmCall& c, const void* A, const void* B, void* C, const void* bias,
-                void* stream) {
+                Epilogue epi, void* aux, void* stream) {
   ENGINE_CHECK(c.M >= 0 && c.N >= 0 && c.K >= 0 && c.batch >= 0, "tiled_gemm: negative size (M ", c.M, ", N ", c.N,
                ", K ", c.K, ", batch ", c.batch, ")");
+  ENGINE_CHECK(epi != Epilogue::bgrad, "tiled_gemm: no bias-gradient epilogue (bias_backward computes it)");
+  ENGINE_CHECK(epi == Epilogue::none || bias != nullptr, "tiled_gemm: the epilogue needs a bias pointer");
+  ENGINE_CHECK((epi == Epilogue::gelu_aux_bias) == (aux != nullptr),
+               "tiled_gemm: an aux pointer goes with the gelu_aux_bias epilogue, and only with it");
   if (c.M == 0 || c.N == 0 || c.batch == 0) return;
+  if (epi == Epilogue::none) bias = nullptr;
   ENGINE_CHECK((c.M + kBM - 1) / kBM <= 65535, "tiled_gemm: M = ", c.M, " needs more than 65535 row tiles");
   dispatch_storage(st, [&]<typename T>() {
     if (c.ta == Trans::N && c.tb == Trans::N)
-      launch_gemm<T, Trans::N, Trans::N>(c, A, B, C, bias, stream);
+      launch_gemm<T, Trans::N, Trans::N>(c, A, B, C, bias, epi, aux, stream);
     else if (c.ta == Trans::N)
-      launch_gemm<T, Trans::N, Trans::T>(c, A, B, C, bias, stream);
+      launch_gemm<T, Trans::N, Trans::T>(c, A, B, C, bias, epi, aux, stream);
     else if (c.tb == Trans::N)
-      launch_gemm<T, Trans::T, Trans::N>(c, A, B, C, bias, stream);
+      launch_gemm<T, Trans::T, Trans::N>(c, A, B, C, bias, epi, aux, stream);
     else
-      launch_gemm<T, Trans::T, Trans::T>(c, A, B, C, bias, stream);
+      launch_gemm<T, Trans::T, Trans::T>(c, A, B, C, bias, epi, aux, stream);
   });
 }
 

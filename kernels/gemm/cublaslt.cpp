@@ -37,6 +37,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::gelu_bias:
       return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::gelu_aux_bias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::bgrad:
       return CUBLASLT_EPILOGUE_BGRADB;  // our A is cuBLASLt's B (see the header)
   }
@@ -54,7 +56,7 @@ uint32_t alignment(const void* p) {
 
 // Everything the descriptors and the heuristic depend on.
 using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t>;
+                       int64_t, int, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
 
 template <typename T>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
@@ -114,11 +116,15 @@ int CublasLtContext::device() const { return impl_->device; }
 size_t CublasLtContext::cached_algorithms() const { return impl_->cache.size(); }
 
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
-          const void* bias, Epilogue epi, ComputeMode mode, void* stream) {
+          const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream) {
   ENGINE_CHECK(compute_mode_fits(st, mode), "cublaslt: compute mode ", int(mode), " does not fit storage ", int(st));
   ENGINE_CHECK(epi == Epilogue::none || bias, "cublaslt: the epilogue needs a bias pointer");
   ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
+  ENGINE_CHECK((epi == Epilogue::gelu_aux_bias) == (aux != nullptr),
+               "cublaslt: an aux pointer goes with the gelu_aux_bias epilogue, and only with it");
   const LtPlan p = plan_cublaslt(call);
+  ENGINE_CHECK(epi != Epilogue::gelu_aux_bias || lt_aux_ok(p), "cublaslt: gelu_aux_bias needs the aux ld (", p.aux_ld,
+               ") and batch stride (", p.aux_stride, ") divisible by 8");
   CUDA_CHECK(cudaSetDevice(ctx.device()));  // the workspace and the handle belong to this device
   const void* first = p.first_is_b ? B : A;
   const void* second = p.first_is_b ? A : B;
@@ -143,7 +149,8 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
                 alignment(first),
                 alignment(second),
                 alignment(C),
-                alignment(bias)};
+                alignment(bias),
+                alignment(aux)};
   auto [it, fresh] = im.cache.try_emplace(key);
   Entry& e = it->second;
   if (fresh) {
@@ -157,6 +164,11 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
       if (epi != Epilogue::none) {
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(t));
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads its alignment
+      }
+      if (epi == Epilogue::gelu_aux_bias) {  // aux has D's data type (the default) and C's layout
+        set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+        set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.aux_ld);
+        if (p.batch > 1) set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, p.aux_stride);
       }
       e.a = make_layout(t, p.a, p.batch);
       e.b = make_layout(t, p.b, p.batch);
@@ -191,6 +203,7 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
     }
   } else if (epi != Epilogue::none) {
     set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // same alignment (part of the key), new address
+    if (epi == Epilogue::gelu_aux_bias) set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
   CUBLAS_CHECK(cublasLtMatmul(im.handle, e.desc, &p.alpha, first, e.a, second, e.b, &p.beta, C, e.c, C, e.c, &e.algo,
                               im.workspace, CublasLtContext::kWorkspaceBytes, static_cast<cudaStream_t>(stream)));

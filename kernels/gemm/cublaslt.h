@@ -28,6 +28,14 @@
 //              BIAS epilogue as is.
 //   gelu_bias: C = gelu_tanh(op(A) op(B) + bias) (cuBLASLt's GELU is the tanh
 //              approximation, as GPT-2's).
+//   gelu_aux_bias: the same, plus aux = op(A) op(B) + bias, laid out as C
+//              (row stride ldc, batch stride stride_c). Column-major, aux is
+//              a second D: GELU_AUX_BIAS with EPILOGUE_AUX_LD = C's ld and
+//              AUX_BATCH_STRIDE = C's stride; cuBLASLt wants both divisible
+//              by 8 (lt_aux_ok), else the caller runs bias then GELU.
+//              cuBLASLt applies GELU to the fp32 value before rounding aux,
+//              so unlike the hand-written GEMM it is not bit-identical to
+//              linear then gelu in bf16/f16.
 //   bgrad:     out[i] = sum_k op(A)[i, k] (length M) written to `bias`, the
 //              bias gradient when op(A) = G^T (dW = G^T X of a linear layer,
 //              dbias = column sums of G). Column-major, our A is cuBLASLt's
@@ -43,7 +51,7 @@
 
 namespace eng {
 
-enum class Epilogue : uint8_t { none, bias, gelu_bias, bgrad };
+// Epilogue (none, bias, gelu_bias, gelu_aux_bias, bgrad) comes from kernels/gemm/gemm.h.
 
 // fp32: CUBLAS_COMPUTE_32F on f32 storage (bitwise fp32 products).
 // tf32: CUBLAS_COMPUTE_32F_FAST_TF32 on f32 storage (inputs rounded to 10
@@ -73,9 +81,10 @@ struct LtPlan {
   LtOp transa = LtOp::N, transb = LtOp::N;
   LtLayout a, b, c;  // a: the first pointer's layout, b: the second's, c: C and D
   int64_t batch = 1;
-  bool first_is_b = true;     // cuBLASLt's A is the GemmCall's B (the row-major trick)
-  int64_t bias_len = 0;       // bias / gelu_bias epilogue: m' = the GemmCall's N
-  int64_t bias_grad_len = 0;  // bgrad epilogue (BGRADB): n' = the GemmCall's M
+  bool first_is_b = true;              // cuBLASLt's A is the GemmCall's B (the row-major trick)
+  int64_t bias_len = 0;                // bias / gelu_bias epilogue: m' = the GemmCall's N
+  int64_t bias_grad_len = 0;           // bgrad epilogue (BGRADB): n' = the GemmCall's M
+  int64_t aux_ld = 0, aux_stride = 0;  // gelu_aux_bias: the aux matrix, laid out as c
   float alpha = 1.f, beta = 0.f;
 };
 
@@ -84,6 +93,10 @@ struct LtPlan {
 // before it gets here), a leading dimension smaller than the stored rows,
 // batch beyond int32.
 LtPlan plan_cublaslt(const GemmCall& call);
+
+// Whether cuBLASLt accepts the plan's aux matrix for gelu_aux_bias: leading
+// dimension and (for batch > 1) batch stride divisible by 8 elements.
+bool lt_aux_ok(const LtPlan& p);
 
 // A cuBLASLt handle, one workspace, and the heuristic's algorithm choices
 // cached per (shape, layout, strides, dtype, compute mode, epilogue, beta,
@@ -109,9 +122,10 @@ class CublasLtContext {
 
 // C = alpha op(A) op(B) + beta C (+ epilogue), row-major GemmCall semantics,
 // on `stream` (a cudaStream_t; nullptr = the default stream). A, B, C, bias
-// are device pointers in storage st; `bias` is read for bias/gelu_bias and
-// written (length M) for bgrad, ignored for none.
+// are device pointers in storage st; `bias` is read for bias/gelu_bias/
+// gelu_aux_bias and written (length M) for bgrad, ignored for none; `aux`
+// (gelu_aux_bias only, else nullptr) receives the pre-activation, laid out as C.
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
-          const void* bias, Epilogue epi, ComputeMode mode, void* stream);
+          const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream);
 
 }  // namespace eng

@@ -57,8 +57,11 @@ LtPlan plan_cublaslt(const GemmCall& c) {
   p.first_is_b = true;
   p.bias_len = p.m;
   p.bias_grad_len = p.n;
+  p.aux_ld = p.c.ld, p.aux_stride = p.c.stride;  // aux mirrors C (the hand-written GEMM's layout too)
   p.alpha = c.alpha, p.beta = c.beta;
   return p;
 }
+
+bool lt_aux_ok(const LtPlan& p) { return p.aux_ld % 8 == 0 && (p.batch == 1 || p.aux_stride % 8 == 0); }
 
 }  // namespace eng

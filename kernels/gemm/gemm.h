@@ -28,6 +28,17 @@ struct GemmCall {
   float alpha = 1.f, beta = 0.f;
 };
 
+// What a GPU executor (the hand-written GEMM, cuBLASLt) does with the product
+// before storing it, in row-major terms, t = alpha op(A) op(B) + beta C:
+//   none:          C = t
+//   bias:          C = t + bias[n]
+//   gelu_bias:     C = gelu_tanh(t + bias[n])
+//   gelu_aux_bias: the same, and aux = t + bias[n] (the pre-activation GELU's
+//                  backward needs), aux laid out as C (ldc, stride_c)
+//   bgrad:         C = t, and bias[i] = sum_k op(A)[i, k] (cuBLASLt only)
+// Shared by both executors so that they take the same arguments.
+enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad };
+
 namespace cpu {
 template <typename T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,

@@ -22,6 +22,11 @@ TEST_CASE("errors: mismatched shapes name the op and both shapes", "[errors]") {
   CHECK_THROWS_WITH(matmul(f32({2, 3}), f32({3, 4}), Trans::N, Trans::N, f32({5})),
                     Contains("matmul") && Contains("bias") && Contains("(5,)"));
   CHECK_THROWS_WITH(linear(f32({2, 3}), f32({4, 5})), Contains("linear") && Contains("(2, 3)") && Contains("(4, 5)"));
+  CHECK_THROWS_WITH(linear_gelu(f32({2, 3}), f32({4, 5}), f32({4})),
+                    Contains("linear_gelu") && Contains("(2, 3)") && Contains("(4, 5)"));
+  CHECK_THROWS_WITH(linear_gelu(f32({2, 3}), f32({4, 3}), f32({5})),
+                    Contains("linear_gelu") && Contains("bias") && Contains("(5,)") && Contains("(4, 3)"));
+  CHECK_THROWS_WITH(linear_gelu(f32({2, 3}), f32({4, 3}), Tensor()), Contains("linear_gelu") && Contains("bias"));
   CHECK_THROWS_WITH(add(f32({2, 3}), f32({3, 2})), Contains("add") && Contains("(2, 3)") && Contains("(3, 2)"));
   CHECK_THROWS_WITH(mul(f32({6}), f32({2, 3})), Contains("mul") && Contains("(6,)") && Contains("(2, 3)"));
   CHECK_THROWS_WITH(mse_loss(f32({4}), f32({5})), Contains("mse_loss") && Contains("(4,)") && Contains("(5,)"));

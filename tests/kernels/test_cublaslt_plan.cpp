@@ -3,7 +3,8 @@
 // GemmCall into the column-major (m, n, k, transa, transb, layouts, batch
 // strides, operand order) that kernels/gemm/cublaslt.cpp copies verbatim into
 // cuBLASLt's descriptors. Here a column-major reference GEMM with cuBLASLt's
-// semantics (including its layout rules and the BIAS / BGRADB epilogues)
+// semantics (including its layout rules and the BIAS / BGRADB / GELU_AUX_BIAS
+// epilogues)
 // executes the plan, and must give the same C as cpu::gemm_call on the
 // row-major call: that proves the mapping, for every transpose, batched,
 // shared B (stride 0), padded leading dimensions, ragged sizes, alpha, beta.
@@ -13,6 +14,7 @@
 // take the same arguments" is this test.
 // Inputs are small integers, so every executor's sums are exact in f32 and
 // the comparisons are exact equalities.
+#include <cmath>
 #include <vector>
 
 #include "engine/ops/matmul_plan.h"
@@ -49,11 +51,16 @@ void check_layout(const LtLayout& l, LtOp t, int64_t r, int64_t c) {
   CHECK(l.ld >= l.rows);
 }
 
+// GELU, tanh form, in double: the reference for cuBLASLt's GELU epilogues.
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
 // D = alpha op(A') op(B') + beta C, column-major, with cuBLASLt's semantics,
-// then the epilogue: bias (length m, per row of D) or BGRADB (out[j] = sum
-// over k of op(B')[., j], per column of D; batch 1).
+// then the epilogue: bias (length m, per row of D), BGRADB (out[j] = sum
+// over k of op(B')[., j], per column of D; batch 1), or, with `aux`,
+// GELU_AUX_BIAS (aux = the biased value at the plan's aux_ld / aux_stride,
+// D = its GELU).
 void run_col_major(const LtPlan& p, const float* first, const float* second, float* C, const float* bias,
-                   float* bias_grad) {
+                   float* bias_grad, float* aux = nullptr) {
   check_layout(p.a, p.transa, p.m, p.k);
   check_layout(p.b, p.transb, p.k, p.n);
   CHECK(p.c.rows == p.m);
@@ -72,7 +79,9 @@ void run_col_major(const LtPlan& p, const float* first, const float* second, flo
         for (int64_t l = 0; l < p.k; ++l) acc += at(A, p.a, p.transa, i, l) * at(B, p.b, p.transb, l, j);
         float& d = D[i + j * p.c.ld];
         const double prev = p.beta == 0.f ? 0.0 : double(p.beta) * d;  // beta = 0 never reads C
-        d = float(double(p.alpha) * acc + prev + (bias ? double(bias[i]) : 0.0));
+        const double pre = double(p.alpha) * acc + prev + (bias ? double(bias[i]) : 0.0);
+        if (aux) aux[z * p.aux_stride + i + j * p.aux_ld] = float(pre);
+        d = float(aux ? gelu_ref(pre) : pre);
       }
   }
   if (bias_grad)
@@ -102,7 +111,8 @@ void check_call(const GemmCall& c, uint64_t seed, bool emu = false) {
     Tensor ea = Tensor::from_vector(A, {int64_t(A.size())}).to(kEmu);
     Tensor eb = Tensor::from_vector(B, {int64_t(B.size())}).to(kEmu);
     Tensor ec = Tensor::from_vector(C0, {int64_t(C0.size())}).to(kEmu);
-    emuk::tiled_gemm(gpu::Storage::f32, c, ea.data_ptr(), eb.data_ptr(), ec.data_ptr(), nullptr, nullptr);
+    emuk::tiled_gemm(gpu::Storage::f32, c, ea.data_ptr(), eb.data_ptr(), ec.data_ptr(), nullptr, Epilogue::none,
+                     nullptr, nullptr);
     const Tensor back = ec.to(kCPU);
     CHECK(Buf(back.data<float>(), back.data<float>() + back.numel()) == ref);
   }
@@ -224,7 +234,8 @@ TEST_CASE("cublaslt plan: matmul's forward/dA/dB GemmCalls run the same on OpenB
         const Tensor ex = Tensor::from_vector(src(s.first), {int64_t(src(s.first).size())}).to(kEmu);
         const Tensor ey = Tensor::from_vector(src(s.second), {int64_t(src(s.second).size())}).to(kEmu);
         emuk::tiled_gemm(gpu::Storage::f32, s.call, ex.data<float>() + s.offset_first,
-                         ey.data<float>() + s.offset_second, emu_out.data_ptr(), nullptr, nullptr);
+                         ey.data<float>() + s.offset_second, emu_out.data_ptr(), nullptr, Epilogue::none, nullptr,
+                         nullptr);
       }
       CHECK(lt == ref);
       const Tensor back = emu_out.to(kCPU);
@@ -244,4 +255,57 @@ TEST_CASE("cublaslt plan: matmul's forward/dA/dB GemmCalls run the same on OpenB
   const MatmulDims d = matmul_dims(x, w, Trans::N, Trans::T);
   CHECK(bias_grad_fusable(plan_grad_b(d, Trans::N, Trans::T), d));
   CHECK_FALSE(bias_grad_fusable(plan_grad_a(d, Trans::N, Trans::T), d));
+}
+
+// GELU_AUX_BIAS: the plan lays out aux as C (aux_ld = ldc, aux_stride =
+// stride_c), as the hand-written GEMM's gelu_aux_bias does; both get the
+// same GemmCall, bias and aux and must store the same pre-activation (exact:
+// integer inputs) and the same GELU of it (within fp32 rounding: double
+// tanh here, tanhf there). Then the GemmCall linear_gelu plans, and the
+// cases cuBLASLt rejects (aux ld or batch stride not a multiple of 8).
+TEST_CASE("cublaslt plan: GELU_AUX_BIAS and the hand-written gelu_aux_bias take the same arguments", "[gemm]") {
+  using namespace eng::detail;
+  auto check_gelu = [](const GemmCall& c, uint64_t seed) {
+    CAPTURE(int(c.ta), int(c.tb), c.M, c.N, c.K, c.ldc, c.stride_c, c.batch);
+    const int64_t rows_a = c.ta == Trans::N ? c.M : c.K, rows_b = c.tb == Trans::N ? c.K : c.N;
+    const Buf A = ints(extent(rows_a, c.lda, c.stride_a, c.batch), seed);
+    const Buf B = ints(extent(rows_b, c.ldb, c.stride_b, c.batch), seed + 1);
+    const Buf C0 = ints(extent(c.M, c.ldc, c.stride_c, c.batch), seed + 2), bias = ints(c.N, seed + 3);
+    // Row-major reference pre-activation; the padding stays 0 everywhere.
+    Buf pre(C0.size(), 0.f);
+    cpu::gemm_call<float>(c, A.data(), B.data(), pre.data());
+    for (int64_t z = 0; z < c.batch; ++z)
+      for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t n = 0; n < c.N; ++n) pre[size_t(z * c.stride_c + m * c.ldc + n)] += bias[size_t(n)];
+    const LtPlan p = plan_cublaslt(c);
+    CHECK(p.aux_ld == c.ldc);
+    CHECK(p.aux_stride == c.stride_c);
+    Buf lt = C0, lt_aux(C0.size(), 0.f);
+    run_col_major(p, B.data(), A.data(), lt.data(), bias.data(), nullptr, lt_aux.data());
+    CHECK(lt_aux == pre);
+    auto on_emu32 = [](const Buf& v) { return Tensor::from_vector(v, {int64_t(v.size())}).to(kEmu); };
+    const Tensor ea = on_emu32(A), eb = on_emu32(B), ebias = on_emu32(bias);
+    Tensor ec = on_emu32(C0), eaux = on_emu32(Buf(C0.size(), 0.f));
+    emuk::tiled_gemm(gpu::Storage::f32, c, ea.data_ptr(), eb.data_ptr(), ec.data_ptr(), ebias.data_ptr(),
+                     Epilogue::gelu_aux_bias, eaux.data_ptr(), nullptr);
+    CHECK(values(eaux.to(kCPU)) == std::vector<double>(lt_aux.begin(), lt_aux.end()));
+    CHECK_CLOSE(values(ec.to(kCPU)), std::vector<double>(lt.begin(), lt.end()), 1e-5, 1e-5);
+  };
+  uint64_t seed = 300;
+  for (Trans ta : {Trans::N, Trans::T})
+    for (Trans tb : {Trans::N, Trans::T})
+      for (int64_t batch : {1, 3})
+        for (int64_t pad : {0, 3}) check_gelu(make_call(ta, tb, 7, 5, 9, pad, batch, batch > 1), seed += 4);
+  // linear_gelu's forward: matmul's plan for x (2, 3, 4) @ W (5, 4)^T, one folded step.
+  const Tensor x = Tensor::empty({2, 3, 4}), w = Tensor::empty({5, 4});
+  const GemmPlan fwd = plan_forward(matmul_dims(x, w, Trans::N, Trans::T), Trans::N, Trans::T);
+  REQUIRE(fwd.size() == 1);
+  check_gelu(fwd[0].call, 400);
+  // What cuBLASLt accepts for the aux matrix: ld and batch stride multiples of 8.
+  CHECK(lt_aux_ok(plan_cublaslt(make_call(Trans::N, Trans::T, 3, 16, 4, 0, 1, false))));
+  CHECK_FALSE(lt_aux_ok(plan_cublaslt(make_call(Trans::N, Trans::T, 3, 12, 4, 0, 1, false))));
+  GemmCall batched = make_call(Trans::N, Trans::T, 3, 16, 4, 0, 2, true);
+  CHECK(lt_aux_ok(plan_cublaslt(batched)));  // stride_c = 48
+  batched.stride_c += 4;
+  CHECK_FALSE(lt_aux_ok(plan_cublaslt(batched)));
 }

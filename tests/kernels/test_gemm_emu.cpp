@@ -57,7 +57,7 @@ void check_call(const GemmCall& c, DType t, bool with_bias, uint64_t seed) {
   Tensor out = c.beta == 0.f ? Tensor::full({nc}, NAN, t, kEmu) : on_emu(C0, t);
   const Tensor ea = on_emu(A, t), eb = on_emu(B, t), ebias = on_emu(bias, t);
   emuk::tiled_gemm(storage(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(), with_bias ? ebias.data_ptr() : nullptr,
-                   nullptr);
+                   with_bias ? Epilogue::bias : Epilogue::none, nullptr, nullptr);
   CHECK_TOL(out, ref, gemm_tol(t, c.K));
 }
 

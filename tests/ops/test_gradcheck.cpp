@@ -1,5 +1,5 @@
 // Finite-difference gradient checks (f64, central differences) for the compute
-// ops in engine/ops.h: matmul/linear, elementwise, activations, layernorm,
+// ops in engine/ops.h: matmul/linear/linear_gelu, elementwise, activations, layernorm,
 // softmax, attention, the losses and embedding. The layout ops (permute,
 // reductions, concat/split, dropout, views) are in test_gradcheck_layout.cpp.
 // Each backward is compared with numbers obtained only from the forward pass,
@@ -65,6 +65,16 @@ TEST_CASE("gradcheck: linear on 1-D, 2-D and 3-D inputs, with and without bias",
     CHECK_GRADCHECK([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
                     {leaf(xs, 7), leaf({5, 4}, 8), leaf({5}, 9)});
     CHECK_GRADCHECK([](const Inputs& x) { return linear(x[0], x[1]); }, {leaf(xs, 10), leaf({5, 4}, 11)});
+  }
+}
+
+TEST_CASE("gradcheck: linear_gelu on 1-D, 2-D and 3-D inputs", "[gradcheck]") {
+  // Its backward (gelu' of the saved pre-activation, then matmul's backward)
+  // against finite differences of its own forward, on the cpu in f64.
+  for (const Shape& xs : {Shape{4}, Shape{1, 4}, Shape{3, 4}, Shape{2, 3, 4}}) {
+    INFO("x " << shape_str(xs));
+    CHECK_GRADCHECK([](const Inputs& x) { return linear_gelu(x[0], x[1], x[2]); },
+                    {leaf(xs, 12), leaf({5, 4}, 13), leaf({5}, 14)});
   }
 }
 

@@ -1,0 +1,39 @@
+// linear_gelu(x, W, b) = gelu(x W^T + b), GPT-2's c_fc + GELU as one op: the
+// GELU is the GEMM's epilogue (Epilogue::gelu_aux_bias, kernels/gemm/gemm.h),
+// which also stores the pre-activation p = x W^T + b that the backward needs.
+// Unfused, GELU reads p back and writes gelu(p): one read and one write of the
+// (rows, 4C) activation saved. Backward: dp = gelu'(p) * g (gelu_grad), then
+// matmul's backward with dp (dx, dW, db): the plans and backward of
+// engine/ops/matmul.cpp, not copies of them.
+// Devices: emu (the hand-written GEMM's epilogue; GELU from the pre-activation
+// rounded to the storage type, so equal bit for bit to linear then gelu),
+// cuda (cuBLASLt's GELU_AUX_BIAS, or bias then GELU where cuBLASLt cannot lay
+// out the aux), cpu (OpenBLAS + bias_add into p, then cpu::gelu_forward).
+#include "engine/ops/matmul_plan.h"
+#include "engine/ops/op_common.h"
+
+namespace eng {
+using namespace detail;
+
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  ENGINE_CHECK(x.defined() && w.defined() && b.defined(), "linear_gelu: x, weight and bias must all be defined");
+  const DType t = check_float_inputs("linear_gelu", {x, w, b}, GpuKernel::yes);
+  ENGINE_CHECK(w.ndim() == 2, "linear_gelu: weight must be (out, in), got ", w.desc());
+  ENGINE_CHECK(x.ndim() >= 1 && x.size(-1) == w.size(1), "linear_gelu: input ", x.desc(), " does not match weight ",
+               w.desc());
+  ENGINE_CHECK(b.ndim() == 1 && b.size(0) == w.size(0), "linear_gelu: bias ", b.desc(), " does not match weight ",
+               w.desc());
+  if (x.ndim() == 1) return linear_gelu(x.reshape({1, x.size(0)}), w, b).reshape({w.size(0)});
+  const MatmulDims d = matmul_dims(x, w, Trans::N, Trans::T);
+  Tensor out = Tensor::empty(d.out_shape, t, x.device());
+  Tensor pre = Tensor::empty(d.out_shape, t, x.device());
+  run_plan(plan_forward(d, Trans::N, Trans::T), x, w, Tensor(), out, b, Tensor(), pre);
+  const bool rec = needs_record({x, w, b});
+  Tensor sx = rec ? x.detach() : Tensor(), sw = rec ? w.detach() : Tensor(), sp = rec ? pre : Tensor();
+  record("linear_gelu", out, {x, w, b}, [sx, sw, sp, d](const Tensor& g, const std::vector<bool>& needs) {
+    return matmul_backward(sx, sw, gelu_grad(sp, g), d, Trans::N, Trans::T, needs);
+  });
+  return out;
+}
+
+}  // namespace eng
