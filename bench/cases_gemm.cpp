@@ -196,7 +196,8 @@ static Case linear_gelu_case(bool fused, int64_t R, int64_t H, int64_t C) {
   c.shape = std::string(fused ? "fused " : "unfused ") + std::to_string(R) + "x" + std::to_string(H) + "x" +
             std::to_string(C);
   const double RH = double(R) * double(H);
-  c.bytes = gemm_bytes(g, DType::f32) + 4.0 * (double(H) + (fused ? 1.0 : 2.0) * RH);  // gemm_bytes counts one R H store
+  c.bytes =
+      gemm_bytes(g, DType::f32) + 4.0 * (double(H) + (fused ? 1.0 : 2.0) * RH);  // gemm_bytes counts one R H store
   c.flops = 2.0 * RH * double(C) + 20.0 * RH;
   c.bound = Bound::compute;
   c.atol = 1e-4;

@@ -65,11 +65,14 @@ float event_elapsed_ms(void* start, void* stop) {
   return ms;
 }
 
-void* stream_create() {
+void* stream_create(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
 }
+
+void stream_destroy(void* stream) { (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream)); }
 
 void stream_synchronize(void* stream) { CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
 
@@ -103,6 +106,15 @@ void* capture_end(void* stream) {
   (void)cudaGraphDestroy(graph);  // the executable graph is self-contained
   ENGINE_CHECK(err == cudaSuccess, "cudaGraphInstantiate failed: ", cudaGetErrorString(err));
   return exec;
+}
+
+void capture_discard(void* stream) {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t err = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  if (graph) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();  // an invalidated capture leaves an error behind: it has been dealt with
+  ENGINE_CHECK(err == cudaSuccess || err == cudaErrorStreamCaptureInvalidated,
+               "cudaStreamEndCapture failed: ", cudaGetErrorString(err));
 }
 
 void graph_launch(void* exec, void* stream) {

@@ -21,14 +21,16 @@ void event_destroy(void* event);
 void event_record(void* event);
 float event_elapsed_ms(void* start, void* stop);  // waits for stop
 // Streams, stream-ordered work and graphs (engine/graph.h). Handles are opaque.
-void* stream_create();
+void* stream_create(int device);  // non-blocking
+void stream_destroy(void* stream);
 void stream_synchronize(void* stream);
 void memcpy_async(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes, void* stream);
 void launch_host_func(void* stream, void (*fn)(void*), void* data);  // cudaLaunchHostFunc
 void* malloc_host(size_t bytes);                                     // page-locked (cudaMallocHost)
 void free_host(void* ptr);
-void capture_begin(void* stream);  // relaxed mode: the allocator may cudaMalloc meanwhile
-void* capture_end(void* stream);   // the instantiated graph (cudaGraphExec_t)
+void capture_begin(void* stream);    // relaxed mode: the allocator may cudaMalloc meanwhile
+void* capture_end(void* stream);     // the instantiated graph (cudaGraphExec_t)
+void capture_discard(void* stream);  // ends a capture and drops what it recorded
 void graph_launch(void* exec, void* stream);
 void graph_destroy(void* exec);
 }  // namespace eng::cudart

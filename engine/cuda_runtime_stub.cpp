@@ -17,7 +17,8 @@ void* event_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGIN
 void event_destroy(void*) {}
 void event_record(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 float event_elapsed_ms(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
-void* stream_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void* stream_create(int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void stream_destroy(void*) {}
 void stream_synchronize(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void memcpy_async(void*, bool, const void*, bool, size_t, void*) {
   ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");
@@ -31,4 +32,5 @@ void capture_begin(void*) { ENGINE_FAIL("this build has no CUDA (configure with 
 void* capture_end(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void graph_launch(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void graph_destroy(void*) {}
+void capture_discard(void*) {}
 }  // namespace eng::cudart

@@ -109,58 +109,58 @@ void upload(Device dev, std::shared_ptr<const std::vector<uint8_t>> src, void* d
 
 CudaGraph::CudaGraph(Device dev) : dev_(dev) {
   check_gpu(dev, "CudaGraph");
-  if (dev.type == DeviceType::cuda) stream_ = cudart::stream_create();
+  if (dev.type == DeviceType::cuda) stream_ = cudart::stream_create(dev.index);
 }
 
 CudaGraph::~CudaGraph() {
   if (capturing_) capture_abort();
   if (exec_) cudart::graph_destroy(exec_);
+  if (stream_) cudart::stream_destroy(stream_);
   if (pool_) allocator_for(dev_).close_pool(pool_);
-  // The capture stream is kept (cudaStreamDestroy while replays of another
-  // graph may use the same closures is not worth the subtlety; one per graph).
 }
 
 void CudaGraph::capture_begin() {
   ENGINE_CHECK(!t_capturing, "CudaGraph: a capture is already in progress on this thread");
   ENGINE_CHECK(!exec_ && !recording_, "CudaGraph: already captured (make a new graph to capture again)");
-  pool_ = allocator_for(dev_).begin_pool();
+  // Begin first: if that fails, nothing (stream, pool) has been switched yet.
   if (dev_.type == DeviceType::cuda) {
     cudart::stream_synchronize(nullptr);  // eager work before the capture is done
+    cudart::capture_begin(stream_);
     prev_stream_ = gpu::t_current_stream;
     gpu::t_current_stream = stream_;
-    cudart::capture_begin(stream_);
   } else {
     emu::capture_begin();
   }
+  pool_ = allocator_for(dev_).begin_pool();
   t_capturing = this;
   capturing_ = true;
 }
 
-void CudaGraph::capture_end() {
-  ENGINE_CHECK(capturing_ && t_capturing == this, "CudaGraph: capture_end without capture_begin");
+// Back to eager: the current stream, the shared allocator cache, no capture.
+void CudaGraph::leave_capture() noexcept {
   t_capturing = nullptr;
   capturing_ = false;
   allocator_for(dev_).end_pool();
-  if (dev_.type == DeviceType::cuda) {
-    gpu::t_current_stream = prev_stream_;
-    exec_ = cudart::capture_end(stream_);
-  } else {
+  if (dev_.type == DeviceType::cuda) gpu::t_current_stream = prev_stream_;
+}
+
+void CudaGraph::capture_end() {
+  ENGINE_CHECK(capturing_ && t_capturing == this, "CudaGraph: capture_end without capture_begin");
+  leave_capture();
+  if (dev_.type == DeviceType::cuda)
+    exec_ = cudart::capture_end(stream_);  // throws if the capture or the instantiation failed
+  else
     recording_ = emu::capture_end();
-  }
 }
 
 void CudaGraph::capture_abort() noexcept {
   if (!capturing_) return;
-  t_capturing = nullptr;
-  capturing_ = false;
-  allocator_for(dev_).end_pool();
+  leave_capture();
   try {
-    if (dev_.type == DeviceType::cuda) {
-      gpu::t_current_stream = prev_stream_;
-      cudart::graph_destroy(cudart::capture_end(stream_));
-    } else {
+    if (dev_.type == DeviceType::cuda)
+      cudart::capture_discard(stream_);
+    else
       (void)emu::capture_end();
-    }
   } catch (...) {  // the capture was already invalidated by the error being handled
   }
 }

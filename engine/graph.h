@@ -73,6 +73,7 @@ class CudaGraph {
 
  private:
   friend void host_task(Device, std::function<void()>);
+  void leave_capture() noexcept;
   Device dev_;
   int pool_ = 0;
   void* stream_ = nullptr;       // cuda: the capture and replay stream

@@ -59,7 +59,9 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device dev) {
       ENGINE_GPU_CALL(dev, fill_inplace, gpu::storage_of(dtype), t.data_ptr(), float(value), t.numel(), nullptr);
     return t;
   }
-  if (host_memory(dev) && value == 0.0) {  // all-zero bits mean 0 in every dtype
+  // All-zero bits mean 0 in every dtype. Not on emu during a capture: a host
+  // memset would run once, at capture (on cuda the copy below is refused).
+  if (host_memory(dev) && value == 0.0 && (dev.type == DeviceType::cpu || !capturing())) {
     Tensor t = empty(shape, dtype, dev);
     std::memset(t.data_ptr(), 0, t.nbytes());
     return t;
@@ -199,7 +201,11 @@ void Tensor::copy_from(const Tensor& src) {
                     data_ptr(), numel(), nullptr);
     return;
   }
-  // Otherwise convert on the host (a cuda tensor makes a round trip).
+  // Otherwise convert on the host (a cuda tensor makes a round trip): not
+  // capturable, on emu (host memory) no less than on cuda.
+  ENGINE_CHECK(!capturing() || (device().type == DeviceType::cpu && src.device().type == DeviceType::cpu),
+               "copy_from: a host-side conversion ", src.desc(), " -> ", dtype_name(dtype()),
+               " during CUDA graph capture (not capturable)");
   Tensor s = host_memory(src.device()) ? src : src.detach().to(kCPU);
   if (host_memory(device())) {
     cast(s.data_ptr(), s.dtype(), data_ptr(), dtype(), numel());

@@ -166,6 +166,8 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
 
 void AdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
   NoGradGuard ng;
+  // A captured step writes the moments it saw at capture: new ones would be orphaned.
+  ENGINE_CHECK(!replay_desc_, "AdamW::load_state after a step was captured in a CUDA graph (load before capturing)");
   m_.clear(), v_.clear(), step_.clear();
   t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
   // An optimizer saved before its first update (e.g. every fp16 step so far

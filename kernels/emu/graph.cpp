@@ -11,7 +11,7 @@ namespace {
 // from inside a kernel, where the module's thread-local block holds the
 // shared-memory poison (launch.cpp). The emulator serialises all work anyway.
 std::shared_ptr<Recording> t_capture;
-}
+}  // namespace
 
 bool capturing() { return t_capture != nullptr; }
 

@@ -39,7 +39,19 @@ void GpuTrainStep::enqueue() {
 GpuTrainStep::Result GpuTrainStep::run(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, double lr) {
   ENGINE_CHECK(xs.size() == xs_.size() && ys.size() == ys_.size(), "GpuTrainStep: ", xs_.size(),
                " micro-batches expected, got ", xs.size());
-  for (size_t m = 0; m < xs_.size(); ++m) {  // batches were checked by the sampler against the vocabulary
+  // Ids are checked here, on the host: a replay does not check them (the
+  // embedding and loss kernels trust them, and the bucket sort indexes by them).
+  const int64_t V = model_.config().vocab_size;
+  for (size_t m = 0; m < xs_.size(); ++m)
+    for (const Tensor* t : {&xs[m], &ys[m]}) {
+      ENGINE_CHECK(t->device() == kCPU && t->dtype() == DType::i32 && t->shape() == xs_[m].shape(),
+                   "GpuTrainStep: batch ", m, " must be host i32 ", shape_str(xs_[m].shape()), ", got ", t->desc());
+      const int32_t* id = t->data<int32_t>();
+      for (int64_t i = 0; i < t->numel(); ++i)
+        ENGINE_CHECK(id[i] >= 0 && id[i] < V, "GpuTrainStep: token ", id[i], " at position ", i, " of batch ", m,
+                     " outside the vocabulary [0, ", V, ")");
+    }
+  for (size_t m = 0; m < xs_.size(); ++m) {
     xs_[m].copy_from(xs[m]);
     ys_[m].copy_from(ys[m]);
   }
@@ -54,16 +66,19 @@ GpuTrainStep::Result GpuTrainStep::run(const std::vector<Tensor>& xs, const std:
       // and written, not accumulated, by its first backward: every replay
       // recomputes them from scratch, so they are never zeroed again.
       opt_.zero_grad();
+      // The capture allocates from a pool of its own: hand the blocks the
+      // eager step left cached back first, or the device holds both.
+      allocator_for(model_.device()).empty_cache();
       graph_ = std::make_unique<CudaGraph>(model_.device());
-      graph_->capture_begin();
       try {
+        graph_->capture_begin();
         enqueue();
+        graph_->capture_end();
       } catch (...) {
         graph_->capture_abort();
         graph_.reset();
         throw;
       }
-      graph_->capture_end();
     }
     opt_.prepare_replay();
     graph_->replay();

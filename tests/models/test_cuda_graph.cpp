@@ -93,12 +93,14 @@ TEST_CASE("cuda graph (emu): capture runs nothing, every replay runs the work ag
   CHECK(test::values(x.to(kCPU)) == std::vector<double>(5, 4.0));
 }
 
-TEST_CASE("cuda graph (emu): host reads inside a capture are errors; the capture can be abandoned",
-          "[emu][graph]") {
+TEST_CASE("cuda graph (emu): host reads inside a capture are errors; the capture can be abandoned", "[emu][graph]") {
   Tensor x = Tensor::full({1}, 1.0, DType::f32, kEmu);
   CudaGraph g(kEmu);
   g.capture_begin();
   CHECK_THROWS_WITH(x.item(), Catch::Contains("during CUDA graph capture") && Catch::Contains("emu -> cpu"));
+  // Host-side fills and conversions of emu memory would run once, at capture.
+  CHECK_THROWS_WITH(Tensor::zeros({4}, DType::i32, kEmu), Catch::Contains("during CUDA graph capture"));
+  CHECK_THROWS_WITH(x.to(DType::f64), Catch::Contains("host-side conversion"));
   g.capture_abort();
   CHECK_FALSE(capturing());
   CHECK(x.to(kCPU).item() == 1.f);  // eager work runs again
@@ -119,4 +121,18 @@ TEST_CASE("cuda graph (emu): blocks allocated in a capture stay in the graph's p
   Tensor u = Tensor::empty({4096}, DType::f32, kEmu);
   CHECK(u.data_ptr() != in_graph);
   (void)a;
+}
+
+TEST_CASE("cuda graph (emu): the step checks its batches on the host (replays do not)", "[emu][graph][gpt2]") {
+  GPT2Config c;
+  c.vocab_size = 37, c.block_size = 16, c.n_layer = 1, c.n_head = 2, c.n_embd = 16;
+  GPT2 model(c, 5, kEmu);
+  AdamW opt(decay_groups(model.parameters(), 0.1), 1e-2);
+  GpuTrainStep step(model, opt, 1, 4, 1, Recompute::no, Autocast(Precision::O3), 1.0, true);
+  const Tensor good = Tensor::from_ints({1, 2, 3, 4}, {1, 4}, kCPU),
+               bad = Tensor::from_ints({1, 2, 37, 4}, {1, 4}, kCPU);
+  CHECK_THROWS_WITH(step.run({good}, {bad}, 1e-2), Catch::Contains("token 37 at position 2 of batch 0") &&
+                                                       Catch::Contains("outside the vocabulary [0, 37)"));
+  CHECK_THROWS_WITH(step.run({good, good}, {good, good}, 1e-2), Catch::Contains("1 micro-batches expected, got 2"));
+  CHECK(step.run({good}, {good}, 1e-2).losses.size() == 1);
 }
