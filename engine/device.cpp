@@ -80,6 +80,12 @@ void* CachingAllocator::allocate(size_t bytes) {
   }
   stats_.current_bytes += n;
   if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
+  // emu: fresh or reused, a block starts as 0xFF bytes (NaN in every float
+  // type, -1 as an int), as the emulator poisons shared memory: a kernel that
+  // forgets to write part of its output leaves NaNs a test sees, instead of
+  // a previous tensor's plausible values. (cudaMalloc gives no such promise
+  // either way; cpu memory stays as is: its kernels are the reference.)
+  if (dev_.type == DeviceType::emu) std::memset(p, 0xFF, n);
   return p;
 }
 

@@ -88,3 +88,20 @@ TEST_CASE("tensor: randn is reproducible and roughly standard normal", "[tensor]
   CHECK(std::fabs(m) < 0.05);
   CHECK(std::fabs(v - 1) < 0.05);
 }
+
+// emu memory starts poisoned (0xFF bytes: NaN floats, -1 ints), fresh from
+// the system or reused from the cache, so an output a kernel forgets to write
+// shows up as NaN in the kernel tests instead of an old tensor's values.
+TEST_CASE("tensor: emu allocations are poisoned, fresh and reused", "[tensor][emu]") {
+  const Device emu{DeviceType::emu, 0};
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::full({300}, 2.0, DType::f32, emu);
+    first = t.data_ptr();
+  }
+  Tensor u = Tensor::empty({300}, DType::f32, emu);  // the same size class: from the cache
+  CHECK(u.data_ptr() == first);
+  for (double v : test::values(u.to(kCPU))) CHECK(std::isnan(v));
+  Tensor i = Tensor::empty({7}, DType::i32, emu);
+  for (double v : i.to(kCPU).to_f64_vector()) CHECK(v == -1.0);
+}
