@@ -51,6 +51,7 @@ size_t CachingAllocator::round_size(size_t bytes) {
 
 void* CachingAllocator::system_alloc(size_t bytes) {
   ++stats_.system_allocs;
+  if (pinned_) return cudart::malloc_host(bytes);
   if (dev_.type == DeviceType::cuda) return cudart::malloc_device(bytes, dev_.index);
   void* p = std::aligned_alloc(64, bytes);
   ENGINE_CHECK(p, "out of host memory allocating ", bytes, " bytes on ", dev_.str());
@@ -58,7 +59,9 @@ void* CachingAllocator::system_alloc(size_t bytes) {
 }
 
 void CachingAllocator::system_free(void* ptr) {
-  if (dev_.type == DeviceType::cuda)
+  if (pinned_)
+    cudart::free_host(ptr);
+  else if (dev_.type == DeviceType::cuda)
     cudart::free_device(ptr);
   else
     std::free(ptr);
@@ -153,6 +156,11 @@ CachingAllocator& allocator_for(Device dev) {
   auto& slot = (*table)[{int(dev.type), dev.index}];
   if (!slot) slot = std::make_unique<CachingAllocator>(dev);
   return *slot;
+}
+
+CachingAllocator& pinned_host_allocator() {
+  static auto* a = new CachingAllocator(kCPU, true);  // kept for the process, like the device allocators
+  return *a;
 }
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {

@@ -40,7 +40,8 @@ struct MemoryStats {
 
 class CachingAllocator {
  public:
-  explicit CachingAllocator(Device dev) : dev_(dev) {}
+  // pinned_host: page-locked host memory (cudaMallocHost) instead of dev's.
+  explicit CachingAllocator(Device dev, bool pinned_host = false) : dev_(dev), pinned_(pinned_host) {}
   ~CachingAllocator();
   void* allocate(size_t bytes);
   void release(void* ptr, size_t bytes);
@@ -62,6 +63,7 @@ class CachingAllocator {
   void* system_alloc(size_t bytes);
   void system_free(void* ptr);
   Device dev_;
+  bool pinned_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> cached block
   MemoryStats stats_;
@@ -72,6 +74,9 @@ class CachingAllocator {
 };
 
 CachingAllocator& allocator_for(Device dev);
+// Page-locked host memory (CUDA builds with a GPU), for truly asynchronous,
+// capturable copies (engine/graph.h host_staging).
+CachingAllocator& pinned_host_allocator();
 
 // Copies bytes between any two devices (memcpy for cpu/emu, cudaMemcpy for cuda).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);

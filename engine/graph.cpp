@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
@@ -33,16 +31,6 @@ void run_host_fn(void* data) noexcept {
 void run_and_delete_host_fn(void* data) noexcept {
   run_host_fn(data);
   delete static_cast<std::function<void()>*>(data);
-}
-
-// The staging cache: size -> free blocks, per kind of memory (pinned or not).
-struct StagingCache {
-  std::mutex mu;
-  std::multimap<size_t, void*> free[2];
-};
-StagingCache& staging_cache() {
-  static auto* c = new StagingCache();  // never destroyed: blocks are released during static destruction
-  return *c;
 }
 }  // namespace
 
@@ -76,27 +64,10 @@ void host_task(Device dev, std::function<void()> fn) {
 
 std::shared_ptr<void> host_staging(Device dev, size_t bytes) {
   check_gpu(dev, "host_staging");
-  const bool pinned = dev.type == DeviceType::cuda;
-  const size_t n = (bytes + 511) / 512 * 512;
-  StagingCache& c = staging_cache();
-  void* p = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.free[pinned].find(n);
-    if (it != c.free[pinned].end()) {
-      p = it->second;
-      c.free[pinned].erase(it);
-    }
-  }
-  if (!p) p = pinned ? cudart::malloc_host(n) : std::aligned_alloc(64, n);
-  ENGINE_CHECK(p, "out of host memory for ", n, " bytes of staging");
-  // The deleter may run in a host task (a CUDA driver thread): it only
-  // returns the block to the cache, no CUDA call.
-  return std::shared_ptr<void>(p, [n, pinned](void* q) {
-    StagingCache& cc = staging_cache();
-    std::lock_guard<std::mutex> lock(cc.mu);
-    cc.free[pinned].emplace(n, q);
-  });
+  CachingAllocator& a = dev.type == DeviceType::cuda ? pinned_host_allocator() : allocator_for(kCPU);
+  // The deleter may run in a host task (a CUDA driver thread): release()
+  // only returns the block to the allocator's cache, no CUDA call.
+  return std::shared_ptr<void>(a.allocate(bytes), [&a, bytes](void* p) { a.release(p, bytes); });
 }
 
 void upload(Device dev, std::shared_ptr<const std::vector<uint8_t>> src, void* dst) {

@@ -37,23 +37,15 @@ void AdamW::step(const Tensor& grad_scale) {
   step_impl(&grad_scale);
 }
 
-// The fused descriptor of parameter i at its step count t (host constants
-// in double rounded to fp32, exactly as cpu::adamw_step computes them).
-gpu::AdamWTensor AdamW::descriptor(const ParamGroup& g, const Tensor& p, const Tensor& grad, size_t i, int64_t t,
-                                   int64_t chunk_begin) const {
+// The per-step constants of a fused descriptor, for a parameter of group g at
+// its step count t: computed in double and rounded to fp32, exactly as
+// cpu::adamw_step computes them, so emu matches cpu bit for bit.
+void AdamW::set_step_scalars(gpu::AdamWTensor& d, const ParamGroup& g, int64_t t) const {
   const double bc1 = 1.0 - std::pow(beta1_, double(t)), bc2 = 1.0 - std::pow(beta2_, double(t));
   const double lr = lr_ * g.lr_scale;
-  return {p.data<float>(),
-          grad.data<float>(),
-          m_[i].data<float>(),
-          v_[i].data<float>(),
-          nullptr,
-          p.numel(),
-          chunk_begin,
-          float(1.0 - lr * g.weight_decay),
-          float(lr / bc1),
-          float(std::sqrt(bc2)),
-          0.f};
+  d.decay = float(1.0 - lr * g.weight_decay);
+  d.step_size = float(lr / bc1);
+  d.sqrt_bc2 = float(std::sqrt(bc2));
 }
 
 void AdamW::step_impl(const Tensor* grad_scale) {
@@ -63,12 +55,13 @@ void AdamW::step_impl(const Tensor* grad_scale) {
   ENGINE_CHECK(!capture || !m_.empty(), "AdamW: capture a step only after one eager step (the state must exist)");
   if (m_.empty()) init_state();
   if (!capture) ++t_;
-  std::vector<gpu::AdamWTensor> fused;  // the emu/cuda parameters, for one launch
-  std::vector<size_t> fused_index;      // their positions in m_/v_/step_
+  std::vector<gpu::AdamWTensor> fused;                 // the emu/cuda parameters, for one launch
+  std::vector<std::pair<size_t, size_t>> fused_index;  // their (position in m_/v_/step_, group)
   Device gpu_dev = kCPU;
   size_t k = 0;
-  for (ParamGroup& g : groups_)
-    for (Tensor& p : g.params) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (Tensor& p : groups_[gi].params) {
+      const ParamGroup& g = groups_[gi];
       Tensor grad = p.grad();
       const size_t i = k++;
       if (!grad.defined()) continue;  // unused this step: torch skips it and its step count
@@ -84,8 +77,11 @@ void AdamW::step_impl(const Tensor* grad_scale) {
         if (!capture) ++step_[i];
         if (p.numel() == 0) continue;
         const int64_t begin = fused.empty() ? 0 : fused.back().chunk_begin + gpu::chunks_of(fused.back().n);
-        fused.push_back(descriptor(g, p, grad, i, step_[i] + (capture ? 1 : 0), begin));
-        fused_index.push_back(i);
+        fused.push_back({p.data<float>(), grad.data<float>(), m_[i].data<float>(), v_[i].data<float>(), nullptr,
+                         p.numel(), begin, 0.f, 0.f, 0.f, 0.f});
+        // Captured, the constants are placeholders: prepare_replay() writes each replay's.
+        set_step_scalars(fused.back(), g, step_[i]);
+        fused_index.emplace_back(i, gi);
         continue;
       }
       ENGINE_CHECK(!capture, "AdamW: ", p.desc(), " is not on a GPU device; only emu/cuda steps can be captured");
@@ -112,9 +108,7 @@ void AdamW::step_impl(const Tensor* grad_scale) {
   Tensor d_desc = Tensor::empty({int64_t(bytes / 4)}, DType::i32, gpu_dev);
   if (capture) {
     replay_desc_ = host;
-    replay_index_ = fused_index;
-    replay_groups_.clear();
-    for (size_t j = 0; j < fused_index.size(); ++j) replay_groups_.push_back(group_of(fused_index[j]));
+    replay_params_ = fused_index;
     replay_d_desc_ = d_desc;  // the graph reads it at every replay
   }
   upload(gpu_dev, host, d_desc.data_ptr());
@@ -124,28 +118,13 @@ void AdamW::step_impl(const Tensor* grad_scale) {
                   grad_scale ? grad_scale->data<float>() : nullptr, nullptr);
 }
 
-size_t AdamW::group_of(size_t index) const {
-  size_t k = 0;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    k += groups_[gi].params.size();
-    if (index < k) return gi;
-  }
-  ENGINE_FAIL("AdamW: parameter index ", index, " out of range");
-}
-
 void AdamW::prepare_replay() {
   ENGINE_CHECK(replay_desc_ != nullptr, "AdamW::prepare_replay: no step was captured");
   ++t_;
   auto* d = reinterpret_cast<gpu::AdamWTensor*>(replay_desc_->data());
-  for (size_t j = 0; j < replay_index_.size(); ++j) {
-    const size_t i = replay_index_[j];
-    const ParamGroup& g = groups_[replay_groups_[j]];
-    const int64_t t = ++step_[i];
-    const double bc1 = 1.0 - std::pow(beta1_, double(t)), bc2 = 1.0 - std::pow(beta2_, double(t));
-    const double lr = lr_ * g.lr_scale;
-    d[j].decay = float(1.0 - lr * g.weight_decay);
-    d[j].step_size = float(lr / bc1);
-    d[j].sqrt_bc2 = float(std::sqrt(bc2));
+  for (size_t j = 0; j < replay_params_.size(); ++j) {
+    const auto [i, gi] = replay_params_[j];
+    set_step_scalars(d[j], groups_[gi], ++step_[i]);
   }
 }
 

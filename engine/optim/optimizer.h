@@ -71,15 +71,13 @@ class AdamW : public Optimizer {
  private:
   void init_state();
   void step_impl(const Tensor* grad_scale);
-  gpu::AdamWTensor descriptor(const ParamGroup& g, const Tensor& p, const Tensor& grad, size_t i, int64_t t,
-                              int64_t chunk_begin) const;
-  size_t group_of(size_t index) const;
+  void set_step_scalars(gpu::AdamWTensor& d, const ParamGroup& g, int64_t t) const;
   double beta1_, beta2_, eps_;
   std::vector<Tensor> m_, v_;  // flat over groups, in order
   std::vector<int64_t> step_;  // per parameter, as torch: a step without a gradient does not count
-  // The captured step (prepare_replay): its descriptors, their parameters, groups and device copy.
+  // The captured step (prepare_replay): its descriptors, their (parameter, group), their device copy.
   std::shared_ptr<std::vector<uint8_t>> replay_desc_;
-  std::vector<size_t> replay_index_, replay_groups_;
+  std::vector<std::pair<size_t, size_t>> replay_params_;
   Tensor replay_d_desc_;
 };
 

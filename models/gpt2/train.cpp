@@ -160,15 +160,14 @@ int run(int argc, char** argv) {
     progress.message("---- sample at step " + std::to_string(step) + " ----" + decode_bytes(out) + "\n----");
   };
   const Recompute recompute = cfg.b("recompute") ? Recompute::yes : Recompute::no;
-  Tensor x = Tensor::empty({B, T}, DType::i32), y = Tensor::empty({B, T}, DType::i32);
   // On emu/cuda (without loss scaling) the step runs on the device with no
   // host read until it is done, eagerly or, at O3, as a CUDA graph.
   std::unique_ptr<GpuTrainStep> gpu_step;
   if (dev.type != DeviceType::cpu && !scaler)
     gpu_step = std::make_unique<GpuTrainStep>(model, opt, B, T, accum, recompute, ac, cfg.f("grad_clip"),
                                               ac.policy().cuda_graph);
-  std::vector<Tensor> xs, ys;
-  for (int64_t m = 0; gpu_step && m < accum; ++m) {
+  std::vector<Tensor> xs, ys;  // the step's micro-batches, on the host
+  for (int64_t m = 0; m < accum; ++m) {
     xs.push_back(Tensor::empty({B, T}, DType::i32));
     ys.push_back(Tensor::empty({B, T}, DType::i32));
   }
@@ -178,47 +177,44 @@ int run(int argc, char** argv) {
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    double norm = 0;
+    double loss_sum = 0, norm = 0;
+    auto add_loss = [&](double l) {
+      ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
+      loss_sum += l;
+    };
+    // The sampler's state is the step: resume needs nothing more.
+    for (int64_t m = 0; m < accum; ++m) sampler.batch(step * accum + m, xs[size_t(m)], ys[size_t(m)]);
     if (gpu_step) {
-      for (int64_t m = 0; m < accum; ++m) sampler.batch(step * accum + m, xs[size_t(m)], ys[size_t(m)]);
       const GpuTrainStep::Result r = gpu_step->run(xs, ys, sched.lr_at(step));
       if (r.replayed && !replay_reported) {
         progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
                          "; every step from now on is one graph replay");
         replay_reported = true;
       }
-      for (double l : r.losses) {
-        ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
-        loss_sum += l;
-      }
+      for (double l : r.losses) add_loss(l);
       norm = r.grad_norm;
       ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-    }
-    opt.set_lr(sched.lr_at(step));
-    if (!gpu_step) opt.zero_grad();
-    for (int64_t m = 0; !gpu_step && m < accum; ++m) {
-      sampler.batch(step * accum + m, x, y);  // the sampler's state is the step: resume needs nothing more
-      Tensor loss = model.loss(x.to(dev), y.to(dev), recompute, ac);
-      const double l = loss.item();
-      ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
-      loss_sum += l;
-      if (accum > 1) loss = scale(loss, 1.0 / double(accum));
-      (scaler ? scaler->scale(loss) : loss).backward();
-    }
-    if (gpu_step) {
-      // done above
-    } else if (scaler) {
-      // Clip the unscaled gradients; an overflow skips the step and halves the scale.
-      norm = scaler->unscale_(opt);
-      if (std::isfinite(norm)) clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
-      if (!scaler->step(opt))
-        progress.message(
-            cat("step ", step + 1, ": fp16 gradient overflow, step skipped, loss scale now ", scaler->get_scale()));
     } else {
-      norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
-      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-      opt.step();
+      opt.set_lr(sched.lr_at(step));
+      opt.zero_grad();
+      for (size_t m = 0; m < xs.size(); ++m) {
+        Tensor loss = model.loss(xs[m].to(dev), ys[m].to(dev), recompute, ac);
+        add_loss(loss.item());
+        if (accum > 1) loss = scale(loss, 1.0 / double(accum));
+        (scaler ? scaler->scale(loss) : loss).backward();
+      }
+      if (scaler) {
+        // Clip the unscaled gradients; an overflow skips the step and halves the scale.
+        norm = scaler->unscale_(opt);
+        if (std::isfinite(norm)) clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+        if (!scaler->step(opt))
+          progress.message(
+              cat("step ", step + 1, ": fp16 gradient overflow, step skipped, loss scale now ", scaler->get_scale()));
+      } else {
+        norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+        ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+        opt.step();
+      }
     }
     if (step == start) progress.message(memory_report(model, opt, precision).str());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

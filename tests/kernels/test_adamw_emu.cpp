@@ -135,3 +135,34 @@ TEST_CASE("emu grad_norm and clip_grad_norm match the cpu", "[emu][kernels]") {
   }
   CHECK(grad_norm({Tensor::zeros({3}, DType::f32, kEmu).set_requires_grad(true)}) == 0.0);
 }
+
+// Clipping without a host round trip (clip_coef_kernel): clip_coefficient's
+// {norm, factor} and AdamW::step(factor) on emu against the cpu's
+// clip_grad_norm (which scales the gradients in place) and step(): clipping
+// hard (max_norm 0.5), not at all (100), and measuring only (0). Norm to the
+// fp32-vs-double summation tolerance above; the steps as the AdamW test.
+TEST_CASE("emu clip_coefficient + AdamW::step(grad_scale) match cpu clip_grad_norm + step", "[emu][kernels]") {
+  for (double max_norm : {0.5, 100.0, 0.0}) {
+    INFO("max_norm " << max_norm);
+    Params cpu = make_params(kCPU), emu = make_params(kEmu);
+    AdamW opt_cpu(cpu.groups, 1e-2, 0.9, 0.95, 1e-8), opt_emu(emu.groups, 1e-2, 0.9, 0.95, 1e-8);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < cpu.all.size(); ++i) {
+        const Tensor g = Tensor::randn(cpu.all[i].shape(), 2000 + 10 * uint64_t(step) + i, 0.5f);
+        cpu.all[i].set_grad(g);
+        emu.all[i].set_grad(g.to(kEmu).detach());
+      }
+      const double norm = clip_grad_norm(cpu.all, max_norm);
+      opt_cpu.step();
+      const Tensor nc = clip_coefficient(emu.all, max_norm);
+      opt_emu.step(nc.slice(1, 2));
+      const std::vector<double> got = values(nc);
+      CHECK_CLOSE(std::vector<double>{got[0]}, std::vector<double>{norm}, 0.0, 1e-5);
+      const double want_factor = max_norm > 0 && max_norm / (norm + 1e-6) < 1 ? max_norm / (norm + 1e-6) : 1.0;
+      CHECK_CLOSE(std::vector<double>{got[1]}, std::vector<double>{want_factor}, 0.0, 1e-5);
+      if (max_norm == 0.5) CHECK(got[1] < 1.0);  // the case really clips
+    }
+    for (size_t i = 0; i < cpu.all.size(); ++i) CHECK_CLOSE(values(emu.all[i]), values(cpu.all[i]), 1e-6, 1e-5);
+  }
+  CHECK_THROWS_WITH(clip_coefficient(make_params(kCPU).all, 1.0), Catch::Contains("no parameter has a gradient"));
+}

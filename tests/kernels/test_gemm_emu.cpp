@@ -17,56 +17,32 @@
 // Shapes stay small: the emulator costs ~0.5 us per thread per barrier.
 #include <cmath>
 
-#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/gemm/gemm.h"
-#include "tests/kernels/emu_check.h"
+#include "tests/kernels/gemm_check.h"
 
 using namespace eng;
 using namespace eng::test;
 
 namespace {
-gpu::Storage storage(DType t) {
-  return t == DType::bf16 ? gpu::Storage::bf16 : t == DType::f16 ? gpu::Storage::f16 : gpu::Storage::f32;
-}
-
-Tol gemm_tol(DType t, int64_t K, double scale = 1.0) {
-  const Tol base = tol_for(t);
-  return {base.atol * scale * std::sqrt(double(K < 1 ? 1 : K)), base.rtol * scale};
-}
-
-#define CHECK_TOL(emu_tensor, ref_tensor, tol) \
-  CHECK_CLOSE(values((emu_tensor).to(kCPU)), values(ref_tensor), (tol).atol, (tol).rtol)
-
 // Runs one GemmCall on emu (storage t) and on the cpu (f32, rounded inputs)
 // and compares. A, B, C are drawn large enough for the call's strides.
 void check_call(const GemmCall& c, DType t, bool with_bias, uint64_t seed) {
-  const int64_t rows_a = c.ta == Trans::N ? c.M : c.K, rows_b = c.tb == Trans::N ? c.K : c.N;
-  const int64_t na = (c.batch - 1) * c.stride_a + rows_a * c.lda, nb = (c.batch - 1) * c.stride_b + rows_b * c.ldb;
-  const int64_t nc = (c.batch - 1) * c.stride_c + c.M * c.ldc;
-  const Tensor A = Tensor::randn({na}, seed), B = Tensor::randn({nb}, seed + 1);
+  const GemmSizes n = gemm_sizes(c);
+  const int64_t nc = n.c;
+  const Tensor A = Tensor::randn({n.a}, seed), B = Tensor::randn({n.b}, seed + 1);
   const Tensor C0 = Tensor::randn({nc}, seed + 2), bias = Tensor::randn({c.N}, seed + 3);
   Tensor ref = rounded(C0, t).clone();  // rounded() may share C0's storage
   const Tensor ra = rounded(A, t), rb = rounded(B, t), rbias = rounded(bias, t);
-  cpu::gemm_call<float>(c, ra.data<float>(), rb.data<float>(), ref.data<float>());
-  if (with_bias)
-    for (int64_t z = 0; z < c.batch; ++z)
-      for (int64_t m = 0; m < c.M; ++m)
-        for (int64_t n = 0; n < c.N; ++n) ref.data<float>()[z * c.stride_c + m * c.ldc + n] += rbias.data<float>()[n];
+  reference_gemm(c, ra, rb, with_bias ? rbias : Tensor(), ref);
   // With beta = 0 the kernel must not read C: hand it NaNs.
   Tensor out = c.beta == 0.f ? Tensor::full({nc}, NAN, t, kEmu) : on_emu(C0, t);
   const Tensor ea = on_emu(A, t), eb = on_emu(B, t), ebias = on_emu(bias, t);
-  emuk::tiled_gemm(storage(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(), with_bias ? ebias.data_ptr() : nullptr,
-                   with_bias ? Epilogue::bias : Epilogue::none, nullptr, nullptr);
+  emuk::tiled_gemm(gpu::storage_of(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(),
+                   with_bias ? ebias.data_ptr() : nullptr, with_bias ? Epilogue::bias : Epilogue::none, nullptr,
+                   nullptr);
   CHECK_TOL(out, ref, gemm_tol(t, c.K));
 }
 
-GemmCall plain(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K) {
-  GemmCall c;
-  c.ta = ta, c.tb = tb, c.M = M, c.N = N, c.K = K;
-  c.lda = ta == Trans::N ? K : M, c.ldb = tb == Trans::N ? N : K, c.ldc = N;
-  return c;
-}
 }  // namespace
 
 TEST_CASE("emu tiled_gemm: every transpose, ragged M/N/K, f32/bf16/f16", "[emu][kernels]") {
@@ -78,20 +54,20 @@ TEST_CASE("emu tiled_gemm: every transpose, ragged M/N/K, f32/bf16/f16", "[emu][
         for (const auto& s : shapes) {
           INFO(dtype_name(t) << " ta " << int(ta) << " tb " << int(tb) << " M " << s[0] << " N " << s[1] << " K "
                              << s[2]);
-          check_call(plain(ta, tb, s[0], s[1], s[2]), t, false, uint64_t(s[0] * 7 + s[1] * 3 + s[2]));
+          check_call(plain_call(ta, tb, s[0], s[1], s[2]), t, false, uint64_t(s[0] * 7 + s[1] * 3 + s[2]));
         }
 }
 
 TEST_CASE("emu tiled_gemm: alpha, beta = 1 accumulation, bias epilogue, K = 0", "[emu][kernels]") {
   for (DType t : {DType::f32, DType::bf16, DType::f16}) {
     INFO(dtype_name(t));
-    GemmCall c = plain(Trans::T, Trans::N, 33, 17, 65);
+    GemmCall c = plain_call(Trans::T, Trans::N, 33, 17, 65);
     c.alpha = 0.5f, c.beta = 1.f;
     check_call(c, t, false, 11);  // weight-gradient style: C += 0.5 A^T B
-    check_call(plain(Trans::N, Trans::T, 65, 33, 17), t, true, 12);
+    check_call(plain_call(Trans::N, Trans::T, 65, 33, 17), t, true, 12);
     c.beta = 1.f, c.alpha = 1.f;
     check_call(c, t, true, 13);  // beta and bias together
-    GemmCall k0 = plain(Trans::N, Trans::N, 3, 17, 0);
+    GemmCall k0 = plain_call(Trans::N, Trans::N, 3, 17, 0);
     k0.beta = 1.f;
     check_call(k0, t, true, 14);  // C = C + bias
   }
@@ -100,12 +76,12 @@ TEST_CASE("emu tiled_gemm: alpha, beta = 1 accumulation, bias epilogue, K = 0", 
 TEST_CASE("emu tiled_gemm: strided batch, shared B, padded leading dimensions", "[emu][kernels]") {
   for (DType t : {DType::f32, DType::bf16}) {
     INFO(dtype_name(t));
-    GemmCall c = plain(Trans::N, Trans::T, 17, 33, 65);
+    GemmCall c = plain_call(Trans::N, Trans::T, 17, 33, 65);
     c.batch = 3, c.stride_a = c.M * c.K, c.stride_b = c.N * c.K, c.stride_c = c.M * c.N;
     check_call(c, t, true, 21);
     c.stride_b = 0;  // one B for the whole batch
     check_call(c, t, false, 22);
-    GemmCall p = plain(Trans::T, Trans::N, 3, 17, 33);
+    GemmCall p = plain_call(Trans::T, Trans::N, 3, 17, 33);
     p.lda += 5, p.ldb += 2, p.ldc += 7, p.beta = 1.f;  // rows wider than the matrix
     p.batch = 2, p.stride_a = p.K * p.lda + 1, p.stride_b = p.K * p.ldb, p.stride_c = p.M * p.ldc + 3;
     check_call(p, t, false, 23);
@@ -123,8 +99,8 @@ TEST_CASE("emu bias_backward: column sums match the cpu and are deterministic", 
         cpu::bias_backward<float>(rg.data<float>(), ref.data<float>(), rows, cols);
         const Tensor eg = on_emu(g, t);
         Tensor db = Tensor::empty({cols}, t, kEmu), db2 = Tensor::empty({cols}, t, kEmu);
-        emuk::bias_backward(storage(t), eg.data_ptr(), db.data_ptr(), rows, cols, nullptr);
-        emuk::bias_backward(storage(t), eg.data_ptr(), db2.data_ptr(), rows, cols, nullptr);
+        emuk::bias_backward(gpu::storage_of(t), eg.data_ptr(), db.data_ptr(), rows, cols, nullptr);
+        emuk::bias_backward(gpu::storage_of(t), eg.data_ptr(), db2.data_ptr(), rows, cols, nullptr);
         CHECK_TOL(db, ref, gemm_tol(t, rows));
         CHECK(values(db.to(kCPU)) == values(db2.to(kCPU)));
       }

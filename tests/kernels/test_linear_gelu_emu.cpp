@@ -22,20 +22,12 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/gemm.h"
-#include "tests/kernels/emu_check.h"
+#include "tests/kernels/gemm_check.h"
 
 using namespace eng;
 using namespace eng::test;
 
 namespace {
-Tol gemm_tol(DType t, int64_t K, double scale = 1.0) {
-  const Tol base = tol_for(t);
-  return {base.atol * scale * std::sqrt(double(K < 1 ? 1 : K)), base.rtol * scale};
-}
-
-#define CHECK_TOL(dev_tensor, ref_tensor, tol) \
-  CHECK_CLOSE(values((dev_tensor).to(kCPU)), values(ref_tensor), (tol).atol, (tol).rtol)
-
 // Bitwise on emu; on a real GPU within the dtype's tolerance.
 #define CHECK_SAME(fused, unfused, t)                                       \
   do {                                                                      \
@@ -49,16 +41,13 @@ Tol gemm_tol(DType t, int64_t K, double scale = 1.0) {
 // against OpenBLAS + bias on the cpu (f32, inputs rounded to t).
 void check_gelu_call(const GemmCall& c, DType t, uint64_t seed) {
   const gpu::Storage st = gpu::storage_of(t);
-  const int64_t rows_a = c.ta == Trans::N ? c.M : c.K, rows_b = c.tb == Trans::N ? c.K : c.N;
-  const int64_t na = (c.batch - 1) * c.stride_a + rows_a * c.lda, nb = (c.batch - 1) * c.stride_b + rows_b * c.ldb;
-  const int64_t nc = (c.batch - 1) * c.stride_c + c.M * c.ldc;
-  const Tensor A = Tensor::randn({na}, seed), B = Tensor::randn({nb}, seed + 1), bias = Tensor::randn({c.N}, seed + 2);
+  const GemmSizes n = gemm_sizes(c);
+  const int64_t nc = n.c;
+  const Tensor A = Tensor::randn({n.a}, seed), B = Tensor::randn({n.b}, seed + 1),
+               bias = Tensor::randn({c.N}, seed + 2);
   const Tensor ra = rounded(A, t), rb = rounded(B, t), rbias = rounded(bias, t);
   Tensor pre = Tensor::zeros({nc});
-  cpu::gemm_call<float>(c, ra.data<float>(), rb.data<float>(), pre.data<float>());
-  for (int64_t z = 0; z < c.batch; ++z)
-    for (int64_t m = 0; m < c.M; ++m)
-      for (int64_t n = 0; n < c.N; ++n) pre.data<float>()[z * c.stride_c + m * c.ldc + n] += rbias.data<float>()[n];
+  reference_gemm(c, ra, rb, rbias, pre);
   // The padding between rows and batches is never written: both start as 0.
   const Tensor ea = on_emu(A, t), eb = on_emu(B, t), ebias = on_emu(bias, t);
   Tensor out = Tensor::zeros({nc}, t, kEmu), aux = Tensor::zeros({nc}, t, kEmu), out2 = Tensor::zeros({nc}, t, kEmu);
@@ -74,12 +63,6 @@ void check_gelu_call(const GemmCall& c, DType t, uint64_t seed) {
   CHECK_SAME(out2, want, t);
 }
 
-GemmCall plain(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K) {
-  GemmCall c;
-  c.ta = ta, c.tb = tb, c.M = M, c.N = N, c.K = K;
-  c.lda = ta == Trans::N ? K : M, c.ldb = tb == Trans::N ? N : K, c.ldc = N;
-  return c;
-}
 }  // namespace
 
 TEST_CASE("emu tiled_gemm: GELU epilogue stores the rounded pre-activation and its GELU", "[emu][kernels]") {
@@ -90,10 +73,10 @@ TEST_CASE("emu tiled_gemm: GELU epilogue stores the rounded pre-activation and i
         for (const auto& s : shapes) {
           INFO(dtype_name(t) << " ta " << int(ta) << " tb " << int(tb) << " M " << s[0] << " N " << s[1] << " K "
                              << s[2]);
-          check_gelu_call(plain(ta, tb, s[0], s[1], s[2]), t, uint64_t(s[0] + 5 * s[1] + 7 * s[2]));
+          check_gelu_call(plain_call(ta, tb, s[0], s[1], s[2]), t, uint64_t(s[0] + 5 * s[1] + 7 * s[2]));
         }
     INFO(dtype_name(t) << ": strided batch with padded rows");
-    GemmCall c = plain(Trans::N, Trans::T, 17, 33, 20);
+    GemmCall c = plain_call(Trans::N, Trans::T, 17, 33, 20);
     c.lda += 3, c.ldc += 5, c.beta = 0.f;
     c.batch = 3, c.stride_a = c.M * c.lda, c.stride_b = 0, c.stride_c = c.M * c.ldc + 2;
     check_gelu_call(c, t, 91);
@@ -101,7 +84,7 @@ TEST_CASE("emu tiled_gemm: GELU epilogue stores the rounded pre-activation and i
 }
 
 TEST_CASE("emu tiled_gemm: epilogue arguments are checked", "[emu][kernels]") {
-  const GemmCall c = plain(Trans::N, Trans::T, 2, 3, 4);
+  const GemmCall c = plain_call(Trans::N, Trans::T, 2, 3, 4);
   Tensor a = Tensor::zeros({8}, DType::f32, kEmu), o = Tensor::zeros({8}, DType::f32, kEmu);
   const gpu::Storage st = gpu::Storage::f32;
   CHECK_THROWS_WITH(emuk::tiled_gemm(st, c, a.data_ptr(), a.data_ptr(), o.data_ptr(), nullptr, Epilogue::gelu_aux_bias,
