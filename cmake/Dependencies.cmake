@@ -29,9 +29,23 @@ if(NOT nlohmann_json_FOUND)
   message(FATAL_ERROR "nlohmann_json not found: run scripts/setup.sh (Debian package nlohmann-json3-dev)")
 endif()
 
-find_package(MPI QUIET COMPONENTS CXX)
-if(NOT MPI_CXX_FOUND)
-  message(FATAL_ERROR "MPI not found: run scripts/setup.sh (Debian packages libopenmpi-dev openmpi-bin)")
+# MPI starts and connects the processes of a distributed run (comm/). Found
+# like CUDA: AUTO uses it when present, ON requires it, OFF builds an engine
+# whose world is always one process (the NCCL backend still runs on it).
+set(ENGINE_MPI AUTO CACHE STRING "Build with MPI: AUTO (if found), ON or OFF")
+set_property(CACHE ENGINE_MPI PROPERTY STRINGS AUTO ON OFF)
+set(ENGINE_HAVE_MPI OFF)
+if(NOT ENGINE_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(ENGINE_HAVE_MPI ON)
+    find_program(ENGINE_MPIEXEC NAMES mpirun mpiexec)
+    message(STATUS "MPI: ${MPI_C_LIBRARY_VERSION_STRING}")
+  elseif(ENGINE_MPI STREQUAL "ON")
+    message(FATAL_ERROR "ENGINE_MPI=ON but MPI was not found: run scripts/setup.sh (Debian packages libopenmpi-dev openmpi-bin)")
+  else()
+    message(STATUS "MPI not found: every run is a world of one process")
+  endif()
 endif()
 
 find_package(HDF5 QUIET COMPONENTS C)

@@ -88,13 +88,17 @@ void* CachingAllocator::allocate(size_t bytes) {
   // forgets to write part of its output leaves NaNs a test sees, instead of
   // a previous tensor's plausible values. (cudaMalloc gives no such promise
   // either way; cpu memory stays as is: its kernels are the reference.)
-  if (dev_.type == DeviceType::emu) std::memset(p, 0xFF, n);
+  if (dev_.type == DeviceType::emu) {
+    std::memset(p, 0xFF, n);
+    live_[static_cast<const char*>(p)] = bytes;
+  }
   return p;
 }
 
 void CachingAllocator::release(void* ptr, size_t bytes) {
   const size_t n = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
+  if (dev_.type == DeviceType::emu) live_.erase(static_cast<const char*>(ptr));
   auto it = pool_of_.find(ptr);
   (it != pool_of_.end() ? pool_free_[it->second] : free_).emplace(n, ptr);
   stats_.current_bytes -= n;
@@ -135,6 +139,15 @@ void CachingAllocator::empty_cache() {
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+size_t CachingAllocator::extent_from(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.upper_bound(c);  // the first block starting after p
+  if (it == live_.begin()) return 0;
+  --it;
+  return c < it->first + it->second ? size_t(it->first + it->second - c) : 0;
 }
 
 void CachingAllocator::reset_peak() {

@@ -48,6 +48,11 @@ class CachingAllocator {
   void empty_cache();  // return every cached block to the system
   MemoryStats stats() const;
   void reset_peak();
+  // emu only: the bytes from `p` to the end of the live block holding it, as
+  // requested by allocate() (not rounded), or 0 when `p` is in no live block.
+  // The NCCL look-alike (comm/nccl_emu) checks every buffer with it, so a
+  // count in bytes instead of elements is caught as it would corrupt memory.
+  size_t extent_from(const void* p) const;
 
   // Private pools, for CUDA graphs (engine/graph.h). Between begin_pool() and
   // end_pool() every allocation comes from a pool of its own, and its blocks
@@ -71,6 +76,7 @@ class CachingAllocator {
   int next_pool_ = 1;
   std::map<int, std::multimap<size_t, void*>> pool_free_;  // open pools' cached blocks
   std::map<void*, int> pool_of_;                           // live or cached blocks of open pools
+  std::map<const char*, size_t> live_;                     // emu: live block -> requested bytes
 };
 
 CachingAllocator& allocator_for(Device dev);

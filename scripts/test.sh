@@ -6,8 +6,9 @@
 #     The CUDA kernels are compiled with ptxas -warn-spills as errors
 #     (kernels/cuda/CMakeLists.txt), so a register spill fails this build;
 #     scripts/check_spills.sh prints the per-kernel ptxas report on demand.
-#  3. The sanitizer build: ASan + UBSan, CPU-only (so it also proves the
-#     engine builds without the CUDA toolkit); ctest again.
+#  3. The sanitizer build: ASan + UBSan, CPU-only and without MPI (so it
+#     also proves the engine builds without the CUDA toolkit and without
+#     MPI, a world of one); ctest again.
 #  4. The layout check: every C++ file matches .clang-format.
 # Environment: JOBS (default: nproc), SKIP_SANITIZE=1 to skip step 3 locally.
 set -euo pipefail
@@ -23,9 +24,9 @@ cmake --build build -j "$JOBS"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
 if [[ "${SKIP_SANITIZE:-0}" != "1" ]]; then
-  echo "== sanitizer build (ASan + UBSan, CPU only)"
+  echo "== sanitizer build (ASan + UBSan, CPU only, no MPI)"
   cmake -S . -B build-asan -G Ninja -DENGINE_WERROR=ON -DENGINE_SANITIZE=ON -DENGINE_CUDA=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    -DENGINE_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build build-asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS"

@@ -40,8 +40,9 @@ static std::string human_time(double s) {
   return buf;
 }
 
-Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step)
-    : log_every_(std::max<int64_t>(log_every, 1)), tty_(::isatty(STDOUT_FILENO)) {
+Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step, bool enabled)
+    : log_every_(std::max<int64_t>(log_every, 1)), tty_(::isatty(STDOUT_FILENO)), enabled_(enabled) {
+  if (!enabled_) return;
   // Keep the lines of earlier steps on resume, drop any from after the checkpoint.
   std::vector<std::string> keep;
   {
@@ -66,6 +67,7 @@ void Progress::end_live_line() {
 }
 
 void Progress::step(const StepStats& s) {
+  if (!enabled_) return;
   metrics_ << nlohmann::json{{"step", s.step},
                              {"loss", s.loss},
                              {"lr", s.lr},
@@ -91,6 +93,7 @@ void Progress::step(const StepStats& s) {
 }
 
 void Progress::val(int64_t step, double val_loss) {
+  if (!enabled_) return;
   metrics_ << nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump() << "\n";
   metrics_.flush();
   end_live_line();
@@ -99,6 +102,7 @@ void Progress::val(int64_t step, double val_loss) {
 }
 
 void Progress::message(const std::string& text) {
+  if (!enabled_) return;
   end_live_line();
   std::printf("%s\n", text.c_str());
   std::fflush(stdout);

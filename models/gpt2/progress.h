@@ -27,7 +27,9 @@ struct StepStats {
 
 class Progress {
  public:
-  Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step);
+  // enabled = false: silent, no metrics file (every rank of a distributed
+  // run but rank 0).
+  Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step, bool enabled = true);
   void step(const StepStats& s);
   void val(int64_t step, double val_loss);
   void message(const std::string& text);  // ends a live line first
@@ -38,6 +40,7 @@ class Progress {
   std::ofstream metrics_;
   int64_t log_every_;
   bool tty_;
+  bool enabled_ = true;
   bool live_ = false;
 };
 

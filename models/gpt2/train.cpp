@@ -7,6 +7,11 @@
 // docs/train.md explains them.
 // Everything that can be wrong with the inputs (config keys, data files,
 // shapes, checkpoints) is checked before out_dir is touched.
+// Launched with mpirun (or srun), it trains one model data-parallel over the
+// ranks (docs/distributed.md): each rank reads its part of every global
+// batch, gradients are averaged over dp in buckets that overlap the
+// backward, rank 0 alone prints and writes, and an error on any rank ends the
+// whole job.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +19,10 @@
 #include <filesystem>
 #include <memory>
 
+#include "comm/ddp.h"
+#include "comm/grid.h"
+#include "comm/replicas.h"
+#include "comm/world.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/memory_report.h"
@@ -28,6 +37,7 @@
 #include "models/gpt2/progress.h"
 #include "models/gpt2/sample.h"
 #include "models/gpt2/train_config.h"
+#include "models/gpt2/train_dist.h"
 #include "models/gpt2/train_step.h"
 
 using namespace eng;
@@ -53,8 +63,8 @@ void validate(const TrainConfig& c, const GPT2Config& g) {
   ENGINE_CHECK(g.vocab_size <= 65536, "config: vocab_size ", g.vocab_size, " does not fit uint16 token files");
   for (const char* k : {"batch_size", "grad_accum", "steps", "val_batches", "log_every"})
     ENGINE_CHECK(c.i(k) > 0, "config: ", k, " must be > 0, got ", c.i(k));
-  for (const char* k :
-       {"stop_after", "warmup_steps", "val_every", "sample_every", "sample_tokens", "checkpoint_every", "top_k"})
+  for (const char* k : {"check_replicas", "stop_after", "warmup_steps", "val_every", "sample_every", "sample_tokens",
+                        "checkpoint_every", "top_k"})
     ENGINE_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
   ENGINE_CHECK(c.i("warmup_steps") <= c.i("steps"), "config: warmup_steps exceeds steps");
   ENGINE_CHECK(c.f("lr") > 0 && c.f("min_lr") >= 0 && c.f("min_lr") <= c.f("lr"),
@@ -62,16 +72,21 @@ void validate(const TrainConfig& c, const GPT2Config& g) {
   ENGINE_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
 }
 
-double eval_loss(const GPT2& model, const TokenFile& file, int64_t B, int64_t T, int64_t batches, const Autocast& ac) {
+// Validation: `batches` global batches of consecutive windows, split over
+// the dp ranks as the training batches are; the mean over ranks.
+double eval_loss(const GPT2& model, const TokenFile& file, const BatchPlan& plan, int64_t T, int64_t batches,
+                 const Autocast& ac) {
   NoGradGuard ng;
+  const int64_t B = plan.micro;
   TokenSampler s(file, B, T, TokenSampler::Order::sequential, 0);
   Tensor x = Tensor::empty({B, T}, DType::i32), y = Tensor::empty({B, T}, DType::i32);
   double total = 0;
-  for (int64_t k = 0; k < batches; ++k) {
-    s.batch(k, x, y);
-    total += model.loss(x.to(model.device()), y.to(model.device()), Recompute::no, ac).item();
-  }
-  return total / double(batches);
+  for (int64_t k = 0; k < batches; ++k)
+    for (int64_t m = 0; m < plan.accum; ++m) {
+      s.batch(plan.micro_index(k, m), x, y);
+      total += model.loss(x.to(model.device()), y.to(model.device()), Recompute::no, ac).item();
+    }
+  return comm::all_reduce_host(total / double(batches * plan.accum)) / double(plan.dp);
 }
 
 std::string decode_bytes(const std::vector<int32_t>& tokens) {
@@ -86,23 +101,35 @@ int run(int argc, char** argv) {
     std::printf("%s", cfg.help_text().c_str());
     return 0;
   }
+  const comm::World& world = comm::init_world();
+  const bool lead = world.rank == 0;  // rank 0 alone prints and writes
+  // Before any other collective: every rank runs the same configuration.
+  agree(cfg.json(), "configuration");
   const GPT2Config gcfg = model_config(cfg);
   validate(cfg, gcfg);
   const Precision precision = parse_precision(cfg.s("precision"));
+  ENGINE_CHECK(cfg.i("tp") == 1, "config: tp = ", cfg.i("tp"),
+               ": tensor parallelism is not built yet (only tp = 1; every rank is a data-parallel rank)");
+  ENGINE_CHECK(cfg.i("global_batch") >= 0, "config: global_batch must be >= 0");
+  const comm::Grid grid(int(cfg.i("tp")));
   // Every op GPT-2 uses has a cpu kernel and a hand-written CUDA kernel, so
   // the model trains on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
-  const Device dev = Device::parse(cfg.s("device"));
-  if (dev.type == DeviceType::emu)
+  const Device dev = rank_device(Device::parse(cfg.s("device")));
+  if (dev.type == DeviceType::emu && lead)
     std::printf("device emu: the CUDA kernels run in the emulator, one fiber per GPU thread (slow)\n");
-  const int64_t B = cfg.i("batch_size"), T = cfg.i("seq_len"), accum = cfg.i("grad_accum");
+  const BatchPlan plan =
+      plan_batches(cfg.i("batch_size"), cfg.i("grad_accum"), cfg.i("global_batch"), grid.dp(), grid.dp_rank());
+  const int64_t B = plan.micro, T = cfg.i("seq_len"), accum = plan.accum;
   const int64_t steps = cfg.i("steps");
   const uint64_t seed = uint64_t(cfg.i("seed"));
-  std::printf("config:\n%s\n", cfg.json().dump(2).c_str());
+  if (lead) std::printf("config:\n%s\n", cfg.json().dump(2).c_str());
 
   TokenFile train_file(cfg.s("train_bin"), gcfg.vocab_size), val_file(cfg.s("val_bin"), gcfg.vocab_size);
   TokenSampler sampler(train_file, B, T, TokenSampler::Order::random, seed);
-  TokenSampler(val_file, B, T, TokenSampler::Order::sequential, 0);  // checks val holds one window
+  const int64_t val_windows = TokenSampler(val_file, B, T, TokenSampler::Order::sequential, 0).windows();
+  ENGINE_CHECK(val_windows >= B * plan.dp, val_file.path(), ": ", val_windows, " validation windows of ", T,
+               " tokens, fewer than batch_size x dp = ", B, " x ", plan.dp, " (each rank needs a batch of its own)");
   GPT2 model(gcfg, seed, dev);
   if (!cfg.s("init_from").empty()) load_gpt2_weights(cfg.s("init_from"), model);
   AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
@@ -121,14 +148,44 @@ int run(int argc, char** argv) {
                  ": checkpoint was trained with seed ", state["config"].value("seed", nlohmann::json()).dump(),
                  ", the config asks for ", cfg.json()["seed"].dump(), " (the batch order would change)");
     ENGINE_CHECK(start <= steps, ckpt_dir, ": checkpoint is at step ", start, ", beyond steps = ", steps);
+    // Any number of ranks may resume, as long as the global batch (which
+    // decides the rows of every step) is the same.
+    const int64_t saved_global = state.value("sampler", nlohmann::json::object()).value("global_batch", int64_t(0));
+    ENGINE_CHECK(saved_global == 0 || saved_global == plan.global(), ckpt_dir,
+                 ": checkpoint was trained with a global batch of ", saved_global, " sequences, this run has ",
+                 plan.global(), " (batch_size x grad_accum x ranks; set global_batch = ", saved_global, ")");
   }
-  std::printf("model: GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step on %s\n",
-              (long long)gcfg.n_layer, (long long)gcfg.n_head, (long long)gcfg.n_embd,
-              double(model.num_parameters()) / 1e6, (long long)(B * T * accum), dev.str().c_str());
-  std::printf("blas: %s\n", cpu::blas_info().c_str());
+  nlohmann::json shapes;
+  for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
+  agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model");
+  // Data parallel: one replica per dp rank, all starting from rank 0's weights.
+  const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
+  std::unique_ptr<comm::Communicator> dp_comm;
+  std::unique_ptr<comm::DistributedDataParallel> ddp;
+  if (grid.dp() > 1) {
+    dp_comm = comm::make_communicator(grid.dp_group(), dev, backend);
+    comm::DdpOptions dopt;
+    dopt.bucket_mb = cfg.f("bucket_mb");
+    dopt.first_bucket_mb = cfg.f("first_bucket_mb");
+    ddp = std::make_unique<comm::DistributedDataParallel>(model.parameters(), *dp_comm, dopt);
+    ddp->broadcast_parameters();
+  }
+  const int64_t tokens_per_step = B * T * accum * plan.dp;
+  if (lead) {
+    std::printf("model: GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step on %s\n",
+                (long long)gcfg.n_layer, (long long)gcfg.n_head, (long long)gcfg.n_embd,
+                double(model.num_parameters()) / 1e6, (long long)tokens_per_step, dev.str().c_str());
+    if (world.size > 1)
+      std::printf(
+          "distributed: %d ranks (dp %d x tp %d) on %s, %s backend; global batch %lld = %lld x %lld "
+          "micro-batches x %lld ranks; gradients in %s\n",
+          world.size, grid.dp(), grid.tp(), dev.str().c_str(), comm::backend_name(backend), (long long)plan.global(),
+          (long long)B, (long long)accum, (long long)plan.dp, ddp ? ddp->bucket_summary().c_str() : "-");
+    std::printf("blas: %s\n", cpu::blas_info().c_str());
+  }
   const Autocast ac(precision);
   apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda
-  std::printf("%s\n", precision_summary(precision, dev).c_str());
+  if (lead) std::printf("%s\n", precision_summary(precision, dev).c_str());
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
   std::unique_ptr<LossScaler> scaler;
   if (ac.policy().loss_scaling == LossScaling::dynamic) {
@@ -142,17 +199,19 @@ int run(int argc, char** argv) {
           {ls.at("scale").get<double>(), ls.at("clean_run").get<int64_t>(), ls.at("skipped").get<int64_t>()});
     }
   }
-  std::printf("data: %s (%lld tokens), %s (%lld tokens)\n", train_file.path().c_str(), (long long)train_file.size(),
-              val_file.path().c_str(), (long long)val_file.size());
+  if (lead)
+    std::printf("data: %s (%lld tokens), %s (%lld tokens)\n", train_file.path().c_str(), (long long)train_file.size(),
+                val_file.path().c_str(), (long long)val_file.size());
 
-  fs::create_directories(out_dir);  // inputs are all valid: now output may begin
-  Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start);
-  const double peak = device_peak_flops(dev);
-  const double flops_per_step = gpt2_flops_per_token(gcfg, T) * double(B * T * accum);
+  if (lead) fs::create_directories(out_dir);  // inputs are all valid: now output may begin
+  comm::barrier_world();
+  Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead);
+  const double peak = device_peak_flops(dev);  // per device
+  const double flops_per_step = gpt2_flops_per_token(gcfg, T) * double(tokens_per_step);
   if (start > 0)
     progress.message("resumed from " + ckpt_dir + " at step " + std::to_string(start));
   else
-    progress.val(0, eval_loss(model, val_file, B, T, cfg.i("val_batches"), ac));
+    progress.val(0, eval_loss(model, val_file, plan, T, cfg.i("val_batches"), ac));
 
   auto sample = [&](int64_t step) {
     const std::vector<int32_t> out = gpt2_generate(model, {'\n'}, cfg.i("sample_tokens"), cfg.f("temperature"),
@@ -165,7 +224,7 @@ int run(int argc, char** argv) {
   std::unique_ptr<GpuTrainStep> gpu_step;
   if (dev.type != DeviceType::cpu && !scaler)
     gpu_step = std::make_unique<GpuTrainStep>(model, opt, B, T, accum, recompute, ac, cfg.f("grad_clip"),
-                                              ac.policy().cuda_graph);
+                                              ac.policy().cuda_graph, ddp.get());
   std::vector<Tensor> xs, ys;  // the step's micro-batches, on the host
   for (int64_t m = 0; m < accum; ++m) {
     xs.push_back(Tensor::empty({B, T}, DType::i32));
@@ -176,6 +235,7 @@ int run(int argc, char** argv) {
   bool replay_reported = false;
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
+    inject_fault(step + 1);
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0, norm = 0;
     auto add_loss = [&](double l) {
@@ -183,7 +243,7 @@ int run(int argc, char** argv) {
       loss_sum += l;
     };
     // The sampler's state is the step: resume needs nothing more.
-    for (int64_t m = 0; m < accum; ++m) sampler.batch(step * accum + m, xs[size_t(m)], ys[size_t(m)]);
+    for (int64_t m = 0; m < accum; ++m) sampler.batch(plan.micro_index(step, m), xs[size_t(m)], ys[size_t(m)]);
     if (gpu_step) {
       const GpuTrainStep::Result r = gpu_step->run(xs, ys, sched.lr_at(step));
       if (r.replayed && !replay_reported) {
@@ -201,8 +261,10 @@ int run(int argc, char** argv) {
         Tensor loss = model.loss(xs[m].to(dev), ys[m].to(dev), recompute, ac);
         add_loss(loss.item());
         if (accum > 1) loss = scale(loss, 1.0 / double(accum));
+        if (ddp) ddp->set_sync(m + 1 == xs.size());  // only the last micro-step communicates
         (scaler ? scaler->scale(loss) : loss).backward();
       }
+      if (ddp) ddp->finish();  // gradients averaged over dp: the same on every rank
       if (scaler) {
         // Clip the unscaled gradients; an overflow skips the step and halves the scale.
         norm = scaler->unscale_(opt);
@@ -217,50 +279,74 @@ int run(int argc, char** argv) {
       }
     }
     if (step == start) progress.message(memory_report(model, opt, precision).str());
+    loss_sum = comm::all_reduce_host(loss_sum) / double(plan.dp);  // the global batch's loss
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
     s.step = step + 1, s.total = steps, s.loss = loss_sum / double(accum), s.lr = opt.lr(), s.grad_norm = norm;
-    s.tokens_per_s = double(B * T * accum) / dt;
+    s.tokens_per_s = double(tokens_per_step) / dt;
     s.flops_per_s = flops_per_step / dt;
-    s.mfu = peak > 0 ? s.flops_per_s / peak : 0;
+    s.mfu = peak > 0 ? s.flops_per_s / double(world.size) / peak : 0;  // per device
     s.eta_s = step_time_avg * double(steps - step - 1);
     s.mem_bytes = allocator_for(dev).stats().peak_bytes;
     progress.step(s);
     const int64_t done = step + 1;
+    if (cfg.i("check_replicas") > 0 && done % cfg.i("check_replicas") == 0) {
+      try {
+        comm::check_replicas(model.named_parameters(), grid.dp_group());
+      } catch (const Error& e) {
+        throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
+      }
+    }
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
     if ((ve > 0 && done % ve == 0) || done == steps)
-      progress.val(done, eval_loss(model, val_file, B, T, cfg.i("val_batches"), ac));
-    if ((se > 0 && done % se == 0) || done == steps) sample(done);
+      progress.val(done, eval_loss(model, val_file, plan, T, cfg.i("val_batches"), ac));
+    if (lead && ((se > 0 && done % se == 0) || done == steps)) sample(done);
     if ((ce > 0 && done % ce == 0) || done == end) {
       // The sampler and the RNGs are counter-based: their positions are
       // functions of the step, recorded here so the file says so explicitly.
-      nlohmann::json run_state{{"sampler", {{"order", "random"}, {"seed", seed}, {"next_batch", done * accum}}},
-                               {"rng",
-                                {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
-                                 {"init_seed", seed},
-                                 {"sample_seed", seed * 977 + uint64_t(done)}}}};
+      nlohmann::json run_state{
+          {"sampler",
+           {{"order", "random"}, {"seed", seed}, {"global_batch", plan.global()}, {"next_row", done * plan.global()}}},
+          {"rng",
+           {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
+            {"init_seed", seed},
+            {"sample_seed", seed * 977 + uint64_t(done)}}}};
       if (scaler) {
         const LossScaler::State ls = scaler->state();
         run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
       }
-      save_checkpoint(ckpt_dir, model, opt, done, cfg.json(), run_state);
+      if (lead) save_checkpoint(ckpt_dir, model, opt, done, cfg.json(), run_state);
+      comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
     }
   }
   progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  std::printf("done: %lld steps in %.1f s; checkpoint %s (load with GPT2LMHeadModel, see docs/train.md)\n",
-              (long long)(end - start), secs, ckpt_dir.c_str());
+  if (lead)
+    std::printf("done: %lld steps in %.1f s; checkpoint %s (load with GPT2LMHeadModel, see docs/train.md)\n",
+                (long long)(end - start), secs, ckpt_dir.c_str());
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  int rc = 0;
   try {
-    return run(argc, argv);
+    rc = run(argc, argv);
+  } catch (const WorldError& e) {  // every rank found it: rank 0 says it, all exit
+    if (comm::world().rank == 0) std::fprintf(stderr, "train: error: %s\n", e.what());
+    rc = 1;
   } catch (const std::exception& e) {
+    // One rank alone: its peers may be waiting in a collective for it, so
+    // the whole job ends here (MPI_Abort), with the rank named.
+    if (comm::world().size > 1) {
+      std::fprintf(stderr, "rank %d: train: error: %s\n", comm::world().rank, e.what());
+      comm::abort_world(1);
+    }
     std::fprintf(stderr, "train: error: %s\n", e.what());
-    return 1;
+    rc = 1;
   }
+  comm::finalize_world();
+  return rc;
 }

@@ -21,9 +21,12 @@ const std::vector<OptionSpec>& train_options() {
       {"n_layer", 4, "transformer blocks"},
       {"n_head", 4, "attention heads per block"},
       {"n_embd", 128, "embedding width C (a multiple of n_head)"},
-      {"batch_size", 16, "sequences per micro-batch"},
+      {"batch_size", 16, "sequences per micro-batch, per data-parallel rank"},
       {"seq_len", 128, "tokens per sequence (at most block_size)"},
-      {"grad_accum", 1, "micro-batches per optimizer step"},
+      {"grad_accum", 1, "micro-batches per optimizer step, per rank (derived when global_batch is set)"},
+      {"global_batch", 0,
+       "sequences per optimizer step over all ranks: batch_size x grad_accum x dp (0: whatever those give); set, "
+       "it fixes the run's batch whatever the number of ranks, and grad_accum follows"},
       {"steps", 600, "optimizer steps (the LR schedule's length)"},
       {"stop_after", 0, "end this run after N steps with a checkpoint, to --resume later (0: run to the end)"},
       {"lr", 3e-3, "peak learning rate"},
@@ -51,6 +54,14 @@ const std::vector<OptionSpec>& train_options() {
       {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
       {"resume", false, "continue from out_dir/checkpoint (bit-exact on cpu)"},
       {"init_from", "", "initialise weights from a Hugging Face GPT-2 safetensors file"},
+      {"comm", "auto",
+       "collectives backend: auto (nccl on cuda, mpi on cpu/emu) | mpi | nccl (on emu: the look-alike)"},
+      {"tp", 1, "tensor-parallel ranks (world = dp x tp; only 1 until tensor parallelism lands)"},
+      {"bucket_mb", 25.0, "data parallel: gradient bucket size (MiB)"},
+      {"check_replicas", 0,
+       "data parallel: every N steps compare the replicas' parameter checksums; drift is an error naming the tensor "
+       "(0: off)"},
+      {"first_bucket_mb", 1.0, "data parallel: the first bucket's size (MiB), small so communication starts early"},
   };
   return specs;
 }

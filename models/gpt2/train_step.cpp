@@ -8,14 +8,15 @@
 namespace eng::models {
 
 GpuTrainStep::GpuTrainStep(const GPT2& model, AdamW& opt, int64_t B, int64_t T, int64_t accum, Recompute recompute,
-                           const Autocast& ac, double grad_clip, bool use_graph)
+                           const Autocast& ac, double grad_clip, bool use_graph, comm::DistributedDataParallel* ddp)
     : model_(model),
       opt_(opt),
       accum_(accum),
       recompute_(recompute),
       ac_(ac),
       grad_clip_(grad_clip),
-      use_graph_(use_graph) {
+      use_graph_(use_graph),
+      ddp_(ddp) {
   const Device dev = model.device();
   ENGINE_CHECK(dev.type != DeviceType::cpu, "GpuTrainStep: needs a GPU device (cuda or emu), got ", dev.str());
   for (int64_t m = 0; m < accum; ++m) {
@@ -30,8 +31,10 @@ void GpuTrainStep::enqueue() {
     Tensor loss = model_.loss(xs_[size_t(m)], ys_[size_t(m)], recompute_, ac_);
     losses_.push_back(loss.detach());
     if (accum_ > 1) loss = scale(loss, 1.0 / double(accum_));
+    if (ddp_) ddp_->set_sync(m == accum_ - 1);  // only the last micro-step communicates
     loss.backward();
   }
+  if (ddp_) ddp_->finish();
   norm_coef_ = clip_coefficient(model_.parameters(), grad_clip_);
   opt_.step(norm_coef_.slice(1, 2));
 }

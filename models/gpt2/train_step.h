@@ -1,7 +1,8 @@
 // One optimizer step of GPT-2 training on a GPU device (emu or cuda), for
 // every precision level without loss scaling: the micro-batches' forward and
 // backward, the clip coefficient on the device, and the fused AdamW update,
-// with no host read in between (engine/graph.h). So the same step runs eagerly
+// with no host read in between (engine/graph.h). With data parallelism the
+// gradient all-reduces are part of the step, so an O3 graph captures them. So the same step runs eagerly
 // or, at O3, is captured once as a CUDA graph and replayed every step after:
 //   step 1         eager (creates the optimizer state, warms the caches)
 //   step 2         capture (nothing runs), then replay
@@ -12,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/ddp.h"
 #include "engine/graph.h"
 #include "engine/optim/optimizer.h"
 #include "engine/precision.h"
@@ -22,7 +24,7 @@ namespace eng::models {
 class GpuTrainStep {
  public:
   GpuTrainStep(const GPT2& model, AdamW& opt, int64_t B, int64_t T, int64_t accum, Recompute recompute,
-               const Autocast& ac, double grad_clip, bool use_graph);
+               const Autocast& ac, double grad_clip, bool use_graph, comm::DistributedDataParallel* ddp = nullptr);
   struct Result {
     std::vector<double> losses;  // per micro-batch
     double grad_norm = 0;        // before clipping
@@ -41,6 +43,7 @@ class GpuTrainStep {
   Autocast ac_;
   double grad_clip_;
   bool use_graph_;
+  comm::DistributedDataParallel* ddp_;  // averages the gradients over dp (null: one rank)
   int64_t steps_ = 0;
   std::vector<Tensor> xs_, ys_;  // the device inputs: the same buffers every step (the graph reads them)
   std::vector<Tensor> losses_;   // device scalars written by the step

@@ -1,0 +1,127 @@
+// Argument checks shared by both backends, the group-of-one short cut, and
+// the backend choice.
+#include "comm/communicator.h"
+
+#include <cstring>
+
+#include "comm/backends.h"
+#include "comm/world.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+
+namespace eng::comm {
+
+const char* backend_name(Backend b) { return b == Backend::mpi ? "mpi" : "nccl"; }
+
+Backend parse_backend(const std::string& s, Device dev) {
+  if (s == "auto") return dev.type == DeviceType::cuda ? Backend::nccl : Backend::mpi;
+  if (s == "mpi") return Backend::mpi;
+  if (s == "nccl") return Backend::nccl;
+  ENGINE_FAIL("unknown comm backend '", s, "' (expected auto, mpi or nccl)");
+}
+
+bool nccl_built() { return ENGINE_HAVE_NCCL != 0; }
+
+namespace {
+// A group of one with the short cut on: the base class answers every call.
+class LocalCommunicator : public Communicator {
+ public:
+  using Communicator::Communicator;
+  Backend backend() const override { return Backend::nccl; }
+
+ protected:
+  Work all_reduce_raw(const void*, void*, size_t, DType, ReduceOp) override { unreachable(); }
+  Work reduce_scatter_raw(const void*, void*, size_t, DType, ReduceOp) override { unreachable(); }
+  Work all_gather_raw(const void*, void*, size_t, DType) override { unreachable(); }
+  Work broadcast_raw(void*, size_t, DType, int) override { unreachable(); }
+  void barrier_raw() override { unreachable(); }
+
+ private:
+  [[noreturn]] static void unreachable() { ENGINE_FAIL("comm: a group of one reached a backend"); }
+};
+}  // namespace
+
+std::unique_ptr<Communicator> make_local_communicator(const Group& g, Device dev, CommOptions o) {
+  return std::make_unique<LocalCommunicator>(g, dev, o);
+}
+
+std::unique_ptr<Communicator> make_communicator(const Group& g, Device dev, Backend b, CommOptions o) {
+  if (b == Backend::mpi) {
+    ENGINE_CHECK(dev.type != DeviceType::cuda, "comm: the mpi backend works on cpu and emu memory; ", dev.str(),
+                 " needs --comm nccl");
+    return make_mpi_communicator(g, dev, o);
+  }
+  ENGINE_CHECK(dev.type != DeviceType::cpu, "comm: the nccl backend needs a GPU device (cuda, or emu for its ",
+               "look-alike); cpu uses --comm mpi");
+  if (dev.type == DeviceType::emu) return make_nccl_emu_communicator(g, dev, o);
+  if (!nccl_built()) {
+    // One rank needs no NCCL: its collectives never reach a backend.
+    ENGINE_CHECK(g.size() == 1 && o.short_circuit, "comm: ", dev.str(), " on ", g.size(),
+                 " ranks needs NCCL, and this build found no libnccl (install NCCL and rebuild)");
+    return make_local_communicator(g, dev, o);
+  }
+  return make_nccl_real_communicator(g, dev, o);
+}
+
+void Communicator::check(const char* op, const Tensor& t, const char* what) const {
+  ENGINE_CHECK(t.defined(), "comm ", op, ": ", what, " is undefined");
+  ENGINE_CHECK(t.device() == dev_, "comm ", op, " (group ", group_.name(), " on ", dev_.str(), "): ", what, " is ",
+               t.desc());
+  const DType d = t.dtype();
+  ENGINE_CHECK(d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16 || d == DType::i32, "comm ",
+               op, ": ", what, " has dtype ", dtype_name(d), " (f32, f64, bf16, f16 or i32)");
+}
+
+Work Communicator::local_copy(const Tensor& in, Tensor& out) const {
+  if (in.data_ptr() == out.data_ptr()) return Work();
+  if (dev_.type == DeviceType::cpu)
+    std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
+  else
+    copy_async(out.data_ptr(), dev_, in.data_ptr(), dev_, in.nbytes());
+  return Work();
+}
+
+Work Communicator::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
+  check("all_reduce", in, "input");
+  check("all_reduce", out, "output");
+  ENGINE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel(), "comm all_reduce: input ", in.desc(),
+               " and output ", out.desc(), " differ");
+  ENGINE_CHECK(op == ReduceOp::sum || in.dtype() != DType::i32, "comm all_reduce: avg of i32 (use sum)");
+  if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
+  return all_reduce_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype(), op);
+}
+
+Work Communicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+  check("reduce_scatter", in, "input");
+  check("reduce_scatter", out, "output");
+  ENGINE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size(), "comm reduce_scatter over ", size(),
+               " ranks: input ", in.desc(), " must hold ", size(), " x the output's ", out.numel(),
+               " elements of its dtype (pad it to a multiple of ", size(), ")");
+  ENGINE_CHECK(op == ReduceOp::sum || in.dtype() != DType::i32, "comm reduce_scatter: avg of i32 (use sum)");
+  if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
+  return reduce_scatter_raw(in.data_ptr(), out.data_ptr(), size_t(out.numel()), in.dtype(), op);
+}
+
+Work Communicator::all_gather(const Tensor& in, Tensor& out) {
+  check("all_gather", in, "input");
+  check("all_gather", out, "output");
+  ENGINE_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size(), "comm all_gather over ", size(),
+               " ranks: output ", out.desc(), " must hold ", size(), " x the input's ", in.numel(), " elements");
+  if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
+  return all_gather_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype());
+}
+
+Work Communicator::broadcast(Tensor& t, int root) {
+  check("broadcast", t, "tensor");
+  ENGINE_CHECK(root >= 0 && root < size(), "comm broadcast: root ", root, " outside group ", group_.name(), " of ",
+               size(), " ranks");
+  if (size() == 1 && opt_.short_circuit) return Work();
+  return broadcast_raw(t.data_ptr(), size_t(t.numel()), t.dtype(), root);
+}
+
+void Communicator::barrier() {
+  if (size() == 1 && opt_.short_circuit) return;
+  barrier_raw();
+}
+
+}  // namespace eng::comm

@@ -1,0 +1,145 @@
+// Gradient buckets and their overlapped all-reduces (see ddp.h).
+#include "comm/ddp.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/graph.h"
+
+namespace eng::comm {
+
+namespace {
+void copy_on(Device dev, void* dst, const void* src, size_t bytes) {
+  if (dev.type == DeviceType::cpu)
+    std::memcpy(dst, src, bytes);
+  else
+    copy_async(dst, dev, src, dev, bytes);  // stream order: after the kernel that wrote src
+}
+}  // namespace
+
+struct DistributedDataParallel::State {
+  struct Bucket {
+    Tensor flat;                  // the gradients, side by side
+    std::vector<size_t> params;   // indices into State::params
+    std::vector<int64_t> offset;  // element offset of each in flat
+    size_t ready = 0;             // gradients copied in this step
+    Work work;
+    bool started = false;
+  };
+  std::vector<Tensor> params;
+  std::vector<size_t> bucket_of, slot_of;  // per parameter
+  std::vector<Bucket> buckets;
+  Communicator* comm = nullptr;
+  bool sync = true;
+  size_t next_start = 0;  // buckets start in index order, the same on every rank
+
+  void on_grad(size_t i, const Tensor& grad) {
+    if (!sync) return;
+    Bucket& b = buckets[bucket_of[i]];
+    const size_t slot = slot_of[i];
+    ENGINE_CHECK(grad.numel() == params[i].numel() && grad.dtype() == b.flat.dtype(), "ddp: gradient of parameter ", i,
+                 " is ", grad.desc(), ", the parameter is ", params[i].desc());
+    copy_on(b.flat.device(), static_cast<char*>(b.flat.data_ptr()) + b.offset[slot] * int64_t(dtype_size(grad.dtype())),
+            grad.data_ptr(), grad.nbytes());
+    ++b.ready;
+    start_ready();
+    for (Bucket& o : buckets)  // drive MPI's progress on the ones in flight
+      if (o.started) o.work.test();
+  }
+  void start_ready() {
+    while (next_start < buckets.size() && buckets[next_start].ready == buckets[next_start].params.size()) {
+      Bucket& b = buckets[next_start++];
+      b.work = comm->all_reduce(b.flat, ReduceOp::avg);
+      b.started = true;
+    }
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Communicator& comm, DdpOptions opt)
+    : s_(std::make_shared<State>()) {
+  ENGINE_CHECK(opt.bucket_mb > 0 && opt.first_bucket_mb > 0, "ddp: bucket sizes must be > 0 MiB");
+  s_->params = std::move(params);
+  s_->comm = &comm;
+  const size_t n = s_->params.size();
+  s_->bucket_of.assign(n, 0);
+  s_->slot_of.assign(n, 0);
+  // Reverse registration order; a new bucket when the current one is full
+  // or the dtype changes. Deterministic: every rank gets the same buckets.
+  size_t bytes = 0;
+  for (size_t k = n; k-- > 0;) {
+    const Tensor& p = s_->params[k];
+    ENGINE_CHECK(p.device() == comm.device(), "ddp: parameter ", k, " is ", p.desc(), ", the dp communicator is on ",
+                 comm.device().str());
+    const double cap = (s_->buckets.size() <= 1 ? opt.first_bucket_mb : opt.bucket_mb) * 1048576.0;
+    const bool full = !s_->buckets.empty() && double(bytes + p.nbytes()) > cap && bytes > 0;
+    if (s_->buckets.empty() || full || s_->buckets.back().flat.dtype() != p.dtype()) {
+      s_->buckets.emplace_back();
+      s_->buckets.back().flat = Tensor::empty({0}, p.dtype(), p.device());  // sized below
+      bytes = 0;
+    }
+    State::Bucket& b = s_->buckets.back();
+    s_->bucket_of[k] = s_->buckets.size() - 1;
+    s_->slot_of[k] = b.params.size();
+    b.offset.push_back(b.params.empty() ? 0 : b.offset.back() + s_->params[b.params.back()].numel());
+    b.params.push_back(k);
+    bytes += p.nbytes();
+  }
+  for (State::Bucket& b : s_->buckets) {
+    const int64_t total = b.offset.back() + s_->params[b.params.back()].numel();
+    b.flat = Tensor::zeros({total}, b.flat.dtype(), comm.device());
+  }
+  std::weak_ptr<State> weak = s_;
+  for (size_t k = 0; k < n; ++k)
+    s_->params[k].add_final_grad_hook([weak, k](Tensor& g) {
+      if (auto s = weak.lock()) s->on_grad(k, g);
+    });
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (auto& b : s_->buckets) b.work.wait();
+}
+
+void DistributedDataParallel::broadcast_parameters() {
+  for (Tensor& p : s_->params) s_->comm->broadcast(p, 0).wait();
+}
+
+void DistributedDataParallel::set_sync(bool sync) { s_->sync = sync; }
+
+void DistributedDataParallel::finish() {
+  State& s = *s_;
+  for (State::Bucket& b : s.buckets)
+    if (b.ready != b.params.size())
+      for (size_t k : b.params)
+        ENGINE_CHECK(s.params[k].grad().defined(), "ddp: parameter ", k, " ", s.params[k].desc(),
+                     " received no gradient in this backward (unused in the loss?)");
+  for (State::Bucket& b : s.buckets) {
+    ENGINE_CHECK(b.ready == b.params.size(), "ddp: bucket of ", b.params.size(), " parameters got ", b.ready,
+                 " final gradients: was set_sync(true) before the last backward?");
+    b.work.wait();
+    const size_t es = dtype_size(b.flat.dtype());
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      Tensor g = s.params[b.params[slot]].grad();
+      copy_on(b.flat.device(), g.data_ptr(), static_cast<const char*>(b.flat.data_ptr()) + size_t(b.offset[slot]) * es,
+              g.nbytes());
+    }
+    b.ready = 0;
+    b.started = false;
+    b.work = Work();
+  }
+  s.next_start = 0;
+}
+
+int DistributedDataParallel::num_buckets() const { return int(s_->buckets.size()); }
+
+std::string DistributedDataParallel::bucket_summary() const {
+  std::string out = std::to_string(s_->buckets.size()) + " buckets (";
+  for (size_t i = 0; i < s_->buckets.size(); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%s%.2f", i ? ", " : "", double(s_->buckets[i].flat.nbytes()) / 1048576.0);
+    out += buf;
+  }
+  return out + " MiB)";
+}
+
+}  // namespace eng::comm

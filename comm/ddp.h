@@ -1,0 +1,58 @@
+// Data parallelism (PyTorch's DistributedDataParallel, in small): every dp
+// rank holds the whole model, computes gradients on its part of the batch,
+// and the gradients are averaged over dp before the optimizer step, so every
+// replica takes the same step and stays identical.
+//
+// Buckets: one all-reduce per parameter would pay the collective's latency
+// hundreds of times per step; one for all gradients would wait for the whole
+// backward. So gradients are copied into flat buckets (25 MiB by default; the
+// first 1 MiB, so communication starts early), filled in reverse registration
+// order, which is roughly the order the backward finishes them. A bucket's
+// all-reduce starts as soon as its last gradient is final (the parameter's
+// final-gradient hook), on the communication stream on cuda, while the
+// backward of earlier layers goes on; on cpu, MPI's non-blocking collective
+// makes progress whenever a later hook polls it. Every rank builds the same
+// buckets from the same parameter list and starts them in bucket order.
+//
+// Gradient accumulation: only the last micro-step's backward communicates
+// (set_sync(false) before the others: PyTorch's no_sync()).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/tensor.h"
+
+namespace eng::comm {
+
+struct DdpOptions {
+  double bucket_mb = 25;       // bucket capacity (MiB)
+  double first_bucket_mb = 1;  // the first bucket's (the last layers' gradients)
+};
+
+class DistributedDataParallel {
+ public:
+  // params in registration order (model.parameters()); `comm` is the dp
+  // group's communicator and outlives this object.
+  DistributedDataParallel(std::vector<Tensor> params, Communicator& comm, DdpOptions opt = {});
+  ~DistributedDataParallel();
+
+  // Rank 0's values to every rank (call once, before training).
+  void broadcast_parameters();
+  // Whether the next backward's gradients are final for this step (the last
+  // micro-step): only then do the hooks fill buckets and start all-reduces.
+  void set_sync(bool sync);
+  // After the last backward: waits for every bucket's all-reduce and writes
+  // the averaged gradients back into the parameters' .grad.
+  void finish();
+
+  int num_buckets() const;
+  std::string bucket_summary() const;  // "3 buckets (1.0, 25.0, 4.2 MiB)"
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;  // shared with the hooks
+};
+
+}  // namespace eng::comm

@@ -1,0 +1,61 @@
+// Rank placement, agreement checks and the batch plan (see train_dist.h).
+#include "models/gpt2/train_dist.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/cuda_runtime.h"
+
+namespace eng::models {
+
+Device rank_device(Device requested) {
+  const comm::World& w = comm::world();
+  if (requested.type != DeviceType::cuda || w.size == 1) return requested;
+  const int n = cudart::device_count();
+  ENGINE_CHECK(n > 0, "rank ", w.rank, " on ", w.host, ": no CUDA device answers");
+  ENGINE_CHECK(w.local_size <= n, w.host, " runs ", w.local_size, " ranks but has ", n,
+               " GPU(s): ranks would share a GPU (start at most ", n, " ranks per node)");
+  return Device{DeviceType::cuda, w.local_rank % n};
+}
+
+void agree(const nlohmann::json& mine, const std::string& what) {
+  const std::vector<std::string> all = comm::all_gather_strings(mine.dump());
+  const nlohmann::json root = nlohmann::json::parse(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const nlohmann::json other = nlohmann::json::parse(all[r]);
+    std::string key = "?";
+    for (auto it = root.begin(); it != root.end(); ++it)
+      if (!other.contains(it.key()) || other[it.key()] != it.value()) {
+        key = it.key();
+        break;
+      }
+    const std::string theirs = other.contains(key) ? other[key].dump() : "(missing)";
+    throw WorldError(cat("ranks disagree on the ", what, ": rank ", r, " has ", key, " = ", theirs, ", rank 0 has ",
+                         root.contains(key) ? root[key].dump() : "(missing)",
+                         " (every rank must run the same command)"));
+  }
+}
+
+BatchPlan plan_batches(int64_t batch_size, int64_t grad_accum, int64_t global_batch, int64_t dp, int64_t dp_rank) {
+  BatchPlan p;
+  p.micro = batch_size, p.dp = dp, p.dp_rank = dp_rank, p.accum = grad_accum;
+  if (global_batch > 0) {
+    ENGINE_CHECK(global_batch % (batch_size * dp) == 0, "config: global_batch ", global_batch,
+                 " is not a multiple of batch_size x dp = ", batch_size, " x ", dp, " = ", batch_size * dp);
+    p.accum = global_batch / (batch_size * dp);
+  }
+  return p;
+}
+
+void inject_fault(int64_t step) {
+  static const char* spec = std::getenv("ENGINE_FAULT");
+  if (!spec) return;
+  int rank = -1;
+  long long at = -1;
+  ENGINE_CHECK(std::sscanf(spec, "throw:%d:%lld", &rank, &at) == 2, "ENGINE_FAULT='", spec,
+               "': expected throw:RANK:STEP");
+  ENGINE_CHECK(!(rank == comm::world().rank && at == step), "injected fault (ENGINE_FAULT=", spec, ") at step ", step);
+}
+
+}  // namespace eng::models

@@ -1,0 +1,45 @@
+// What the train program does differently on N ranks (mpirun / srun):
+// which GPU a rank takes, the checks that all ranks agree before any
+// collective, and how the global batch is split over the dp ranks.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "comm/world.h"
+#include "engine/device.h"
+#include "engine/error.h"
+
+namespace eng::models {
+
+// An error every rank raised identically (a disagreement found by an
+// all-gather): rank 0 reports it, every rank exits cleanly with status 1.
+struct WorldError : Error {
+  using Error::Error;
+};
+
+// cuda: local_rank mod the GPUs on the node; two ranks on one GPU are refused.
+Device rank_device(Device requested);
+
+// Every rank's `what` (config, model shape, parameter count) must equal
+// rank 0's; otherwise a WorldError naming the first rank and key that differ.
+void agree(const nlohmann::json& mine, const std::string& what);
+
+// The global batch over dp ranks: micro-batches of batch_size sequences,
+// grad_accum of them per rank per step.
+struct BatchPlan {
+  int64_t micro = 0, accum = 0, dp = 1, dp_rank = 0;
+  int64_t global() const { return micro * accum * dp; }
+  // Index (in units of micro-batches) of this rank's micro-batch m of
+  // `step`: the global batch's rows in rank-major order, so N ranks read
+  // exactly the rows 1 rank reads with the same global batch.
+  int64_t micro_index(int64_t step, int64_t m) const { return (step * dp + dp_rank) * accum + m; }
+};
+BatchPlan plan_batches(int64_t batch_size, int64_t grad_accum, int64_t global_batch, int64_t dp, int64_t dp_rank);
+
+// Test-only fault injection, for the failure tests of a distributed run:
+// ENGINE_FAULT=throw:RANK:STEP makes world rank RANK throw at the start of
+// step STEP (1-based), as a rank that hits a bad input or a device error.
+void inject_fault(int64_t step);
+
+}  // namespace eng::models

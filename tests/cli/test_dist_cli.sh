@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Black-box tests of distributed training: the train program under mpirun
+# (scripts/mpirun.sh: root/oversubscribe flags and a timeout) against the
+# same run on one process, one ctest entry per case (tests/CMakeLists.txt).
+# Tolerance: N ranks sum the gradients in a different order than one rank
+# sums its micro-batches (fp32), so losses agree to |d| <= 1e-4 over these
+# 10-step runs (observed: ~1e-7), not bit for bit; runs whose reduction
+# order is the same (resume at the same np) are compared bit for bit.
+# Usage: test_dist_cli.sh BUILD_DIR CASE
+set -euo pipefail
+build=$1
+case_name=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+train=$build/models/train
+prep=$build/models/prepare_text
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export MPIRUN_TIMEOUT=300
+mpi() { bash "$root/scripts/mpirun.sh" "$@"; }
+
+fail() { echo "FAIL: $*"; exit 1; }
+"$prep" "$work/data" 0.1 /usr/share/games/fortunes >/dev/null
+
+# Tiny model, a fixed global batch of 8 sequences (batch_size x grad_accum x ranks).
+common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --batch_size 2 --seq_len 32
+        --warmup_steps 2 --val_every 5 --sample_every 0 --val_batches 2 --sample_tokens 8 --device cpu
+        --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --steps 10 --global_batch 8)
+
+losses() { grep -o '"\(val_\)\?loss":[^,}]*' "$1/metrics.jsonl"; }
+# Same keys in the same order, values within tol.
+close() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+a, b, tol = [json.loads(l) for l in open(sys.argv[1])], [json.loads(l) for l in open(sys.argv[2])], float(sys.argv[3])
+assert len(a) == len(b), f"{len(a)} vs {len(b)} metrics lines"
+worst = 0.0
+for x, y in zip(a, b):
+    for k in ("loss", "val_loss"):
+        if k in x:
+            assert k in y and x["step"] == y["step"], (x, y)
+            worst = max(worst, abs(x[k] - y[k]))
+assert worst <= tol, f"losses differ by {worst} > {tol}"
+print(f"max |loss difference| {worst:.2e}")
+PY
+}
+
+case $case_name in
+  equivalence)
+    OMP_NUM_THREADS=1 "$train" "${common[@]}" --out_dir "$work/np1" >/dev/null
+    for np in 2 4; do
+      # --check_replicas 1: every rank's parameters hashed and compared after every step.
+      mpi -np $np "$train" "${common[@]}" --check_replicas 1 --out_dir "$work/np$np" >"$work/log$np" ||
+        fail "np=$np run failed: $(tail -3 "$work/log$np")"
+      grep -q "distributed: $np ranks (dp $np x tp 1)" "$work/log$np" || fail "np=$np: no distributed summary"
+      [[ $(grep -c "^step .*loss" "$work/log$np") -ge 1 ]] || fail "np=$np: no progress lines"
+      [[ $(grep -c "^done:" "$work/log$np") -eq 1 ]] || fail "np=$np: more than one rank speaks"
+      echo "np=$np vs np=1: $(close "$work/np1/metrics.jsonl" "$work/np$np/metrics.jsonl" 1e-4)"
+    done
+    ;;
+  grad_accum)
+    # batch_size 1: grad_accum 8 on one rank, 4 per rank on two (no_sync on 3 of 4 micro-steps).
+    OMP_NUM_THREADS=1 "$train" "${common[@]}" --batch_size 1 --out_dir "$work/np1" >/dev/null
+    mpi -np 2 "$train" "${common[@]}" --batch_size 1 --check_replicas 1 --out_dir "$work/np2" >"$work/log" ||
+      fail "np=2 failed: $(tail -3 "$work/log")"
+    grep -q "global batch 8 = 1 x 4 micro-batches x 2 ranks" "$work/log" || fail "grad_accum not derived"
+    echo "grad_accum 4 x np 2 vs 8 x np 1: $(close "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-4)"
+    ;;
+  resume)
+    mpi -np 2 "$train" "${common[@]}" --out_dir "$work/a" >/dev/null
+    mpi -np 2 "$train" "${common[@]}" --stop_after 4 --out_dir "$work/b" >/dev/null
+    cp -r "$work/b" "$work/c"
+    mpi -np 2 "$train" "${common[@]}" --resume --out_dir "$work/b" >/dev/null
+    diff <(losses "$work/a") <(losses "$work/b") || fail "np2 -> np2 resume differs from the uninterrupted run"
+    cmp "$work/a/checkpoint/model.safetensors" "$work/b/checkpoint/model.safetensors" || fail "final weights differ"
+    echo "ok: np2 10 steps == 4 + resume at np2 + 6, bit for bit"
+    OMP_NUM_THREADS=1 "$train" "${common[@]}" --resume --out_dir "$work/c" >/dev/null
+    echo "np2 -> resume at np1: $(close "$work/a/metrics.jsonl" "$work/c/metrics.jsonl" 1e-4)"
+    if OMP_NUM_THREADS=1 "$train" "${common[@]}" --global_batch 4 --resume --out_dir "$work/c" 2>"$work/err" >/dev/null; then
+      fail "resume with another global batch was accepted"
+    fi
+    grep -q "global batch of 8 sequences" "$work/err" || fail "bad message: $(cat "$work/err")"
+    ;;
+  rank_fails)
+    start=$(date +%s)
+    if ENGINE_FAULT=throw:1:3 mpi -np 2 "$train" "${common[@]}" --out_dir "$work/f" >"$work/out" 2>"$work/err"; then
+      fail "the job succeeded although rank 1 threw"
+    fi
+    grep -q "^rank 1: train: error: .*injected fault" "$work/err" || fail "rank not named: $(cat "$work/err")"
+    (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end"
+    echo "ok: $(grep '^rank 1' "$work/err")"
+    ;;
+  config_mismatch)
+    if mpi -np 1 "$train" "${common[@]}" --out_dir "$work/m" --lr 0.001 : \
+           -np 1 "$train" "${common[@]}" --out_dir "$work/m" --lr 0.002 >"$work/out" 2>"$work/err"; then
+      fail "ranks with different configs trained"
+    fi
+    grep -q "^train: error: ranks disagree on the configuration: rank 1 has lr = 0.002, rank 0 has 0.001" \
+      "$work/err" || fail "bad message: $(cat "$work/err")"
+    [[ ! -e $work/m ]] || fail "out_dir created despite the disagreement"
+    # A validation split too small for batch_size x dp.
+    head -c 100 "$work/data/val.bin" >"$work/small_val.bin"
+    if mpi -np 2 "$train" "${common[@]}" --val_bin "$work/small_val.bin" --out_dir "$work/v" >"$work/out" \
+         2>"$work/err"; then
+      fail "a too-small validation split was accepted"
+    fi
+    grep -q "fewer than batch_size x dp = 2 x 2" "$work/err" || fail "bad message: $(cat "$work/err")"
+    echo "ok: $(grep -m1 'error' "$work/err")"
+    ;;
+  emu)
+    # The emulated device: the MPI backend and the NCCL backend against the
+    # look-alike, eager (O0) and with the step captured as a graph (O3).
+    emu=(--device emu --n_layer 1 --n_embd 16 --block_size 16 --seq_len 16 --steps 4 --val_every 0)
+    for p in O0 O3; do
+      OMP_NUM_THREADS=1 "$train" "${common[@]}" "${emu[@]}" --precision $p --out_dir "$work/np1$p" >/dev/null
+      for c in mpi nccl; do
+        mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --precision $p --comm $c --check_replicas 1 \
+          --out_dir "$work/$c$p" >"$work/log" || fail "emu $p $c failed: $(tail -3 "$work/log")"
+        grep -q "on emu, $c backend" "$work/log" || fail "not the $c backend"
+        echo "emu $p $c np2 vs np1: $(close "$work/np1$p/metrics.jsonl" "$work/$c$p/metrics.jsonl" 1e-4)"
+      done
+    done
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
