@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "comm/backends.h"
+#include "comm/watchdog.h"
 #include "comm/world.h"
 #include "engine/error.h"
 #include "engine/graph.h"
@@ -23,6 +24,28 @@ Backend parse_backend(const std::string& s, Device dev) {
 bool nccl_built() { return ENGINE_HAVE_NCCL != 0; }
 
 namespace {
+// A collective the watchdog knows about until it completes.
+struct TrackedWork : WorkImpl {
+  Work inner;
+  uint64_t id;
+  bool ended = false;
+  TrackedWork(Work w, uint64_t i) : inner(std::move(w)), id(i) {}
+  ~TrackedWork() override { end(); }
+  void end() {
+    if (!ended) op_end(id);
+    ended = true;
+  }
+  bool test() override {
+    if (!inner.test()) return false;
+    end();
+    return true;
+  }
+  void wait() override {
+    inner.wait();
+    end();
+  }
+};
+
 // A group of one with the short cut on: the base class answers every call.
 class LocalCommunicator : public Communicator {
  public:
@@ -63,6 +86,15 @@ std::unique_ptr<Communicator> make_communicator(const Group& g, Device dev, Back
   return make_nccl_real_communicator(g, dev, o);
 }
 
+Work Communicator::tracked(const char* op, size_t count, DType dt, const std::function<Work()>& issue) {
+  const uint64_t seq = ops_issued() + 1;
+  maybe_stall(seq);
+  const std::string& label = op_label();
+  const uint64_t id = op_begin(cat(op, " #", seq, " on group ", group_.name(), " (", size(), " ranks, ", count, " x ",
+                                   dtype_name(dt), label.empty() ? "" : ", ", label, ")"));
+  return Work(std::make_shared<TrackedWork>(issue(), id));
+}
+
 void Communicator::check(const char* op, const Tensor& t, const char* what) const {
   ENGINE_CHECK(t.defined(), "comm ", op, ": ", what, " is undefined");
   ENGINE_CHECK(t.device() == dev_, "comm ", op, " (group ", group_.name(), " on ", dev_.str(), "): ", what, " is ",
@@ -88,7 +120,8 @@ Work Communicator::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
                " and output ", out.desc(), " differ");
   ENGINE_CHECK(op == ReduceOp::sum || in.dtype() != DType::i32, "comm all_reduce: avg of i32 (use sum)");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
-  return all_reduce_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype(), op);
+  return tracked(op == ReduceOp::avg ? "all_reduce avg" : "all_reduce sum", size_t(in.numel()), in.dtype(),
+                 [&] { return all_reduce_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype(), op); });
 }
 
 Work Communicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
@@ -99,7 +132,9 @@ Work Communicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
                " elements of its dtype (pad it to a multiple of ", size(), ")");
   ENGINE_CHECK(op == ReduceOp::sum || in.dtype() != DType::i32, "comm reduce_scatter: avg of i32 (use sum)");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
-  return reduce_scatter_raw(in.data_ptr(), out.data_ptr(), size_t(out.numel()), in.dtype(), op);
+  return tracked("reduce_scatter", size_t(in.numel()), in.dtype(), [&] {
+    return reduce_scatter_raw(in.data_ptr(), out.data_ptr(), size_t(out.numel()), in.dtype(), op);
+  });
 }
 
 Work Communicator::all_gather(const Tensor& in, Tensor& out) {
@@ -108,7 +143,8 @@ Work Communicator::all_gather(const Tensor& in, Tensor& out) {
   ENGINE_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size(), "comm all_gather over ", size(),
                " ranks: output ", out.desc(), " must hold ", size(), " x the input's ", in.numel(), " elements");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
-  return all_gather_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype());
+  return tracked("all_gather", size_t(out.numel()), in.dtype(),
+                 [&] { return all_gather_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype()); });
 }
 
 Work Communicator::broadcast(Tensor& t, int root) {
@@ -116,12 +152,16 @@ Work Communicator::broadcast(Tensor& t, int root) {
   ENGINE_CHECK(root >= 0 && root < size(), "comm broadcast: root ", root, " outside group ", group_.name(), " of ",
                size(), " ranks");
   if (size() == 1 && opt_.short_circuit) return Work();
-  return broadcast_raw(t.data_ptr(), size_t(t.numel()), t.dtype(), root);
+  return tracked("broadcast", size_t(t.numel()), t.dtype(),
+                 [&] { return broadcast_raw(t.data_ptr(), size_t(t.numel()), t.dtype(), root); });
 }
 
 void Communicator::barrier() {
   if (size() == 1 && opt_.short_circuit) return;
-  barrier_raw();
+  tracked("barrier", 0, DType::i32, [&] {
+    barrier_raw();
+    return Work();
+  }).wait();
 }
 
 }  // namespace eng::comm

@@ -13,6 +13,7 @@
 // communication at all (a copy when out of place).
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,13 @@ class Communicator {
   Work all_gather(const Tensor& in, Tensor& out);                   // in: n, out: size x n
   Work broadcast(Tensor& t, int root);
   void barrier();
+  // Group calls (ncclGroupStart/End): the collectives issued between them
+  // are launched together at group_end(), whose Work covers them all (the
+  // ones returned inside the group are complete placeholders on nccl). On
+  // mpi every collective runs on its own and group_end() returns nothing to
+  // wait for. Groups do not nest across communicators.
+  virtual void group_start() {}
+  virtual Work group_end() { return Work(); }
 
  protected:
   // Raw forms: counts in elements, pointers already checked (devices, sizes,
@@ -85,6 +93,8 @@ class Communicator {
 
  private:
   void check(const char* op, const Tensor& t, const char* what) const;
+  // Issues a collective under the watchdog's eye (watchdog.h).
+  Work tracked(const char* op, size_t count, DType dt, const std::function<Work()>& issue);
   Work local_copy(const Tensor& in, Tensor& out) const;
   Group group_;
   Device dev_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/watchdog.h"
 #include "engine/error.h"
 #include "engine/graph.h"
 
@@ -19,39 +20,42 @@ void copy_on(Device dev, void* dst, const void* src, size_t bytes) {
 }  // namespace
 
 struct DistributedDataParallel::State {
-  struct Bucket {
-    Tensor flat;                  // the gradients, side by side
-    std::vector<size_t> params;   // indices into State::params
-    std::vector<int64_t> offset;  // element offset of each in flat
-    size_t ready = 0;             // gradients copied in this step
+  struct Flight {      // a bucket's progress in this step
+    size_t ready = 0;  // gradients copied in
     Work work;
     bool started = false;
   };
+  std::vector<DdpBucket> buckets;
+  std::vector<Flight> flight;
+  bool shard = false;
   std::vector<Tensor> params;
   std::vector<size_t> bucket_of, slot_of;  // per parameter
-  std::vector<Bucket> buckets;
   Communicator* comm = nullptr;
   bool sync = true;
   size_t next_start = 0;  // buckets start in index order, the same on every rank
 
   void on_grad(size_t i, const Tensor& grad) {
     if (!sync) return;
-    Bucket& b = buckets[bucket_of[i]];
+    DdpBucket& b = buckets[bucket_of[i]];
+    Flight& f = flight[bucket_of[i]];
     const size_t slot = slot_of[i];
     ENGINE_CHECK(grad.numel() == params[i].numel() && grad.dtype() == b.flat.dtype(), "ddp: gradient of parameter ", i,
                  " is ", grad.desc(), ", the parameter is ", params[i].desc());
     copy_on(b.flat.device(), static_cast<char*>(b.flat.data_ptr()) + b.offset[slot] * int64_t(dtype_size(grad.dtype())),
             grad.data_ptr(), grad.nbytes());
-    ++b.ready;
+    ++f.ready;
     start_ready();
-    for (Bucket& o : buckets)  // drive MPI's progress on the ones in flight
+    for (Flight& o : flight)  // drive MPI's progress on the ones in flight
       if (o.started) o.work.test();
   }
   void start_ready() {
-    while (next_start < buckets.size() && buckets[next_start].ready == buckets[next_start].params.size()) {
-      Bucket& b = buckets[next_start++];
-      b.work = comm->all_reduce(b.flat, ReduceOp::avg);
-      b.started = true;
+    while (next_start < buckets.size() && flight[next_start].ready == buckets[next_start].params.size()) {
+      DdpBucket& b = buckets[next_start];
+      Flight& f = flight[next_start++];
+      set_op_label(cat("gradient bucket ", next_start, " of ", buckets.size()));  // for the watchdog's message
+      f.work = shard ? comm->reduce_scatter(b.flat, b.shard, ReduceOp::avg) : comm->all_reduce(b.flat, ReduceOp::avg);
+      set_op_label("");
+      f.started = true;
     }
   }
 };
@@ -61,6 +65,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
   ENGINE_CHECK(opt.bucket_mb > 0 && opt.first_bucket_mb > 0, "ddp: bucket sizes must be > 0 MiB");
   s_->params = std::move(params);
   s_->comm = &comm;
+  s_->shard = opt.shard;
   const size_t n = s_->params.size();
   s_->bucket_of.assign(n, 0);
   s_->slot_of.assign(n, 0);
@@ -78,17 +83,21 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
       s_->buckets.back().flat = Tensor::empty({0}, p.dtype(), p.device());  // sized below
       bytes = 0;
     }
-    State::Bucket& b = s_->buckets.back();
+    DdpBucket& b = s_->buckets.back();
     s_->bucket_of[k] = s_->buckets.size() - 1;
     s_->slot_of[k] = b.params.size();
     b.offset.push_back(b.params.empty() ? 0 : b.offset.back() + s_->params[b.params.back()].numel());
     b.params.push_back(k);
     bytes += p.nbytes();
   }
-  for (State::Bucket& b : s_->buckets) {
-    const int64_t total = b.offset.back() + s_->params[b.params.back()].numel();
+  const int64_t P = comm.size();
+  for (DdpBucket& b : s_->buckets) {
+    int64_t total = b.offset.back() + s_->params[b.params.back()].numel();
+    if (opt.shard) total = (total + P - 1) / P * P;  // the padding stays zero: no gradient is copied there
     b.flat = Tensor::zeros({total}, b.flat.dtype(), comm.device());
+    if (opt.shard) b.shard = Tensor::zeros({total / P}, b.flat.dtype(), comm.device());
   }
+  s_->flight.resize(s_->buckets.size());
   std::weak_ptr<State> weak = s_;
   for (size_t k = 0; k < n; ++k)
     s_->params[k].add_final_grad_hook([weak, k](Tensor& g) {
@@ -97,7 +106,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  for (auto& b : s_->buckets) b.work.wait();
+  for (auto& f : s_->flight) f.work.wait();
 }
 
 void DistributedDataParallel::broadcast_parameters() {
@@ -108,27 +117,30 @@ void DistributedDataParallel::set_sync(bool sync) { s_->sync = sync; }
 
 void DistributedDataParallel::finish() {
   State& s = *s_;
-  for (State::Bucket& b : s.buckets)
-    if (b.ready != b.params.size())
-      for (size_t k : b.params)
+  for (size_t i = 0; i < s.buckets.size(); ++i)
+    if (s.flight[i].ready != s.buckets[i].params.size())
+      for (size_t k : s.buckets[i].params)
         ENGINE_CHECK(s.params[k].grad().defined(), "ddp: parameter ", k, " ", s.params[k].desc(),
                      " received no gradient in this backward (unused in the loss?)");
-  for (State::Bucket& b : s.buckets) {
-    ENGINE_CHECK(b.ready == b.params.size(), "ddp: bucket of ", b.params.size(), " parameters got ", b.ready,
+  for (size_t i = 0; i < s.buckets.size(); ++i) {
+    DdpBucket& b = s.buckets[i];
+    State::Flight& f = s.flight[i];
+    ENGINE_CHECK(f.ready == b.params.size(), "ddp: bucket of ", b.params.size(), " parameters got ", f.ready,
                  " final gradients: was set_sync(true) before the last backward?");
-    b.work.wait();
+    f.work.wait();
     const size_t es = dtype_size(b.flat.dtype());
-    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+    for (size_t slot = 0; slot < b.params.size() && !s.shard; ++slot) {
       Tensor g = s.params[b.params[slot]].grad();
       copy_on(b.flat.device(), g.data_ptr(), static_cast<const char*>(b.flat.data_ptr()) + size_t(b.offset[slot]) * es,
               g.nbytes());
     }
-    b.ready = 0;
-    b.started = false;
-    b.work = Work();
+    f = State::Flight();
   }
   s.next_start = 0;
 }
+
+const std::vector<Tensor>& DistributedDataParallel::parameters() const { return s_->params; }
+const std::vector<DdpBucket>& DistributedDataParallel::buckets() const { return s_->buckets; }
 
 int DistributedDataParallel::num_buckets() const { return int(s_->buckets.size()); }
 

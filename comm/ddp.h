@@ -29,6 +29,18 @@ namespace eng::comm {
 struct DdpOptions {
   double bucket_mb = 25;       // bucket capacity (MiB)
   double first_bucket_mb = 1;  // the first bucket's (the last layers' gradients)
+  // ZeRO-1 (zero.h): each bucket is padded to a multiple of dp and
+  // reduce-scattered (averaged) into this rank's shard; no copy back.
+  bool shard = false;
+};
+
+// A bucket as ZeRO sees it: the parameters whose gradients it holds, where,
+// and (shard mode) this rank's slice of the reduced gradients.
+struct DdpBucket {
+  Tensor flat;                  // every gradient side by side, padded to a multiple of dp (shard mode)
+  Tensor shard;                 // shard mode: the reduced elements [rank*n, (rank+1)*n) of flat, n = flat/dp
+  std::vector<size_t> params;   // indices into the parameter list
+  std::vector<int64_t> offset;  // element offset of each in flat
 };
 
 class DistributedDataParallel {
@@ -44,9 +56,12 @@ class DistributedDataParallel {
   // micro-step): only then do the hooks fill buckets and start all-reduces.
   void set_sync(bool sync);
   // After the last backward: waits for every bucket's all-reduce and writes
-  // the averaged gradients back into the parameters' .grad.
+  // the averaged gradients back into the parameters' .grad (shard mode: waits
+  // for the reduce-scatters; the shards hold the result).
   void finish();
 
+  const std::vector<Tensor>& parameters() const;
+  const std::vector<DdpBucket>& buckets() const;
   int num_buckets() const;
   std::string bucket_summary() const;  // "3 buckets (1.0, 25.0, 4.2 MiB)"
 

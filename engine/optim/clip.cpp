@@ -55,14 +55,27 @@ static std::vector<Tensor> gpu_grads_of(const std::vector<Tensor>& params, const
   return gs;
 }
 
+Tensor grad_sum_squares(const std::vector<Tensor>& params, Device dev) {
+  const std::vector<Tensor> gs = gpu_grads_of(params, "grad_sum_squares");
+  ENGINE_CHECK(gs.empty() || gs[0].device() == dev, "grad_sum_squares: gradients on ", gs[0].device().str(),
+               ", asked for ", dev.str());
+  if (gs.empty()) return Tensor::zeros({1}, DType::f32, dev);
+  return gpu_sum_squares(gs, dev).slice(0, 1);
+}
+
+Tensor clip_coefficient_from(const Tensor& sum_squares, double max_norm) {
+  const Device dev = sum_squares.device();
+  ENGINE_CHECK(detail::on_gpu(sum_squares) && sum_squares.dtype() == DType::f32 && sum_squares.numel() == 1,
+               "clip_coefficient_from: needs a device f32 scalar, got ", sum_squares.desc());
+  Tensor out = Tensor::empty({2}, DType::f32, dev);
+  ENGINE_GPU_CALL(dev, clip_coefficient, sum_squares.data<float>(), max_norm, out.data<float>(), nullptr);
+  return out;
+}
+
 Tensor clip_coefficient(const std::vector<Tensor>& params, double max_norm) {
   const std::vector<Tensor> gs = gpu_grads_of(params, "clip_coefficient");
   ENGINE_CHECK(!gs.empty(), "clip_coefficient: no parameter has a gradient");
-  const Device dev = gs[0].device();
-  const Tensor ss = gpu_sum_squares(gs, dev);
-  Tensor out = Tensor::empty({2}, DType::f32, dev);
-  ENGINE_GPU_CALL(dev, clip_coefficient, ss.data<float>(), max_norm, out.data<float>(), nullptr);
-  return out;
+  return clip_coefficient_from(gpu_sum_squares(gs, gs[0].device()).slice(0, 1), max_norm);
 }
 
 double grad_norm(const std::vector<Tensor>& params) {

@@ -115,5 +115,11 @@ double grad_norm(const std::vector<Tensor>& params);
 // AdamW::step(grad_scale) on a slice of it. The gradients are not changed.
 // Capturable in a CUDA graph (engine/graph.h).
 Tensor clip_coefficient(const std::vector<Tensor>& params, double max_norm);
+// Its two halves, for gradients split over ranks (ZeRO, comm/zero.h): the
+// sum of squares of the gradients on `dev` (a device f32 scalar; zero when
+// none has a gradient), which the caller all-reduces, then {norm, factor}
+// from the total. Both capturable.
+Tensor grad_sum_squares(const std::vector<Tensor>& params, Device dev);
+Tensor clip_coefficient_from(const Tensor& sum_squares, double max_norm);
 
 }  // namespace eng

@@ -52,12 +52,18 @@ void load_gpt2_weights(const std::string& path, GPT2& model) {
 
 void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer& opt, int64_t step,
                      const nlohmann::json& config, const nlohmann::json& extra) {
+  save_checkpoint(dir, model, opt.state(), step, config, extra);
+}
+
+void save_checkpoint(const std::string& dir, const GPT2& model,
+                     const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
+                     const nlohmann::json& config, const nlohmann::json& extra) {
   const fs::path final_dir(dir), tmp_dir(dir + ".tmp"), old_dir(dir + ".old");
   fs::remove_all(tmp_dir);
   fs::create_directories(tmp_dir);
   save_gpt2_weights((tmp_dir / "model.safetensors").string(), model);
   std::vector<std::pair<std::string, Tensor>> st;
-  for (auto& [n, t] : opt.state()) st.emplace_back(n, t.device() == kCPU ? t : t.detach().to(kCPU));
+  for (auto& [n, t] : opt_state) st.emplace_back(n, t.device() == kCPU ? t : t.detach().to(kCPU));
   save_safetensors((tmp_dir / "optimizer.safetensors").string(), st);
   {
     // config.json makes the directory loadable by GPT2LMHeadModel.from_pretrained.

@@ -27,6 +27,11 @@ void load_gpt2_weights(const std::string& path, GPT2& model);
 // and RNG positions there).
 void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer& opt, int64_t step,
                      const nlohmann::json& config, const nlohmann::json& extra = nlohmann::json::object());
+// The same with the optimizer state already collected (ZeRO gathers it with
+// every rank taking part; rank 0 then writes).
+void save_checkpoint(const std::string& dir, const GPT2& model,
+                     const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
+                     const nlohmann::json& config, const nlohmann::json& extra = nlohmann::json::object());
 // Loads weights and optimizer state; returns the state.json object.
 nlohmann::json load_checkpoint(const std::string& dir, GPT2& model, Optimizer& opt);
 

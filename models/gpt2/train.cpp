@@ -22,7 +22,9 @@
 #include "comm/ddp.h"
 #include "comm/grid.h"
 #include "comm/replicas.h"
+#include "comm/watchdog.h"
 #include "comm/world.h"
+#include "comm/zero.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/memory_report.h"
@@ -103,6 +105,7 @@ int run(int argc, char** argv) {
   }
   const comm::World& world = comm::init_world();
   const bool lead = world.rank == 0;  // rank 0 alone prints and writes
+  const int threads = share_cores();
   // Before any other collective: every rank runs the same configuration.
   agree(cfg.json(), "configuration");
   const GPT2Config gcfg = model_config(cfg);
@@ -111,7 +114,13 @@ int run(int argc, char** argv) {
   ENGINE_CHECK(cfg.i("tp") == 1, "config: tp = ", cfg.i("tp"),
                ": tensor parallelism is not built yet (only tp = 1; every rank is a data-parallel rank)");
   ENGINE_CHECK(cfg.i("global_batch") >= 0, "config: global_batch must be >= 0");
+  const int64_t zero_stage = cfg.i("zero");
+  ENGINE_CHECK(zero_stage == 0 || zero_stage == 1, "config: zero = ", zero_stage, ": 0 (off) or 1 (ZeRO-1) only");
+  ENGINE_CHECK(zero_stage == 0 || precision != Precision::O2_fp16, "config: zero 1 with O2-fp16 is not supported ",
+               "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
   const comm::Grid grid(int(cfg.i("tp")));
+  ENGINE_CHECK(cfg.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
+  if (world.size > 1) comm::start_watchdog(cfg.f("comm_timeout"));
   // Every op GPT-2 uses has a cpu kernel and a hand-written CUDA kernel, so
   // the model trains on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
@@ -134,11 +143,32 @@ int run(int argc, char** argv) {
   if (!cfg.s("init_from").empty()) load_gpt2_weights(cfg.s("init_from"), model);
   AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
   WarmupCosineLR sched(cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"), steps);
+  nlohmann::json shapes;
+  for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
+  agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model");
+  // Data parallel: one replica per dp rank, all starting from rank 0's weights.
+  const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
+  std::unique_ptr<comm::Communicator> dp_comm;
+  std::unique_ptr<comm::DistributedDataParallel> ddp;
+  std::unique_ptr<comm::ZeroAdamW> zero;  // --zero 1 on more than one dp rank
+  if (grid.dp() > 1) {
+    dp_comm = comm::make_communicator(grid.dp_group(), dev, backend);
+    comm::DdpOptions dopt;
+    dopt.bucket_mb = cfg.f("bucket_mb");
+    dopt.first_bucket_mb = cfg.f("first_bucket_mb");
+    dopt.shard = zero_stage == 1;
+    ddp = std::make_unique<comm::DistributedDataParallel>(model.parameters(), *dp_comm, dopt);
+    ddp->broadcast_parameters();
+    if (zero_stage == 1)
+      zero = std::make_unique<comm::ZeroAdamW>(decay_groups(model.parameters(), cfg.f("weight_decay")), *ddp, *dp_comm,
+                                               cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
+  }
+  Optimizer& optim = zero ? static_cast<Optimizer&>(*zero) : opt;  // what steps, saves and loads
   const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
   int64_t start = 0;
   nlohmann::json resumed;  // state.json of the checkpoint resumed from
   if (cfg.b("resume")) {
-    const nlohmann::json state = load_checkpoint(ckpt_dir, model, opt);
+    const nlohmann::json state = load_checkpoint(ckpt_dir, model, optim);
     resumed = state;
     for (const char* k : {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"})
       ENGINE_CHECK(state["config"].value(k, nlohmann::json()) == cfg.json()[k], ckpt_dir, ": checkpoint has ", k, " = ",
@@ -155,21 +185,6 @@ int run(int argc, char** argv) {
                  ": checkpoint was trained with a global batch of ", saved_global, " sequences, this run has ",
                  plan.global(), " (batch_size x grad_accum x ranks; set global_batch = ", saved_global, ")");
   }
-  nlohmann::json shapes;
-  for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
-  agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model");
-  // Data parallel: one replica per dp rank, all starting from rank 0's weights.
-  const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
-  std::unique_ptr<comm::Communicator> dp_comm;
-  std::unique_ptr<comm::DistributedDataParallel> ddp;
-  if (grid.dp() > 1) {
-    dp_comm = comm::make_communicator(grid.dp_group(), dev, backend);
-    comm::DdpOptions dopt;
-    dopt.bucket_mb = cfg.f("bucket_mb");
-    dopt.first_bucket_mb = cfg.f("first_bucket_mb");
-    ddp = std::make_unique<comm::DistributedDataParallel>(model.parameters(), *dp_comm, dopt);
-    ddp->broadcast_parameters();
-  }
   const int64_t tokens_per_step = B * T * accum * plan.dp;
   if (lead) {
     std::printf("model: GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step on %s\n",
@@ -177,10 +192,16 @@ int run(int argc, char** argv) {
                 double(model.num_parameters()) / 1e6, (long long)tokens_per_step, dev.str().c_str());
     if (world.size > 1)
       std::printf(
-          "distributed: %d ranks (dp %d x tp %d) on %s, %s backend; global batch %lld = %lld x %lld "
-          "micro-batches x %lld ranks; gradients in %s\n",
-          world.size, grid.dp(), grid.tp(), dev.str().c_str(), comm::backend_name(backend), (long long)plan.global(),
-          (long long)B, (long long)accum, (long long)plan.dp, ddp ? ddp->bucket_summary().c_str() : "-");
+          "distributed: %d ranks (dp %d x tp %d) on %s, %s backend, %d thread(s) each; global batch %lld = %lld "
+          "x %lld micro-batches x %lld ranks; gradients in %s\n",
+          world.size, grid.dp(), grid.tp(), dev.str().c_str(), comm::backend_name(backend), threads,
+          (long long)plan.global(), (long long)B, (long long)accum, (long long)plan.dp,
+          ddp ? ddp->bucket_summary().c_str() : "-");
+    if (zero)
+      std::printf(
+          "ZeRO-1: AdamW state sharded over %d dp ranks: %.2f MiB of moments on this rank, %.2f MiB without "
+          "ZeRO\n",
+          grid.dp(), double(zero->shard_state_bytes()) / 1048576.0, double(model.num_parameters()) * 8.0 / 1048576.0);
     std::printf("blas: %s\n", cpu::blas_info().c_str());
   }
   const Autocast ac(precision);
@@ -224,7 +245,7 @@ int run(int argc, char** argv) {
   std::unique_ptr<GpuTrainStep> gpu_step;
   if (dev.type != DeviceType::cpu && !scaler)
     gpu_step = std::make_unique<GpuTrainStep>(model, opt, B, T, accum, recompute, ac, cfg.f("grad_clip"),
-                                              ac.policy().cuda_graph, ddp.get());
+                                              ac.policy().cuda_graph, ddp.get(), zero.get());
   std::vector<Tensor> xs, ys;  // the step's micro-batches, on the host
   for (int64_t m = 0; m < accum; ++m) {
     xs.push_back(Tensor::empty({B, T}, DType::i32));
@@ -273,12 +294,17 @@ int run(int argc, char** argv) {
           progress.message(
               cat("step ", step + 1, ": fp16 gradient overflow, step skipped, loss scale now ", scaler->get_scale()));
       } else {
-        norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+        if (zero) {
+          zero->set_lr(opt.lr());
+          norm = zero->clip_and_step(cfg.f("grad_clip"));  // the global norm over the shards
+        } else {
+          norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+          opt.step();
+        }
         ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-        opt.step();
       }
     }
-    if (step == start) progress.message(memory_report(model, opt, precision).str());
+    if (step == start) progress.message(memory_report(model, zero ? zero->shard_optimizer() : opt, precision).str());
     loss_sum = comm::all_reduce_host(loss_sum) / double(plan.dp);  // the global batch's loss
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
@@ -316,7 +342,8 @@ int run(int argc, char** argv) {
         const LossScaler::State ls = scaler->state();
         run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
       }
-      if (lead) save_checkpoint(ckpt_dir, model, opt, done, cfg.json(), run_state);
+      const auto opt_state = optim.state();  // ZeRO: gathered, every rank taking part
+      if (lead) save_checkpoint(ckpt_dir, model, opt_state, done, cfg.json(), run_state);
       comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
     }
   }

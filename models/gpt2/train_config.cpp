@@ -58,6 +58,10 @@ const std::vector<OptionSpec>& train_options() {
        "collectives backend: auto (nccl on cuda, mpi on cpu/emu) | mpi | nccl (on emu: the look-alike)"},
       {"tp", 1, "tensor-parallel ranks (world = dp x tp; only 1 until tensor parallelism lands)"},
       {"bucket_mb", 25.0, "data parallel: gradient bucket size (MiB)"},
+      {"comm_timeout", 600.0,
+       "distributed: end the job when a collective has not completed after S seconds, naming it (0: off)"},
+      {"zero", 0,
+       "1: ZeRO-1, AdamW state sharded over the dp ranks (gradients reduce-scattered, weights all-gathered); 0: off"},
       {"check_replicas", 0,
        "data parallel: every N steps compare the replicas' parameter checksums; drift is an error naming the tensor "
        "(0: off)"},

@@ -3,6 +3,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
 
 #include "engine/cuda_runtime.h"
 
@@ -16,6 +22,13 @@ Device rank_device(Device requested) {
   ENGINE_CHECK(w.local_size <= n, w.host, " runs ", w.local_size, " ranks but has ", n,
                " GPU(s): ranks would share a GPU (start at most ", n, " ranks per node)");
   return Device{DeviceType::cuda, w.local_rank % n};
+}
+
+int share_cores() {
+  const comm::World& w = comm::world();
+  if (w.local_size > 1 && !std::getenv("OMP_NUM_THREADS"))
+    omp_set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / w.local_size));
+  return omp_get_max_threads();
 }
 
 void agree(const nlohmann::json& mine, const std::string& what) {
@@ -53,6 +66,7 @@ void inject_fault(int64_t step) {
   if (!spec) return;
   int rank = -1;
   long long at = -1;
+  if (std::strncmp(spec, "throw:", 6) != 0) return;  // stall:... is comm's (watchdog.h)
   ENGINE_CHECK(std::sscanf(spec, "throw:%d:%lld", &rank, &at) == 2, "ENGINE_FAULT='", spec,
                "': expected throw:RANK:STEP");
   ENGINE_CHECK(!(rank == comm::world().rank && at == step), "injected fault (ENGINE_FAULT=", spec, ") at step ", step);

@@ -21,6 +21,11 @@ struct WorldError : Error {
 // cuda: local_rank mod the GPUs on the node; two ranks on one GPU are refused.
 Device rank_device(Device requested);
 
+// Ranks on one node share its cores: without OMP_NUM_THREADS, each rank's
+// OpenMP (and OpenBLAS) threads = cores / local ranks, at least 1, instead
+// of every rank starting one thread per core. Returns the thread count.
+int share_cores();
+
 // Every rank's `what` (config, model shape, parameter count) must equal
 // rank 0's; otherwise a WorldError naming the first rank and key that differ.
 void agree(const nlohmann::json& mine, const std::string& what);

@@ -8,7 +8,8 @@
 namespace eng::models {
 
 GpuTrainStep::GpuTrainStep(const GPT2& model, AdamW& opt, int64_t B, int64_t T, int64_t accum, Recompute recompute,
-                           const Autocast& ac, double grad_clip, bool use_graph, comm::DistributedDataParallel* ddp)
+                           const Autocast& ac, double grad_clip, bool use_graph, comm::DistributedDataParallel* ddp,
+                           comm::ZeroAdamW* zero)
     : model_(model),
       opt_(opt),
       accum_(accum),
@@ -16,7 +17,8 @@ GpuTrainStep::GpuTrainStep(const GPT2& model, AdamW& opt, int64_t B, int64_t T, 
       ac_(ac),
       grad_clip_(grad_clip),
       use_graph_(use_graph),
-      ddp_(ddp) {
+      ddp_(ddp),
+      zero_(zero) {
   const Device dev = model.device();
   ENGINE_CHECK(dev.type != DeviceType::cpu, "GpuTrainStep: needs a GPU device (cuda or emu), got ", dev.str());
   for (int64_t m = 0; m < accum; ++m) {
@@ -35,6 +37,10 @@ void GpuTrainStep::enqueue() {
     loss.backward();
   }
   if (ddp_) ddp_->finish();
+  if (zero_) {
+    norm_coef_ = zero_->clip_and_step_device(grad_clip_);  // global norm, sharded AdamW, all-gather
+    return;
+  }
   norm_coef_ = clip_coefficient(model_.parameters(), grad_clip_);
   opt_.step(norm_coef_.slice(1, 2));
 }
@@ -59,6 +65,7 @@ GpuTrainStep::Result GpuTrainStep::run(const std::vector<Tensor>& xs, const std:
     ys_[m].copy_from(ys[m]);
   }
   opt_.set_lr(lr);
+  if (zero_) zero_->set_lr(lr);
   Result r;
   if (!use_graph_ || steps_ == 0) {
     opt_.zero_grad();
@@ -83,7 +90,10 @@ GpuTrainStep::Result GpuTrainStep::run(const std::vector<Tensor>& xs, const std:
         throw;
       }
     }
-    opt_.prepare_replay();
+    if (zero_)
+      zero_->prepare_replay();
+    else
+      opt_.prepare_replay();
     graph_->replay();
     r.replayed = true;
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/ddp.h"
+#include "comm/zero.h"
 #include "engine/graph.h"
 #include "engine/optim/optimizer.h"
 #include "engine/precision.h"
@@ -24,7 +25,8 @@ namespace eng::models {
 class GpuTrainStep {
  public:
   GpuTrainStep(const GPT2& model, AdamW& opt, int64_t B, int64_t T, int64_t accum, Recompute recompute,
-               const Autocast& ac, double grad_clip, bool use_graph, comm::DistributedDataParallel* ddp = nullptr);
+               const Autocast& ac, double grad_clip, bool use_graph, comm::DistributedDataParallel* ddp = nullptr,
+               comm::ZeroAdamW* zero = nullptr);
   struct Result {
     std::vector<double> losses;  // per micro-batch
     double grad_norm = 0;        // before clipping
@@ -44,6 +46,7 @@ class GpuTrainStep {
   double grad_clip_;
   bool use_graph_;
   comm::DistributedDataParallel* ddp_;  // averages the gradients over dp (null: one rank)
+  comm::ZeroAdamW* zero_;               // --zero 1: steps instead of opt_ (which then only zeroes the gradients)
   int64_t steps_ = 0;
   std::vector<Tensor> xs_, ys_;  // the device inputs: the same buffers every step (the graph reads them)
   std::vector<Tensor> losses_;   // device scalars written by the step

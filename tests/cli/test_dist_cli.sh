@@ -80,6 +80,41 @@ case $case_name in
     fi
     grep -q "global batch of 8 sequences" "$work/err" || fail "bad message: $(cat "$work/err")"
     ;;
+  zero)
+    # ZeRO-1 against plain DDP at np 2 and 4: the same losses, replicas
+    # identical, and the gathered optimizer state equal to DDP's unsharded one.
+    for np in 2 4; do
+      mpi -np $np "$train" "${common[@]}" --out_dir "$work/ddp$np" >/dev/null
+      mpi -np $np "$train" "${common[@]}" --zero 1 --check_replicas 1 --out_dir "$work/zero$np" >"$work/log" ||
+        fail "zero np=$np failed: $(tail -3 "$work/log")"
+      grep -q "ZeRO-1: AdamW state sharded over $np dp ranks" "$work/log" || fail "no ZeRO memory line"
+      echo "zero vs ddp at np=$np: $(close "$work/ddp$np/metrics.jsonl" "$work/zero$np/metrics.jsonl" 1e-4)"
+      python3 - "$work/ddp$np/checkpoint/optimizer.safetensors" "$work/zero$np/checkpoint/optimizer.safetensors" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: (v["dtype"], v["shape"], d[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items()
+            if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert set(a) == set(b), sorted(set(a) ^ set(b))
+import array
+worst = 0.0
+for k in a:
+    assert a[k][:2] == b[k][:2], (k, a[k][:2], b[k][:2])
+    fa, fb = array.array("f" if a[k][0] == "F32" else "d", a[k][2]), array.array("f" if b[k][0] == "F32" else "d", b[k][2])
+    worst = max([worst] + [abs(x - y) for x, y in zip(fa, fb)])
+assert worst <= 1e-6, f"optimizer state differs by {worst}"
+print(f"gathered ZeRO optimizer state == DDP's ({len(a)} tensors, max |d| {worst:.1e})")
+PY
+    done
+    # A ZeRO checkpoint resumes at np 2 with ZeRO and at np 1 without.
+    mpi -np 2 "$train" "${common[@]}" --zero 1 --stop_after 4 --out_dir "$work/r" >/dev/null
+    cp -r "$work/r" "$work/s"
+    mpi -np 2 "$train" "${common[@]}" --zero 1 --resume --out_dir "$work/r" >/dev/null
+    diff <(losses "$work/zero2") <(losses "$work/r") || fail "ZeRO resume at np2 differs from the uninterrupted run"
+    OMP_NUM_THREADS=1 "$train" "${common[@]}" --resume --out_dir "$work/s" >/dev/null
+    echo "ZeRO np2 -> plain np1 resume: $(close "$work/zero2/metrics.jsonl" "$work/s/metrics.jsonl" 1e-4)"
+    ;;
   rank_fails)
     start=$(date +%s)
     if ENGINE_FAULT=throw:1:3 mpi -np 2 "$train" "${common[@]}" --out_dir "$work/f" >"$work/out" 2>"$work/err"; then
@@ -88,6 +123,21 @@ case $case_name in
     grep -q "^rank 1: train: error: .*injected fault" "$work/err" || fail "rank not named: $(cat "$work/err")"
     (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end"
     echo "ok: $(grep '^rank 1' "$work/err")"
+    ;;
+  watchdog)
+    # Rank 1 stalls instead of entering a gradient all-reduce (test-only
+    # switch): rank 0's watchdog must end the job, naming the collective.
+    # Collectives #1-#28 are the start-up broadcasts of the 28 parameters,
+    # #29 is step 1's gradient bucket; #31 is step 3's.
+    start=$(date +%s)
+    if ENGINE_FAULT=stall:1:31 mpi -np 2 "$train" "${common[@]}" --comm_timeout 3 --out_dir "$work/w" \
+         >"$work/out" 2>"$work/err"; then
+      fail "the job succeeded although rank 1 stalled"
+    fi
+    grep -q "^rank 0: train: error: comm timeout: all_reduce avg #31 on group dp (2 ranks, .*gradient bucket 1 of 1) has not completed after 3" \
+      "$work/err" || fail "bad message: $(cat "$work/err")"
+    (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end"
+    echo "ok: $(grep '^rank 0' "$work/err")"
     ;;
   config_mismatch)
     if mpi -np 1 "$train" "${common[@]}" --out_dir "$work/m" --lr 0.001 : \
@@ -118,6 +168,11 @@ case $case_name in
         grep -q "on emu, $c backend" "$work/log" || fail "not the $c backend"
         echo "emu $p $c np2 vs np1: $(close "$work/np1$p/metrics.jsonl" "$work/$c$p/metrics.jsonl" 1e-4)"
       done
+      # ZeRO-1 through the NCCL backend (the look-alike): reduce-scatter, the
+      # device-side global norm, the fused AdamW on the shard, all-gather.
+      mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --precision $p --comm nccl --zero 1 --check_replicas 1 \
+        --out_dir "$work/z$p" >"$work/log" || fail "emu $p zero failed: $(tail -3 "$work/log")"
+      echo "emu $p nccl zero np2 vs np1: $(close "$work/np1$p/metrics.jsonl" "$work/z$p/metrics.jsonl" 1e-4)"
     done
     ;;
   *)

@@ -191,3 +191,27 @@ TEST_CASE("bad arguments are one-line errors naming the op", "[dist]") {
   CHECK_THROWS_WITH(make_communicator(world, kCPU, Backend::nccl), Catch::Contains("needs a GPU device"));
   CHECK_THROWS_WITH(Grid(world.size() + 1), Catch::Contains("does not divide the world size"));
 }
+
+TEST_CASE("group calls: collectives between group_start and group_end all complete at its Work", "[dist]") {
+  const Group world = Group::world_group();
+  const int P = world.size(), me = world.rank();
+  for (const Case& c : cases()) {
+    auto comm = make_communicator(world, c.dev, c.backend, c.opt);
+    Tensor a = make(values(me, 13), DType::f32, c.dev), b = make(values(me, 6), DType::bf16, c.dev);
+    Tensor part = Tensor::empty({3}, DType::f32, c.dev), whole = make(values(me, 3 * P), DType::f32, c.dev);
+    comm->group_start();
+    std::vector<Work> works{comm->all_reduce(a, ReduceOp::sum), comm->all_reduce(b, ReduceOp::avg),
+                            comm->reduce_scatter(whole, part, ReduceOp::sum)};
+    works.push_back(comm->group_end());
+    for (Work& w : works) w.wait();
+    std::vector<double> sa(13, 0), sb(6, 0), sp(3, 0);
+    for (int r = 0; r < P; ++r) {
+      for (int64_t i = 0; i < 13; ++i) sa[size_t(i)] += value(r, i);
+      for (int64_t i = 0; i < 6; ++i) sb[size_t(i)] += value(r, i) / P;
+      for (int64_t i = 0; i < 3; ++i) sp[size_t(i)] += value(r, me * 3 + i);
+    }
+    check_close(a.to_vector(), sa, DType::f32, c.name + " grouped all_reduce");
+    check_close(b.to_vector(), sb, DType::bf16, c.name + " grouped all_reduce avg");
+    check_close(part.to_vector(), sp, DType::f32, c.name + " grouped reduce_scatter");
+  }
+}

@@ -1,0 +1,218 @@
+// ZeRO-1: AdamW over this rank's shard of the gradient buckets (see zero.h).
+#include "comm/zero.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/ops.h"
+
+namespace eng::comm {
+
+namespace {
+void copy_on(Device dev, void* dst, const void* src, size_t bytes) {
+  if (dev.type == DeviceType::cpu)
+    std::memcpy(dst, src, bytes);
+  else
+    copy_async(dst, dev, src, dev, bytes);
+}
+char* at(const Tensor& t, int64_t elem) {
+  return static_cast<char*>(t.data_ptr()) + size_t(elem) * dtype_size(t.dtype());
+}
+}  // namespace
+
+ZeroAdamW::ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& ddp, Communicator& comm, double lr,
+                     double beta1, double beta2, double eps)
+    : Optimizer(std::move(groups), lr), ddp_(ddp), comm_(comm) {
+  const std::vector<DdpBucket>& buckets = ddp.buckets();
+  const int64_t P = comm.size(), r = comm.rank();
+  // Where each of ddp's parameters sits: (bucket, offset).
+  std::vector<std::pair<size_t, int64_t>> where(ddp.parameters().size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    ENGINE_CHECK(buckets[b].shard.defined(), "ZeroAdamW: the DistributedDataParallel is not in shard mode");
+    for (size_t s = 0; s < buckets[b].params.size(); ++s) where[buckets[b].params[s]] = {b, buckets[b].offset[s]};
+    weights_.push_back(Tensor::zeros({buckets[b].flat.numel()}, buckets[b].flat.dtype(), comm.device()));
+  }
+  std::vector<ParamGroup> inner_groups;
+  for (const ParamGroup& g : groups_) {
+    ParamGroup ig{{}, g.weight_decay, g.lr_scale};
+    for (const Tensor& p : g.params) {
+      size_t k = 0;
+      while (k < ddp.parameters().size() && !ddp.parameters()[k].same(p)) ++k;
+      ENGINE_CHECK(k < ddp.parameters().size(), "ZeroAdamW: parameter ", p.desc(), " is not in the ddp buckets");
+      ENGINE_CHECK(p.dtype() == DType::f32, "ZeroAdamW: fp32 master weights only, got ", p.desc());
+      const size_t i = params_.size();
+      params_.push_back(p);
+      const auto [b, off] = where[k];
+      ddp_bucket_.push_back(b);
+      ddp_offset_.push_back(off);
+      // The part of [off, off + numel) inside this rank's shard [r*n, (r+1)*n).
+      const int64_t n = buckets[b].shard.numel(), lo = std::max(off, r * n),
+                    hi = std::min(off + p.numel(), (r + 1) * n);
+      if (lo >= hi) continue;
+      pieces_.push_back({i, b, lo - off, hi - lo});
+      Tensor m = weights_[b].slice(lo, hi).detach();
+      m.set_requires_grad(true);
+      m.set_grad(buckets[b].shard.slice(lo - r * n, hi - r * n).detach());
+      masters_.push_back(m);
+      ig.params.push_back(m);
+    }
+    inner_groups.push_back(ig);
+  }
+  (void)P;
+  inner_ = std::make_unique<AdamW>(std::move(inner_groups), lr, beta1, beta2, eps);
+}
+
+void ZeroAdamW::step() { ENGINE_FAIL("ZeroAdamW: call clip_and_step (the norm is global over the shards)"); }
+
+void ZeroAdamW::load_pieces() {
+  for (size_t j = 0; j < pieces_.size(); ++j) {
+    const Piece& pc = pieces_[j];
+    copy_on(comm_.device(), masters_[j].data_ptr(), at(params_[pc.param], pc.begin), size_t(pc.len) * 4);
+  }
+}
+
+void ZeroAdamW::gather_params() {
+  const int64_t r = comm_.rank();
+  // One NCCL group for all buckets: launched together, one Work to wait on.
+  std::vector<Work> works;
+  comm_.group_start();
+  for (size_t b = 0; b < weights_.size(); ++b) {
+    const int64_t n = weights_[b].numel() / comm_.size();
+    Tensor mine = weights_[b].slice(r * n, (r + 1) * n);
+    works.push_back(comm_.all_gather(mine, weights_[b]));  // in place
+  }
+  works.push_back(comm_.group_end());
+  for (Work& w : works) w.wait();
+  for (size_t i = 0; i < params_.size(); ++i)
+    copy_on(comm_.device(), params_[i].data_ptr(), at(weights_[ddp_bucket_[i]], ddp_offset_[i]), params_[i].nbytes());
+}
+
+void ZeroAdamW::step_shard(const Tensor* grad_scale) {
+  inner_->set_lr(lr());
+  if (grad_scale)
+    inner_->step(*grad_scale);
+  else
+    inner_->step();
+  ++t_;
+}
+
+double ZeroAdamW::clip_and_step(double max_norm) {
+  NoGradGuard ng;
+  load_pieces();
+  const double local = grad_norm(masters_);
+  Tensor ss = Tensor::full({1}, local * local, DType::f64, comm_.device());
+  comm_.all_reduce(ss, ReduceOp::sum).wait();
+  const double norm = std::sqrt(ss.to_f64_vector()[0]);
+  const double coef = max_norm / (norm + 1e-6);  // as clip_grad_norm
+  if (max_norm > 0 && coef < 1.0)
+    for (const Tensor& m : masters_) {
+      Tensor g = m.grad();
+      scale_(g, coef);
+    }
+  step_shard(nullptr);
+  gather_params();
+  return norm;
+}
+
+Tensor ZeroAdamW::clip_and_step_device(double max_norm) {
+  NoGradGuard ng;
+  load_pieces();
+  Tensor ss = grad_sum_squares(masters_, comm_.device());
+  comm_.all_reduce(ss, ReduceOp::sum).wait();
+  Tensor coef = clip_coefficient_from(ss, max_norm);
+  Tensor factor = coef.slice(1, 2);
+  step_shard(&factor);
+  gather_params();
+  return coef;
+}
+
+void ZeroAdamW::prepare_replay() {
+  inner_->set_lr(lr());
+  inner_->prepare_replay();
+  ++t_;
+}
+
+std::vector<std::pair<std::string, Tensor>> ZeroAdamW::state() const {
+  const std::vector<std::pair<std::string, Tensor>> inner = inner_->state();
+  std::vector<std::pair<std::string, Tensor>> out;
+  const int64_t P = comm_.size(), r = comm_.rank(), n_params = int64_t(params_.size());
+  // Step counts: each parameter's from any rank holding a piece of it.
+  // (Whether moments exist is decided by t_, the same on every rank, so
+  // every rank takes part in the same gathers.)
+  const bool has_moments = t_ > 0;
+  Tensor c = Tensor::zeros({2 * n_params}, DType::f64);
+  if (has_moments) {
+    const std::vector<double> piece_steps = find_state(inner, "step", {int64_t(pieces_.size())}).to_f64_vector();
+    for (size_t j = 0; j < pieces_.size(); ++j) {
+      c.data<double>()[pieces_[j].param] = piece_steps[j];
+      c.data<double>()[size_t(n_params) + pieces_[j].param] = 1;
+    }
+  }
+  Tensor dc = c.to(comm_.device());
+  comm_.all_reduce(dc, ReduceOp::sum).wait();
+  const std::vector<double> tot = dc.to_f64_vector();
+  if (has_moments) {
+    // Moments: each bucket's shard assembled from the pieces, gathered, cut per parameter.
+    for (const char* kind : {"exp_avg", "exp_avg_sq"}) {
+      std::vector<Tensor> full;
+      for (size_t b = 0; b < weights_.size(); ++b) {
+        const int64_t n = weights_[b].numel() / P;
+        Tensor shard = Tensor::zeros({n}, DType::f32, comm_.device());
+        for (size_t j = 0; j < pieces_.size(); ++j) {
+          if (pieces_[j].bucket != b) continue;
+          const Tensor& m = find_state(inner, cat(kind, ".", j), {pieces_[j].len});
+          const int64_t into = ddp_offset_[pieces_[j].param] + pieces_[j].begin - r * n;
+          copy_on(comm_.device(), at(shard, into), m.data_ptr(), size_t(pieces_[j].len) * 4);
+        }
+        Tensor all = Tensor::empty({n * P}, DType::f32, comm_.device());
+        comm_.all_gather(shard, all).wait();
+        full.push_back(all.to(kCPU));
+      }
+      for (int64_t i = 0; i < n_params; ++i) {
+        const Tensor& p = params_[size_t(i)];
+        out.emplace_back(cat(kind, ".", i), full[ddp_bucket_[size_t(i)]]
+                                                .slice(ddp_offset_[size_t(i)], ddp_offset_[size_t(i)] + p.numel())
+                                                .clone()
+                                                .reshape(p.shape()));
+      }
+    }
+  }
+  Tensor st = Tensor::empty({n_params}, DType::f64);
+  for (int64_t i = 0; i < n_params; ++i)
+    st.data<double>()[i] = tot[size_t(n_params + i)] > 0 ? tot[size_t(i)] / tot[size_t(n_params + i)] : 0;
+  out.emplace_back("step", st);
+  out.emplace_back("optimizer_steps", Tensor::full({1}, double(t_), DType::f64));
+  return out;
+}
+
+void ZeroAdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  t_ = int64_t(find_state(state, "optimizer_steps", {1}).to_f64_vector()[0]);
+  std::vector<std::pair<std::string, Tensor>> mine;
+  mine.emplace_back("optimizer_steps", find_state(state, "optimizer_steps", {1}));
+  if (!state_is_fresh(state, "exp_avg.0")) {
+    const std::vector<double> steps = find_state(state, "step", {int64_t(params_.size())}).to_f64_vector();
+    Tensor st = Tensor::empty({int64_t(pieces_.size())}, DType::f64);
+    for (size_t j = 0; j < pieces_.size(); ++j) {
+      const Piece& pc = pieces_[j];
+      const Tensor& p = params_[pc.param];
+      for (const char* kind : {"exp_avg", "exp_avg_sq"}) {
+        const Tensor& full = find_state(state, cat(kind, ".", pc.param), p.shape());
+        mine.emplace_back(cat(kind, ".", j), full.reshape({p.numel()}).slice(pc.begin, pc.begin + pc.len));
+      }
+      st.data<double>()[j] = steps[pc.param];
+    }
+    mine.emplace_back("step", st);
+  }
+  inner_->load_state(mine);
+}
+
+size_t ZeroAdamW::shard_state_bytes() const {
+  size_t elems = 0;  // two fp32 moments per element of this rank's pieces (allocated at the first step)
+  for (const Piece& pc : pieces_) elems += size_t(pc.len);
+  return elems * 2 * 4;
+}
+
+}  // namespace eng::comm
