@@ -36,9 +36,10 @@ void check_replicas(const std::vector<std::pair<std::string, Tensor>>& named, co
 #endif
   for (int r = 1; r < g.size(); ++r)
     for (size_t i = 0; i < mine.size(); ++i)
-      ENGINE_CHECK(all[size_t(r) * mine.size() + i] == all[i], "replicas drifted: parameter ", named[i].first, " ",
-                   named[i].second.desc(), " on ", g.name(), " rank ", r, " (world rank ", g.world_ranks()[size_t(r)],
-                   ") differs from ", g.name(), " rank 0");
+      if (all[size_t(r) * mine.size() + i] != all[i])
+        throw ReplicaDrift(cat("replicas drifted: parameter ", named[i].first, " ", named[i].second.desc(), " on ",
+                               g.name(), " rank ", r, " (world rank ", g.world_ranks()[size_t(r)], ") differs from ",
+                               g.name(), " rank 0"));
 }
 
 }  // namespace eng::comm

@@ -10,12 +10,18 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "engine/error.h"
 #include "engine/tensor.h"
 
 namespace eng::comm {
 
-// Collective over g. Throws naming the first tensor and rank that differ
-// from the group's rank 0 (every rank throws the same message).
+// Drift, found alike by every rank of the group (each compares all hashes).
+struct ReplicaDrift : Error {
+  using Error::Error;
+};
+
+// Collective over g. Throws ReplicaDrift naming the first tensor and rank
+// that differ from the group's rank 0 (every rank throws the same message).
 void check_replicas(const std::vector<std::pair<std::string, Tensor>>& named, const Group& g);
 
 }  // namespace eng::comm

@@ -66,6 +66,12 @@ void start_watchdog(double timeout_s) {
                      "rank %d: train: error: comm timeout: %s: a rank of its group never entered it (stalled, "
                      "crashed, or called another collective)\n",
                      world().rank, msg.c_str());
+        // MPI_Abort from this thread needs MPI_THREAD_MULTIPLE; without it,
+        // end this process alone: mpirun then ends the job (a rank died).
+        if (!world().thread_multiple) {
+          std::fflush(stderr);
+          std::_Exit(1);
+        }
         abort_world(1);
       }
     }).detach();

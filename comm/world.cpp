@@ -51,6 +51,7 @@ const World& init_world() {
   ENGINE_CHECK(provided >= MPI_THREAD_SERIALIZED, "MPI provides thread level ", provided,
                ", the engine needs MPI_THREAD_SERIALIZED at least");
   g_world.mpi = true;
+  g_world.thread_multiple = provided >= MPI_THREAD_MULTIPLE;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
   MPI_Comm local;

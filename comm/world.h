@@ -22,6 +22,7 @@ struct World {
   int local_rank = 0, local_size = 1;  // on this node (shared memory)
   std::string host;                    // this node's name
   bool mpi = false;                    // MPI was initialised (launched by mpirun/srun)
+  bool thread_multiple = false;        // MPI_THREAD_MULTIPLE: any thread may call MPI (the watchdog's abort)
 };
 
 bool mpi_built();                         // compiled with MPI (ENGINE_MPI)

@@ -91,12 +91,13 @@ void ZeroAdamW::gather_params() {
 }
 
 void ZeroAdamW::step_shard(const Tensor* grad_scale) {
+  ++t_;
+  if (pieces_.empty()) return;  // all padding here: nothing to update, the collectives are the same
   inner_->set_lr(lr());
   if (grad_scale)
     inner_->step(*grad_scale);
   else
     inner_->step();
-  ++t_;
 }
 
 double ZeroAdamW::clip_and_step(double max_norm) {
@@ -130,9 +131,10 @@ Tensor ZeroAdamW::clip_and_step_device(double max_norm) {
 }
 
 void ZeroAdamW::prepare_replay() {
+  ++t_;
+  if (pieces_.empty()) return;
   inner_->set_lr(lr());
   inner_->prepare_replay();
-  ++t_;
 }
 
 std::vector<std::pair<std::string, Tensor>> ZeroAdamW::state() const {

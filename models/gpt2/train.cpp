@@ -320,14 +320,18 @@ int run(int argc, char** argv) {
     if (cfg.i("check_replicas") > 0 && done % cfg.i("check_replicas") == 0) {
       try {
         comm::check_replicas(model.named_parameters(), grid.dp_group());
-      } catch (const Error& e) {
+      } catch (const comm::ReplicaDrift& e) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }
     }
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
     if ((ve > 0 && done % ve == 0) || done == steps)
       progress.val(done, eval_loss(model, val_file, plan, T, cfg.i("val_batches"), ac));
-    if (lead && ((se > 0 && done % se == 0) || done == steps)) sample(done);
+    if ((se > 0 && done % se == 0) || done == steps) {
+      if (lead) sample(done);
+      // The others wait here, not in a collective the watchdog would time.
+      comm::barrier_world();
+    }
     if ((ce > 0 && done % ce == 0) || done == end) {
       // The sampler and the RNGs are counter-based: their positions are
       // functions of the step, recorded here so the file says so explicitly.

@@ -81,11 +81,15 @@ case $case_name in
     grep -q "global batch of 8 sequences" "$work/err" || fail "bad message: $(cat "$work/err")"
     ;;
   zero)
-    # ZeRO-1 against plain DDP at np 2 and 4: the same losses, replicas
+    # ZeRO-1 against plain DDP at np 2, 3 and 4: the same losses, replicas
     # identical, and the gathered optimizer state equal to DDP's unsharded one.
-    for np in 2 4; do
-      mpi -np $np "$train" "${common[@]}" --out_dir "$work/ddp$np" >/dev/null
-      mpi -np $np "$train" "${common[@]}" --zero 1 --check_replicas 1 --out_dir "$work/zero$np" >"$work/log" ||
+    # (np 3: the 34688-element bucket is padded to 34689, the last shard ends
+    # in padding.)
+    for np in 2 3 4; do
+      gb=$(( np == 3 ? 12 : 8 ))  # a multiple of batch_size x np
+      mpi -np $np "$train" "${common[@]}" --global_batch $gb --out_dir "$work/ddp$np" >/dev/null
+      mpi -np $np "$train" "${common[@]}" --global_batch $gb --zero 1 --check_replicas 1 --out_dir "$work/zero$np" \
+        >"$work/log" ||
         fail "zero np=$np failed: $(tail -3 "$work/log")"
       grep -q "ZeRO-1: AdamW state sharded over $np dp ranks" "$work/log" || fail "no ZeRO memory line"
       echo "zero vs ddp at np=$np: $(close "$work/ddp$np/metrics.jsonl" "$work/zero$np/metrics.jsonl" 1e-4)"
