@@ -5,15 +5,12 @@
 # alternately so both see the same machine load. Prints tokens/s of each and
 # the ratio. Usage: bench/bench_gpt2_cpu.sh [THREADS] [ROUNDS]   (needs a build in build/)
 # Both use the same OpenBLAS kernels: OPENBLAS_CORETYPE is set from the CPU's
-# flags when unset, as scripts/train.sh does.
+# flags when unset (scripts/cpu_env.sh), as scripts/train.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-$(nproc)}
 rounds=${2:-3}
-if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
-  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
+source scripts/cpu_env.sh
 [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import torch" 2>/dev/null ||
   { echo "bench: PyTorch missing: bash scripts/setup.sh --torch"; exit 1; }
 bash scripts/prepare_data.sh

@@ -72,6 +72,27 @@ void validate(const TrainConfig& c, const GPT2Config& g) {
   ENGINE_CHECK(c.f("lr") > 0 && c.f("min_lr") >= 0 && c.f("min_lr") <= c.f("lr"),
                "config: need lr > 0 and 0 <= min_lr <= lr");
   ENGINE_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
+  ENGINE_CHECK(c.i("tp") == 1, "config: tp = ", c.i("tp"),
+               ": tensor parallelism is not built yet (only tp = 1; every rank is a data-parallel rank)");
+  ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
+  ENGINE_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"), ": 0 (off) or 1 (ZeRO-1) only");
+  ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
+               "config: zero 1 with O2-fp16 is not supported ",
+               "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
+  ENGINE_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
+}
+
+// Runs checks that every rank makes alike (after agree()): their error is a
+// WorldError, printed once.
+template <typename F>
+auto alike(F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const WorldError&) {
+    throw;
+  } catch (const Error& e) {
+    throw WorldError(e.what());
+  }
 }
 
 // Validation: `batches` global batches of consecutive windows, split over
@@ -108,18 +129,16 @@ int run(int argc, char** argv) {
   const int threads = share_cores();
   // Before any other collective: every rank runs the same configuration.
   agree(cfg.json(), "configuration");
-  const GPT2Config gcfg = model_config(cfg);
-  validate(cfg, gcfg);
+  // The ranks agree on the configuration, so its errors are every rank's:
+  // said once, by rank 0 (WorldError).
+  const GPT2Config gcfg = alike([&] {
+    const GPT2Config g = model_config(cfg);
+    validate(cfg, g);
+    return g;
+  });
   const Precision precision = parse_precision(cfg.s("precision"));
-  ENGINE_CHECK(cfg.i("tp") == 1, "config: tp = ", cfg.i("tp"),
-               ": tensor parallelism is not built yet (only tp = 1; every rank is a data-parallel rank)");
-  ENGINE_CHECK(cfg.i("global_batch") >= 0, "config: global_batch must be >= 0");
   const int64_t zero_stage = cfg.i("zero");
-  ENGINE_CHECK(zero_stage == 0 || zero_stage == 1, "config: zero = ", zero_stage, ": 0 (off) or 1 (ZeRO-1) only");
-  ENGINE_CHECK(zero_stage == 0 || precision != Precision::O2_fp16, "config: zero 1 with O2-fp16 is not supported ",
-               "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
-  const comm::Grid grid(int(cfg.i("tp")));
-  ENGINE_CHECK(cfg.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
+  const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp"))); });
   if (world.size > 1) comm::start_watchdog(cfg.f("comm_timeout"));
   // Every op GPT-2 uses has a cpu kernel and a hand-written CUDA kernel, so
   // the model trains on cpu, cuda (auto: when a GPU answers) and emu (the

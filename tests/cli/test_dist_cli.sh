@@ -159,6 +159,13 @@ PY
     fi
     grep -q "fewer than batch_size x dp = 2 x 2" "$work/err" || fail "bad message: $(cat "$work/err")"
     echo "ok: $(grep -m1 'error' "$work/err")"
+    # A config error every rank finds (after they agreed on the config) is said once, by rank 0.
+    if mpi -np 2 "$train" "${common[@]}" --tp 2 --out_dir "$work/t" >"$work/out" 2>"$work/err"; then
+      fail "--tp 2 was accepted"
+    fi
+    [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
+    grep -q "^train: error: .*config: tp = 2" "$work/err" || fail "bad message: $(cat "$work/err")"
+    echo "ok: $(grep 'train: error' "$work/err")"
     ;;
   emu)
     # The emulated device: the MPI backend and the NCCL backend against the
