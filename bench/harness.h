@@ -14,11 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "bench/peaks.h"
 #include "engine/device.h"
+#include "engine/peaks.h"
 #include "engine/tensor.h"
 
 namespace eng::bench {
+
+// The rates the workbench's percentages divide by (engine/peaks.h).
+struct Peaks {
+  CpuPeaks cpu;
+  std::string gpu_name;          // "" when no GPU answers
+  const GpuPeak* gpu = nullptr;  // nullptr for an unknown GPU
+};
 
 // Implementations: the engine's cpu kernels (the reference), the hand-written
 // CUDA kernels under the emulator, the same kernels on a real GPU, and NVIDIA's

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
     peaks.cpu = measure_cpu_peaks(o.quick);
     if (cuda_available()) {
       peaks.gpu_name = cudart::device_name(0);
-      peaks.gpu = gpu_peak_for(peaks.gpu_name);
+      peaks.gpu = gpu_peak_for(peaks.gpu_name, cudart::sm_count(0));
     }
     print_peaks(peaks);
     Workbench wb(o, peaks);

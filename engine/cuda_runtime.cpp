@@ -46,6 +46,12 @@ std::string device_name(int device) {
   return prop.name;
 }
 
+int sm_count(int device) {
+  int n = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  return n;
+}
+
 void memset_device(void* ptr, int value, size_t bytes) { CUDA_CHECK(cudaMemset(ptr, value, bytes)); }
 
 void* event_create() {

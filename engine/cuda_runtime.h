@@ -15,6 +15,7 @@ void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, 
 // For the kernel workbench (bench/): the GPU's name, a memset (its L2 flush)
 // and events recorded on the default stream, the one the launchers use.
 std::string device_name(int device);
+int sm_count(int device);  // streaming multiprocessors
 void memset_device(void* ptr, int value, size_t bytes);
 void* event_create();
 void event_destroy(void* event);

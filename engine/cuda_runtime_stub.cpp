@@ -12,6 +12,7 @@ void memcpy(void*, bool, const void*, bool, size_t) {
   ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");
 }
 std::string device_name(int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+int sm_count(int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void memset_device(void*, int, size_t) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void* event_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void event_destroy(void*) {}

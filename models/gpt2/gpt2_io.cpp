@@ -68,9 +68,15 @@ void save_checkpoint(const std::string& dir, const GPT2& model,
   {
     // config.json makes the directory loadable by GPT2LMHeadModel.from_pretrained.
     const GPT2Config& c = model.config();
+    // GPT-2's <|endoftext|> (50256) is the last id of its 50257 tokens; a
+    // smaller vocabulary (bytes: 256) gets its own last id, so that the ids
+    // exist in the model (Hugging Face warns otherwise).
+    const int64_t eot = std::min<int64_t>(50256, c.vocab_size - 1);
     std::ofstream hf(tmp_dir / "config.json");
     hf << nlohmann::json{{"architectures", {"GPT2LMHeadModel"}},
                          {"model_type", "gpt2"},
+                         {"bos_token_id", eot},
+                         {"eos_token_id", eot},
                          {"vocab_size", c.vocab_size},
                          {"n_positions", c.block_size},
                          {"n_ctx", c.block_size},

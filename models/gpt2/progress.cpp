@@ -12,20 +12,6 @@
 
 namespace eng::models {
 
-double device_peak_flops(Device dev) {
-  if (dev.type != DeviceType::cpu) return 0.0;
-  const int64_t n = 1024;
-  std::vector<float> a(size_t(n * n), 1.0f), b(size_t(n * n), 0.5f), c(size_t(n * n));
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    cpu::gemm<float>(Trans::N, Trans::N, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * double(n * n * n) / s);
-  }
-  return best;
-}
-
 static std::string human_bytes(size_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / (1024.0 * 1024.0));
@@ -74,14 +60,19 @@ void Progress::step(const StepStats& s) {
                              {"grad_norm", s.grad_norm},
                              {"tokens_per_s", s.tokens_per_s},
                              {"flops_per_s", s.flops_per_s},
-                             {"mfu", s.mfu}}
+                             {"mfu", s.mfu >= 0 ? nlohmann::json(s.mfu) : nlohmann::json()}}
                   .dump()
            << "\n";
   metrics_.flush();
+  char util[48];
+  if (s.mfu >= 0)
+    std::snprintf(util, sizeof util, "MFU %.1f%%", 100.0 * s.mfu);
+  else
+    std::snprintf(util, sizeof util, "%.1f GFLOP/s", s.flops_per_s / 1e9);
   char line[256];
   std::snprintf(line, sizeof line,
-                "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | MFU %.1f%% | ETA %s | mem %s",
-                (long long)s.step, (long long)s.total, s.loss, s.lr, s.grad_norm, s.tokens_per_s, 100.0 * s.mfu,
+                "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s | ETA %s | mem %s",
+                (long long)s.step, (long long)s.total, s.loss, s.lr, s.grad_norm, s.tokens_per_s, util,
                 human_time(s.eta_s).c_str(), human_bytes(s.mem_bytes).c_str());
   if (tty_) {
     std::printf("\r\033[K%s", line);

@@ -13,15 +13,11 @@
 
 namespace eng::models {
 
-// The peak the MFU figure is measured against: on the cpu, this machine's
-// measured OpenBLAS SGEMM rate (a 1024^3 product, best of 3); on cuda, the
-// dense BF16/TF32 peak of known GPUs arrives with the CUDA backend.
-double device_peak_flops(Device dev);
-
 struct StepStats {
   int64_t step = 0, total = 0;
   double loss = 0, lr = 0, grad_norm = 0;
-  double tokens_per_s = 0, flops_per_s = 0, mfu = 0, eta_s = 0;
+  double tokens_per_s = 0, flops_per_s = 0, eta_s = 0;
+  double mfu = -1;  // < 0: no peak to compare with (emu, an unknown GPU, a peak found wrong): FLOP/s shown instead
   size_t mem_bytes = 0;
 };
 

@@ -96,6 +96,14 @@ case $case_name in
       fail "val loss did not fall from ~ln(256) to below 3.0"
     grep -q -- "---- sample at step 300" "$work/log" || fail "no sample printed"
     grep -q "total .* 16.00 B/param" "$work/log" || fail "no memory report with 16 B/param for fp32 AdamW"
+    # MFU against the measured SGEMM peak: named at start-up, and in (0, 1] on every step.
+    grep -q "^peak for MFU: cpu: measured OpenBLAS SGEMM" "$work/log" || fail "the peak used is not named"
+    python3 - "$work/r/metrics.jsonl" <<'PY' || fail "an MFU outside (0, 1]"
+import json, sys
+m = [json.loads(l)["mfu"] for l in open(sys.argv[1]) if '"loss"' in l]
+assert m and all(x is not None and 0 < x <= 1 for x in m), [x for x in m if x is None or not 0 < x <= 1][:5]
+print(f"MFU in (0, 1] on all {len(m)} steps: {min(m):.3f} .. {max(m):.3f}")
+PY
     ;;
   bad_input)
     make_data

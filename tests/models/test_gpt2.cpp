@@ -3,9 +3,12 @@
 // parameter count and names match Hugging Face's, and activation
 // checkpointing (recompute) leaves loss and gradients bitwise unchanged.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "kernels/rng.h"
 #include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_io.h"
 #include "tests/test_util.h"
 
 using namespace eng;
@@ -69,4 +72,26 @@ TEST_CASE("gpt2: bad shapes are named errors", "[gpt2][errors]") {
   GPT2Config bad = tiny();
   bad.n_head = 5;
   CHECK_THROWS_WITH(GPT2(bad, 1), Catch::Contains("n_embd (32)") && Catch::Contains("n_head (5)"));
+}
+
+TEST_CASE("gpt2: the checkpoint's config.json names token ids inside the vocabulary", "[gpt2]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "engine_test_ckpt_config").string();
+  std::filesystem::remove_all(dir);
+  for (int64_t vocab : {int64_t(256), int64_t(50257)}) {
+    GPT2Config c = tiny();
+    c.vocab_size = vocab;
+    GPT2 m(c, 1);
+    AdamW opt(decay_groups(m.parameters(), 0.1), 1e-3);
+    save_checkpoint(dir, m, opt, 0, nlohmann::json::object());
+    std::ifstream in(dir + "/config.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    CHECK(j.at("vocab_size").get<int64_t>() == vocab);
+    for (const char* k : {"bos_token_id", "eos_token_id"}) {
+      const int64_t id = j.at(k).get<int64_t>();
+      CHECK(id >= 0);
+      CHECK(id < vocab);
+    }
+    if (vocab == 50257) CHECK(j.at("eos_token_id").get<int64_t>() == 50256);  // GPT-2's <|endoftext|>
+  }
+  std::filesystem::remove_all(dir);
 }
