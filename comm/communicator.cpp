@@ -105,11 +105,7 @@ void Communicator::check(const char* op, const Tensor& t, const char* what) cons
 }
 
 Work Communicator::local_copy(const Tensor& in, Tensor& out) const {
-  if (in.data_ptr() == out.data_ptr()) return Work();
-  if (dev_.type == DeviceType::cpu)
-    std::memcpy(out.data_ptr(), in.data_ptr(), in.nbytes());
-  else
-    copy_async(out.data_ptr(), dev_, in.data_ptr(), dev_, in.nbytes());
+  if (in.data_ptr() != out.data_ptr()) copy_within(dev_, out.data_ptr(), in.data_ptr(), in.nbytes());
   return Work();
 }
 

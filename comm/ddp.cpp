@@ -10,15 +10,6 @@
 
 namespace eng::comm {
 
-namespace {
-void copy_on(Device dev, void* dst, const void* src, size_t bytes) {
-  if (dev.type == DeviceType::cpu)
-    std::memcpy(dst, src, bytes);
-  else
-    copy_async(dst, dev, src, dev, bytes);  // stream order: after the kernel that wrote src
-}
-}  // namespace
-
 struct DistributedDataParallel::State {
   struct Flight {      // a bucket's progress in this step
     size_t ready = 0;  // gradients copied in
@@ -41,8 +32,9 @@ struct DistributedDataParallel::State {
     const size_t slot = slot_of[i];
     ENGINE_CHECK(grad.numel() == params[i].numel() && grad.dtype() == b.flat.dtype(), "ddp: gradient of parameter ", i,
                  " is ", grad.desc(), ", the parameter is ", params[i].desc());
-    copy_on(b.flat.device(), static_cast<char*>(b.flat.data_ptr()) + b.offset[slot] * int64_t(dtype_size(grad.dtype())),
-            grad.data_ptr(), grad.nbytes());
+    copy_within(b.flat.device(),
+                static_cast<char*>(b.flat.data_ptr()) + b.offset[slot] * int64_t(dtype_size(grad.dtype())),
+                grad.data_ptr(), grad.nbytes());
     ++f.ready;
     start_ready();
     for (Flight& o : flight)  // drive MPI's progress on the ones in flight
@@ -131,8 +123,8 @@ void DistributedDataParallel::finish() {
     const size_t es = dtype_size(b.flat.dtype());
     for (size_t slot = 0; slot < b.params.size() && !s.shard; ++slot) {
       Tensor g = s.params[b.params[slot]].grad();
-      copy_on(b.flat.device(), g.data_ptr(), static_cast<const char*>(b.flat.data_ptr()) + size_t(b.offset[slot]) * es,
-              g.nbytes());
+      copy_within(b.flat.device(), g.data_ptr(),
+                  static_cast<const char*>(b.flat.data_ptr()) + size_t(b.offset[slot]) * es, g.nbytes());
     }
     f = State::Flight();
   }

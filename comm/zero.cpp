@@ -12,12 +12,6 @@
 namespace eng::comm {
 
 namespace {
-void copy_on(Device dev, void* dst, const void* src, size_t bytes) {
-  if (dev.type == DeviceType::cpu)
-    std::memcpy(dst, src, bytes);
-  else
-    copy_async(dst, dev, src, dev, bytes);
-}
 char* at(const Tensor& t, int64_t elem) {
   return static_cast<char*>(t.data_ptr()) + size_t(elem) * dtype_size(t.dtype());
 }
@@ -27,7 +21,7 @@ ZeroAdamW::ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& dd
                      double beta1, double beta2, double eps)
     : Optimizer(std::move(groups), lr), ddp_(ddp), comm_(comm) {
   const std::vector<DdpBucket>& buckets = ddp.buckets();
-  const int64_t P = comm.size(), r = comm.rank();
+  const int64_t r = comm.rank();
   // Where each of ddp's parameters sits: (bucket, offset).
   std::vector<std::pair<size_t, int64_t>> where(ddp.parameters().size());
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -61,7 +55,6 @@ ZeroAdamW::ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& dd
     }
     inner_groups.push_back(ig);
   }
-  (void)P;
   inner_ = std::make_unique<AdamW>(std::move(inner_groups), lr, beta1, beta2, eps);
 }
 
@@ -70,7 +63,7 @@ void ZeroAdamW::step() { ENGINE_FAIL("ZeroAdamW: call clip_and_step (the norm is
 void ZeroAdamW::load_pieces() {
   for (size_t j = 0; j < pieces_.size(); ++j) {
     const Piece& pc = pieces_[j];
-    copy_on(comm_.device(), masters_[j].data_ptr(), at(params_[pc.param], pc.begin), size_t(pc.len) * 4);
+    copy_within(comm_.device(), masters_[j].data_ptr(), at(params_[pc.param], pc.begin), size_t(pc.len) * 4);
   }
 }
 
@@ -87,7 +80,8 @@ void ZeroAdamW::gather_params() {
   works.push_back(comm_.group_end());
   for (Work& w : works) w.wait();
   for (size_t i = 0; i < params_.size(); ++i)
-    copy_on(comm_.device(), params_[i].data_ptr(), at(weights_[ddp_bucket_[i]], ddp_offset_[i]), params_[i].nbytes());
+    copy_within(comm_.device(), params_[i].data_ptr(), at(weights_[ddp_bucket_[i]], ddp_offset_[i]),
+                params_[i].nbytes());
 }
 
 void ZeroAdamW::step_shard(const Tensor* grad_scale) {
@@ -167,7 +161,7 @@ std::vector<std::pair<std::string, Tensor>> ZeroAdamW::state() const {
           if (pieces_[j].bucket != b) continue;
           const Tensor& m = find_state(inner, cat(kind, ".", j), {pieces_[j].len});
           const int64_t into = ddp_offset_[pieces_[j].param] + pieces_[j].begin - r * n;
-          copy_on(comm_.device(), at(shard, into), m.data_ptr(), size_t(pieces_[j].len) * 4);
+          copy_within(comm_.device(), at(shard, into), m.data_ptr(), size_t(pieces_[j].len) * 4);
         }
         Tensor all = Tensor::empty({n * P}, DType::f32, comm_.device());
         comm_.all_gather(shard, all).wait();

@@ -48,6 +48,13 @@ void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size
   emu::enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
 }
 
+void copy_within(Device dev, void* dst, const void* src, size_t bytes) {
+  if (dev.type == DeviceType::cpu)
+    std::memcpy(dst, src, bytes);
+  else
+    copy_async(dst, dev, src, dev, bytes);
+}
+
 void host_task(Device dev, std::function<void()> fn) {
   check_gpu(dev, "host_task");
   if (dev.type == DeviceType::emu) {

@@ -38,6 +38,10 @@ bool capturing();
 // memcpy run in stream order.
 void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 
+// A copy within one device's memory in that device's order: memcpy on cpu
+// (everything there is in order), copy_async on cuda and emu.
+void copy_within(Device dev, void* dst, const void* src, size_t bytes);
+
 // Host code run in stream order (cudaLaunchHostFunc; a host node in a graph):
 // it may read and write host staging memory, never device memory, and must not
 // call CUDA. It must not throw: an error there has nowhere to go (CUDA runs it

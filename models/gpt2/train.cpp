@@ -147,8 +147,9 @@ int run(int argc, char** argv) {
   const Device dev = rank_device(Device::parse(cfg.s("device")));
   if (dev.type == DeviceType::emu && lead)
     std::printf("device emu: the CUDA kernels run in the emulator, one fiber per GPU thread (slow)\n");
-  const BatchPlan plan =
-      plan_batches(cfg.i("batch_size"), cfg.i("grad_accum"), cfg.i("global_batch"), grid.dp(), grid.dp_rank());
+  const BatchPlan plan = alike([&] {
+    return plan_batches(cfg.i("batch_size"), cfg.i("grad_accum"), cfg.i("global_batch"), grid.dp(), grid.dp_rank());
+  });
   const int64_t B = plan.micro, T = cfg.i("seq_len"), accum = plan.accum;
   const int64_t steps = cfg.i("steps");
   const uint64_t seed = uint64_t(cfg.i("seed"));

@@ -67,6 +67,21 @@ Tensor make(const std::vector<float>& v, DType dt, Device dev) {
   return Tensor::from_vector(v, {int64_t(v.size())}, dt, dev);
 }
 
+// The serial reference: element i is the sum over the P ranks of their
+// element first + i, divided by div (P for an average).
+std::vector<double> serial_sum(int P, int64_t first, int64_t n, int div) {
+  std::vector<double> want(size_t(n), 0);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < n; ++i) want[size_t(i)] += value(r, first + i);
+  for (double& w : want) w /= div;
+  return want;
+}
+
+std::string label(const Case& c, DType dt, int64_t n, ReduceOp op, bool in_place) {
+  return c.name + " " + dtype_name(dt) + " n=" + std::to_string(n) + (op == ReduceOp::avg ? " avg" : " sum") +
+         (in_place ? " in place" : "");
+}
+
 }  // namespace
 
 TEST_CASE("all_reduce matches the serial sum and average", "[dist]") {
@@ -79,13 +94,8 @@ TEST_CASE("all_reduce matches the serial sum and average", "[dist]") {
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
           for (bool in_place : {true, false}) {
             if (dt == DType::i32 && op == ReduceOp::avg) continue;
-            const std::string what = c.name + " " + dtype_name(dt) + " n=" + std::to_string(n) +
-                                     (op == ReduceOp::avg ? " avg" : " sum") + (in_place ? " in place" : "");
-            std::vector<double> want(size_t(n), 0);
-            for (int r = 0; r < P; ++r)
-              for (int64_t i = 0; i < n; ++i) want[size_t(i)] += value(r, i);
-            if (op == ReduceOp::avg)
-              for (double& w : want) w /= P;
+            const std::string what = label(c, dt, n, op, in_place);
+            const std::vector<double> want = serial_sum(P, 0, n, op == ReduceOp::avg ? P : 1);
             Tensor in = make(values(me, n), dt, c.dev);
             Tensor out = in_place ? in : Tensor::empty({n}, dt, c.dev);
             comm->all_reduce(in, out, op).wait();
@@ -108,11 +118,8 @@ TEST_CASE("reduce_scatter gives each rank the reduction of its block", "[dist]")
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
           for (bool in_place : {true, false}) {
             if (dt == DType::i32 && op == ReduceOp::avg) continue;
-            const std::string what = c.name + " " + dtype_name(dt) + " n=" + std::to_string(n) +
-                                     (op == ReduceOp::avg ? " avg" : " sum") + (in_place ? " in place" : "");
-            std::vector<double> want(size_t(n), 0);
-            for (int r = 0; r < P; ++r)
-              for (int64_t j = 0; j < n; ++j) want[size_t(j)] += value(r, me * n + j) / (op == ReduceOp::avg ? P : 1);
+            const std::string what = label(c, dt, n, op, in_place);
+            const std::vector<double> want = serial_sum(P, me * n, n, op == ReduceOp::avg ? P : 1);
             Tensor in = make(values(me, P * n), dt, c.dev);
             Tensor out = in_place ? in.slice(me * n, (me + 1) * n) : Tensor::empty({n}, dt, c.dev);
             comm->reduce_scatter(in, out, op).wait();
@@ -208,14 +215,8 @@ TEST_CASE("group calls: collectives between group_start and group_end all comple
                             comm->reduce_scatter(whole, part, ReduceOp::sum)};
     works.push_back(comm->group_end());
     for (Work& w : works) w.wait();
-    std::vector<double> sa(13, 0), sb(6, 0), sp(3, 0);
-    for (int r = 0; r < P; ++r) {
-      for (int64_t i = 0; i < 13; ++i) sa[size_t(i)] += value(r, i);
-      for (int64_t i = 0; i < 6; ++i) sb[size_t(i)] += value(r, i) / P;
-      for (int64_t i = 0; i < 3; ++i) sp[size_t(i)] += value(r, me * 3 + i);
-    }
-    check_close(a.to_vector(), sa, DType::f32, c.name + " grouped all_reduce");
-    check_close(b.to_vector(), sb, DType::bf16, c.name + " grouped all_reduce avg");
-    check_close(part.to_vector(), sp, DType::f32, c.name + " grouped reduce_scatter");
+    check_close(a.to_vector(), serial_sum(P, 0, 13, 1), DType::f32, c.name + " grouped all_reduce");
+    check_close(b.to_vector(), serial_sum(P, 0, 6, P), DType::bf16, c.name + " grouped all_reduce avg");
+    check_close(part.to_vector(), serial_sum(P, me * 3, 3, 1), DType::f32, c.name + " grouped reduce_scatter");
   }
 }
