@@ -17,8 +17,8 @@
 #include <functional>
 #include <sstream>
 
+#include "base/error.h"
 #include "bench/cases.h"
-#include "engine/error.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/gemm.h"

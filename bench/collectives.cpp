@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "comm/communicator.h"
 #include "comm/world.h"
-#include "engine/error.h"
 
 using namespace eng;
 using namespace eng::comm;

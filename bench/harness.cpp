@@ -10,8 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "engine/cuda_runtime.h"
-#include "engine/error.h"
 
 namespace eng::bench {
 

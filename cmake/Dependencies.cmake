@@ -53,6 +53,12 @@ if(NOT HDF5_FOUND)
   message(FATAL_ERROR "HDF5 not found: run scripts/setup.sh (Debian package libhdf5-dev)")
 endif()
 
+# zlib decompresses the Fashion-MNIST IDX files (models/vit/prepare_fashion_mnist).
+find_package(ZLIB QUIET)
+if(NOT ZLIB_FOUND)
+  message(FATAL_ERROR "zlib not found: run scripts/setup.sh (Debian package zlib1g-dev)")
+endif()
+
 if(ENGINE_TESTS)
   find_package(Catch2 2 QUIET)
   if(NOT Catch2_FOUND)

@@ -4,10 +4,10 @@
 
 #include <cstring>
 
+#include "base/error.h"
 #include "comm/backends.h"
 #include "comm/watchdog.h"
 #include "comm/world.h"
-#include "engine/error.h"
 #include "engine/graph.h"
 
 namespace eng::comm {

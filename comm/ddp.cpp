@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/error.h"
 #include "comm/watchdog.h"
-#include "engine/error.h"
 #include "engine/graph.h"
 
 namespace eng::comm {

@@ -1,8 +1,8 @@
 // The dp x tp grid over the world.
 #include "comm/grid.h"
 
+#include "base/error.h"
 #include "comm/world.h"
-#include "engine/error.h"
 
 namespace eng::comm {
 

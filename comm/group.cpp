@@ -1,8 +1,8 @@
 // Groups over MPI communicators.
 #include "comm/group.h"
 
+#include "base/error.h"
 #include "comm/world.h"
-#include "engine/error.h"
 
 #if ENGINE_HAVE_MPI
 #include "comm/mpi_util.h"

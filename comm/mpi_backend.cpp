@@ -13,9 +13,9 @@
 #include <cstring>
 #include <functional>
 
+#include "base/error.h"
 #include "comm/backends.h"
 #include "comm/mpi_util.h"
-#include "engine/error.h"
 #include "kernels/emu/graph.h"
 
 namespace eng::comm {

@@ -1,7 +1,7 @@
 // Builds without MPI (ENGINE_MPI=OFF): the world is one process, whose
 // collectives never reach a backend (the group-of-one short cut).
+#include "base/error.h"
 #include "comm/backends.h"
-#include "engine/error.h"
 
 namespace eng::comm {
 std::unique_ptr<Communicator> make_mpi_communicator(const Group& g, Device dev, CommOptions o) {

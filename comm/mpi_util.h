@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng::comm {
 

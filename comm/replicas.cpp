@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #if ENGINE_HAVE_MPI
 #include "comm/mpi_util.h"

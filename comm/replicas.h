@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "comm/group.h"
-#include "engine/error.h"
 #include "engine/tensor.h"
 
 namespace eng::comm {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #if ENGINE_HAVE_MPI
 #include "comm/mpi_util.h"

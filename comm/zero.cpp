@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/ops.h"
 

@@ -5,7 +5,7 @@
 
 #include <unordered_map>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/ops.h"
 
 namespace eng {

@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/dtype.h"
+#include "base/dtype.h"
 
 namespace eng {
 void cast(const void* src, DType src_t, void* dst, DType dst_t, int64_t n);

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #define CUDA_CHECK(call)                                                             \
   do {                                                                               \
@@ -70,6 +70,23 @@ float event_elapsed_ms(void* start, void* stop) {
   CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));
   return ms;
 }
+
+void event_record_on(void* event, void* stream) {
+  CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+void stream_wait_event(void* stream, void* event) {
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+}
+
+bool event_query(void* event) {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (e == cudaErrorNotReady) return false;
+  CUDA_CHECK(e);
+  return true;
+}
+
+void event_synchronize(void* event) { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
 
 void* stream_create(int device) {
   CUDA_CHECK(cudaSetDevice(device));

@@ -21,6 +21,12 @@ void* event_create();
 void event_destroy(void* event);
 void event_record(void* event);
 float event_elapsed_ms(void* start, void* stop);  // waits for stop
+// Events between streams (engine/copy_stream.h): record on a stream, make a
+// stream wait, ask or wait on the host.
+void event_record_on(void* event, void* stream);
+void stream_wait_event(void* stream, void* event);
+bool event_query(void* event);  // complete (true) or still pending (false)
+void event_synchronize(void* event);
 // Streams, stream-ordered work and graphs (engine/graph.h). Handles are opaque.
 void* stream_create(int device);  // non-blocking
 void stream_destroy(void* stream);

@@ -1,7 +1,7 @@
 // Stand-in for the CUDA runtime in builds without CUDA: no devices answer,
 // and any attempt to use one is a clear error.
+#include "base/error.h"
 #include "engine/cuda_runtime.h"
-#include "engine/error.h"
 
 namespace eng::cudart {
 bool built() { return false; }
@@ -18,6 +18,10 @@ void* event_create() { ENGINE_FAIL("this build has no CUDA (configure with ENGIN
 void event_destroy(void*) {}
 void event_record(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 float event_elapsed_ms(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void event_record_on(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void stream_wait_event(void*, void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+bool event_query(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void event_synchronize(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void* stream_create(int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void stream_destroy(void*) {}
 void stream_synchronize(void*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }

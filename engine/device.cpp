@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/error.h"
 #include "engine/cuda_runtime.h"
-#include "engine/error.h"
 #include "engine/graph.h"
 
 namespace eng {

@@ -4,7 +4,7 @@
 #include <map>
 #include <mutex>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng {
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/error.h"
 #include "engine/cuda_runtime.h"
-#include "engine/error.h"
 #include "kernels/cuda/gpu_ops.h"
 #include "kernels/emu/graph.h"
 

@@ -42,8 +42,11 @@ std::pair<Tensor, Tensor> add_layernorm(const Tensor& x, const Tensor& r, const 
                                         double eps = 1e-5);
 // Softmax over the last dim. Causal::yes needs x (..., T, T) and masks keys j > query i.
 Tensor softmax(const Tensor& x, Causal causal = Causal::no);
-// Causal self-attention, q/k/v (B, T, NH, HS) -> (B, T, NH, HS), scaled by 1/sqrt(HS).
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v);
+// Self-attention, q/k/v (B, T, NH, HS) -> (B, T, NH, HS), scores scaled by
+// 1/sqrt(HS). Causal::yes (a decoder, GPT-2): query i attends to keys 0..i.
+// Causal::no (an encoder, ViT): every query attends to all T keys, as
+// PyTorch's scaled_dot_product_attention(is_causal=False) without a mask.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes);
 
 // Mean over non-ignored rows of -log softmax(logits)[target]; logits (N, V), targets i32 (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/cuda_runtime.h"
-#include "engine/error.h"
 #include "kernels/gemm/gemm.h"
 
 namespace eng {

@@ -1,7 +1,7 @@
 // Precision levels, their policies, and the autocast casts (see precision.h).
 #include "engine/precision.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #if defined(ENGINE_HAVE_CUDA)
 #include "engine/gpu_context.h"

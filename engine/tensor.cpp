@@ -3,9 +3,9 @@
 
 #include <cstring>
 
+#include "base/error.h"
 #include "engine/autograd.h"
 #include "engine/cast.h"
-#include "engine/error.h"
 #include "engine/graph.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/elementwise.h"

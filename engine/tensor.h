@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "engine/device.h"
-#include "engine/dtype.h"
 
 namespace eng {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "kernels/rng.h"
 
 namespace eng {

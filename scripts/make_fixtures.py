@@ -196,10 +196,13 @@ def softmax_fixture():
     return f.save()
 
 
-def attention_ref(q, k, v):
+def attention_ref(q, k, v, causal=True):
+    """(B, T, NH, HS) in and out. causal=False is F.scaled_dot_product_attention(is_causal=False), written out:
+    that function needs torch >= 2.0 (Debian 12 ships 1.13) and would pick a backend, and so bits, by version."""
     hs = q.shape[-1]
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, NH, T, HS)
-    att = causal_softmax(q @ k.transpose(-1, -2) / math.sqrt(hs))
+    s = q @ k.transpose(-1, -2) / math.sqrt(hs)
+    att = causal_softmax(s) if causal else s.softmax(-1)
     return (att @ v).transpose(1, 2)
 
 
@@ -207,6 +210,11 @@ def attention_fixture():
     f = Fixture("parity_attention", 7)
     for s in [(1, 1, 1, 5), (2, 1, 3, 7), (2, 5, 3, 7), (1, 13, 2, 13), (3, 7, 1, 5)]:
         f.case(f"attention (B, T, NH, HS) = {s}", {"q": rn(*s), "k": rn(*s), "v": rn(*s)}, attention_ref)
+    # Non-causal cases come after the causal ones, so those keep their bytes (and RNG draws);
+    # cfg = [0] marks them (no cfg: causal, the engine's default).
+    for s in [(1, 1, 1, 5), (2, 5, 3, 7), (1, 17, 2, 13), (2, 33, 1, 8)]:
+        f.case(f"non-causal attention (B, T, NH, HS) = {s}", {"q": rn(*s), "k": rn(*s), "v": rn(*s)},
+               lambda q, k, v: attention_ref(q, k, v, causal=False), extra={"cfg": i32([0])})
     return f.save()
 
 

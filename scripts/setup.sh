@@ -6,8 +6,8 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
-      libopenblas-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-dev
-      nlohmann-json3-dev catch2 clang-format python3 fortunes)
+      libopenblas-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-dev zlib1g-dev
+      nlohmann-json3-dev catch2 clang-format python3 python3-h5py fortunes dataset-fashion-mnist)
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy); fi
 
 missing=()

@@ -19,9 +19,9 @@
 #include <mpi.h>
 #endif
 
+#include "base/dtype.h"
+#include "base/error.h"
 #include "engine/device.h"
-#include "engine/dtype.h"
-#include "engine/error.h"
 #include "kernels/emu/graph.h"
 
 namespace emu_nccl {

@@ -1,7 +1,7 @@
 // Module parameter registry and traversal (depth first, registration order).
 #include "engine/nn/module.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng {
 

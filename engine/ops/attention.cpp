@@ -1,8 +1,11 @@
-// Causal self-attention on (B, T, NH, HS). The cpu path is the three-step
-// reference (kernels/cpu/attention.cpp) and saves the (B, NH, T, T)
-// probabilities for backward. On emu/cuda the fused FlashAttention-2 kernels
-// (kernels/cuda/attention.cu) save only q, k, v, out and the fp32 logsumexp
-// (B, NH, T), and backward recomputes the probabilities tile by tile.
+// Self-attention on (B, T, NH, HS), causal or not. The cpu path is the
+// three-step reference (kernels/cpu/attention.cpp) and saves the
+// (B, NH, T, T) probabilities for backward. On emu/cuda the fused
+// FlashAttention-2 kernels (kernels/cuda/attention.cu) save only q, k, v, out
+// and the fp32 logsumexp (B, NH, T), and backward recomputes the
+// probabilities tile by tile. kernels/ cannot see the engine's Causal, so it
+// is mapped onto each layer's own AttentionMask here; backward uses the
+// forward's mask.
 #include "kernels/cuda/attention.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -12,30 +15,32 @@ using namespace detail;
 
 namespace {
 
-Tensor attention_gpu(const Tensor& q, const Tensor& k, const Tensor& v, DType t) {
+Tensor attention_gpu(const Tensor& q, const Tensor& k, const Tensor& v, DType t, Causal causal) {
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2), HS = q.size(3);
+  const gpu::AttentionMask mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
   Tensor out = empty_like(q);
   Tensor lse = Tensor::empty({B, NH, T}, DType::f32, q.device());
   ENGINE_GPU_CALL(q.device(), attention_forward, storage_of(t), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                  out.data_ptr(), lse.data<float>(), B, T, NH, HS, nullptr);
+                  out.data_ptr(), lse.data<float>(), B, T, NH, HS, mask, nullptr);
   if (!needs_record({q, k, v})) return out;
   Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.detach();
-  record("attention", out, {q, k, v}, [sq, sk, sv, so, lse, B, T, NH, HS](const Tensor& g, const std::vector<bool>&) {
-    ENGINE_CHECK(g.dtype() == sq.dtype() && g.shape() == sq.shape(), "attention backward: gradient ", g.desc(),
-                 " does not match ", sq.desc());
-    Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
-    Tensor delta = Tensor::empty({B, NH, T}, DType::f32, g.device());
-    ENGINE_GPU_CALL(g.device(), attention_backward, storage_of(g.dtype()), g.data_ptr(), sq.data_ptr(), sk.data_ptr(),
-                    sv.data_ptr(), so.data_ptr(), lse.data<float>(), delta.data<float>(), dq.data_ptr(), dk.data_ptr(),
-                    dv.data_ptr(), B, T, NH, HS, nullptr);
-    return std::vector<Tensor>{dq, dk, dv};
-  });
+  record("attention", out, {q, k, v},
+         [sq, sk, sv, so, lse, B, T, NH, HS, mask](const Tensor& g, const std::vector<bool>&) {
+           ENGINE_CHECK(g.dtype() == sq.dtype() && g.shape() == sq.shape(), "attention backward: gradient ", g.desc(),
+                        " does not match ", sq.desc());
+           Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
+           Tensor delta = Tensor::empty({B, NH, T}, DType::f32, g.device());
+           ENGINE_GPU_CALL(g.device(), attention_backward, storage_of(g.dtype()), g.data_ptr(), sq.data_ptr(),
+                           sk.data_ptr(), sv.data_ptr(), so.data_ptr(), lse.data<float>(), delta.data<float>(),
+                           dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), B, T, NH, HS, mask, nullptr);
+           return std::vector<Tensor>{dq, dk, dv};
+         });
   return out;
 }
 
 }  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
   const DType t = check_float_inputs("attention", {q, k, v}, GpuKernel::yes);
   ENGINE_CHECK(q.ndim() == 4, "attention: q must be (B, T, NH, HS), got ", q.desc());
   ENGINE_CHECK(k.shape() == q.shape() && v.shape() == q.shape(),
@@ -44,21 +49,22 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (on_gpu(q)) {
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  q.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", q.desc());
-    return attention_gpu(q, k, v, t);
+    return attention_gpu(q, k, v, t, causal);
   }
+  const cpu::AttentionMask mask = causal == Causal::yes ? cpu::AttentionMask::causal : cpu::AttentionMask::none;
   Tensor out = empty_like(q);
   Tensor att = Tensor::empty({B, NH, T, T}, t, q.device());
   dispatch_float(t, [&]<typename F>() {
-    cpu::attention_forward(q.data<F>(), k.data<F>(), v.data<F>(), out.data<F>(), att.data<F>(), B, T, NH, HS);
+    cpu::attention_forward(q.data<F>(), k.data<F>(), v.data<F>(), out.data<F>(), att.data<F>(), B, T, NH, HS, mask);
   });
   const bool rec = needs_record({q, k, v});
   Tensor sq = rec ? q.detach() : Tensor(), sk = rec ? k.detach() : Tensor(), sv = rec ? v.detach() : Tensor();
   if (!rec) att = Tensor();
-  record("attention", out, {q, k, v}, [sq, sk, sv, att, B, T, NH, HS](const Tensor& g, const std::vector<bool>&) {
+  record("attention", out, {q, k, v}, [sq, sk, sv, att, B, T, NH, HS, mask](const Tensor& g, const std::vector<bool>&) {
     Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
     dispatch_float(g.dtype(), [&]<typename F>() {
       cpu::attention_backward(g.data<F>(), sq.data<F>(), sk.data<F>(), sv.data<F>(), att.data<F>(), dq.data<F>(),
-                              dk.data<F>(), dv.data<F>(), B, T, NH, HS);
+                              dk.data<F>(), dv.data<F>(), B, T, NH, HS, mask);
     });
     return std::vector<Tensor>{dq, dk, dv};
   });

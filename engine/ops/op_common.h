@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/gpu_ops.h"

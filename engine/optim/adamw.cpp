@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "engine/optim/optimizer.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/graph.h"
 #include "engine/ops.h"
 #include "engine/ops/op_common.h"

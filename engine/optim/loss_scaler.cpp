@@ -7,8 +7,8 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/ops.h"
 
 namespace eng {

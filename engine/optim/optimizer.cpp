@@ -1,7 +1,7 @@
 // Optimizer base and parameter grouping.
 #include "engine/optim/optimizer.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng {
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng {
 

@@ -1,6 +1,6 @@
 // SGD with momentum, dampening, Nesterov and coupled weight decay, as torch.optim.SGD.
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/cpu/cpu_ops.h"
 

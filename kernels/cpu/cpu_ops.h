@@ -53,12 +53,14 @@ template <typename T>
 void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
 
 // attention.cpp: q, k, v, out (B, T, NH, HS); att (B, NH, T, T) probabilities.
+// causal: query i sees keys 0..i (att is 0 above the diagonal); none: every key.
+enum class AttentionMask : uint8_t { none, causal };
 template <typename T>
 void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, int64_t B, int64_t Tn, int64_t NH,
-                       int64_t HS);
+                       int64_t HS, AttentionMask mask);
 template <typename T>
 void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv, int64_t B,
-                        int64_t Tn, int64_t NH, int64_t HS);
+                        int64_t Tn, int64_t NH, int64_t HS, AttentionMask mask);
 
 // cross_entropy.cpp: logits (N, V), targets (N). Forward writes per-row loss
 // (0 for ignored rows) and logsumexp; backward writes dlogits =

@@ -1,13 +1,21 @@
-// Fused causal self-attention, FlashAttention-2 style (Dao 2023), forward and
-// backward. Reference: kernels/cpu/attention.cpp; walk-through:
+// Fused self-attention, causal or not, FlashAttention-2 style (Dao 2023),
+// forward and backward. Reference: kernels/cpu/attention.cpp; walk-through:
 // docs/kernels/attention.md.
-//   S = Q K^T * scale (keys j > query i masked), P = softmax(S), O = P V,
+//   S = Q K^T * scale (causal: keys j > query i masked), P = softmax(S), O = P V,
 //   scale = 1/sqrt(HS), lse_i = log sum_j exp(S_ij)   (saved for backward)
 //   backward: D_i = rowsum(dO_i * O_i), P_ij = exp(S_ij - lse_i),
 //             dV = P^T dO, dS = P * (dO V^T - D), dQ = dS K * scale, dK = dS^T Q * scale
 // No T x T matrix ever reaches global memory: every kernel works on 16 x 16
 // tiles of S in shared memory and recomputes them where the reference would
 // store them.
+// Masks (template parameter kMask): causal visits only the tile pairs at or
+// below the diagonal, P = n(n+1)/2 of them for n = ceil(Tn / 16) tiles, and
+// masks inside the diagonal tiles; none (a ViT's bidirectional attention)
+// visits all P = n^2 pairs, ~2x the FLOPs, and masks only the keys past Tn
+// of the ragged last tile. A template parameter rather than a runtime field:
+// the causal instantiations compile to exactly the registers they had before
+// the mask existed (ptxas -v, sm_80 and sm_90), where a runtime flag moved
+// them by -3..+13; the price is twice the instantiations (compile time).
 // Layout: q, k, v, out and the gradients are (B, T, NH, HS) in the storage
 // dtype T (f32/bf16/f16): row (b, t, h) starts at ((b*T + t)*NH + h)*HS.
 // lse and delta are fp32 (B, NH, T). All math is fp32; outputs are written (=).
@@ -25,7 +33,7 @@
 // emulator cheap (one fiber per CUDA thread). __launch_bounds__(128, 1): with
 // the thread count alone, ptxas capped the small-HS instantiations at 40-56
 // registers and spilled (measured, sm_80); with a minimum of one block it
-// takes 64-118 registers and spills nothing on sm_80 and sm_90, which still
+// takes 64-120 registers and spills nothing on sm_80 and sm_90, which still
 // leaves 4 blocks (16 warps) per SM.
 // Larger tiles (64 x 64 with tensor cores, as FlashAttention ships) would
 // reuse each K/V tile for more queries; the emulator has no mma, and this
@@ -91,22 +99,43 @@ __device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh) {
   const int b = bh / a.NH, h = bh % a.NH;
   return (int64_t(b) * a.Tn * a.NH + h) * a.hs;
 }
+// Whether query i attends to key j: causal, keys 0..i; none, every key.
+// Keys past Tn, the zero rows of a ragged last tile, are never seen (a zero
+// key scores 0, not -inf, and would take a share of the probability).
+template <gpu::AttentionMask kMask>
+__device__ __forceinline__ bool sees(int i, int key, int Tn) {
+  if constexpr (kMask == gpu::AttentionMask::causal)
+    return key <= i && key < Tn;
+  else
+    return key < Tn;
+}
+// The last key tile that query tile qt sees (forward, dQ), and the first
+// query tile that sees key tile kt (dK/dV).
+template <gpu::AttentionMask kMask>
+__device__ __forceinline__ int last_key_tile(int qt, int tiles) {
+  return kMask == gpu::AttentionMask::causal ? qt : tiles - 1;
+}
+template <gpu::AttentionMask kMask>
+__device__ __forceinline__ int first_query_tile(int kt) {
+  return kMask == gpu::AttentionMask::causal ? kt : 0;
+}
 }  // namespace
 
 // attention_forward_kernel: one block per (query tile, b*h); it loops over
-// the key/value tiles 0..qt (causal: later tiles are fully masked) with an
-// online softmax: per query row a running max m and sum l; each tile's
-// scores raise m to m', the accumulator O and l are rescaled by exp(m - m'),
-// and O += exp(S - m') V. At the end O /= l and lse = m + log l.
-// Launch: grid = B*NH*tiles (heaviest query tiles first), 128 threads, static
+// the key/value tiles it sees (causal: 0..qt, later tiles are fully masked;
+// none: all) with an online softmax: per query row a running max m and sum
+// l; each tile's scores raise m to m', the accumulator O and l are rescaled
+// by exp(m - m'), and O += exp(S - m') V. At the end O /= l, lse = m + log l.
+// Launch: grid = B*NH*tiles (causal: heaviest query tiles first), 128 threads, static
 // shared memory (see the file comment). Preconditions: 1 <= hs <= kHS,
 // q, k, v, out do not alias; Tn >= 1. Every query row sees key 0, so m is
 // finite after the first tile (no exp(-inf - -inf)).
-// bytes = sizeof(T) B NH HS (2 Tn + kTile n (n+1)) + 4 B NH Tn, n = tiles
-//   (Q read and O written once; each K/V tile once per query tile at or below it);
-// flops = 4 B NH HS kTile^2 n(n+1)/2 ~= 2 B NH Tn^2 HS (QK^T and PV, causal
-//   half), plus B NH kTile^2 n(n+1)/2 exps.
-template <typename T, int kHS>
+// With P tile pairs (n(n+1)/2 causal, n^2 unmasked; n = tiles):
+// bytes = sizeof(T) B NH HS (2 Tn + 2 kTile P) + 4 B NH Tn
+//   (Q read and O written once; each K/V tile once per query tile that sees it);
+// flops = 4 B NH HS kTile^2 P (QK^T and PV) ~= 2 B NH Tn^2 HS causal,
+//   4 B NH Tn^2 HS unmasked; plus B NH kTile^2 P exps.
+template <typename T, int kHS, gpu::AttentionMask kMask>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_forward_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                              T* __restrict__ out, float* __restrict__ lse, AttnDims a) {
@@ -124,7 +153,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m = -INFINITY, l = 0.f, o[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) o[x] = 0.f;
-  for (int kt = 0; kt <= qt; ++kt) {
+  const int kt_last = last_key_tile<kMask>(qt, a.tiles);
+  for (int kt = 0; kt <= kt_last; ++kt) {
     const int k0 = kt * kTile;
     load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
     load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
@@ -133,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const int c = lane + j * kLanes, key = k0 + c;
-      s[j] = (key <= i && key < a.Tn) ? dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale : -INFINITY;
+      s[j] = sees<kMask>(i, key, a.Tn) ? dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale : -INFINITY;
       tile_max = fmaxf(tile_max, s[j]);
     }
     const float m_new = fmaxf(m, row_max(tile_max));
@@ -190,15 +220,17 @@ __global__ void attention_delta_kernel(const T* __restrict__ dout, const T* __re
 }
 
 // attention_backward_dkdv_kernel: one block per (key tile kt, b*h); K and V
-// stay in shared memory while the block walks the query tiles kt..tiles-1
-// (the ones that see these keys), recomputing per tile P = exp(S - lse) and
-// dS = P (dO V^T - D), and accumulating in registers dV += P^T dO and
-// dK += dS^T Q (scaled once at the end). Thread row c is a key.
-// Launch: grid = B*NH*tiles (key tile 0, the most work, first), 128 threads.
+// stay in shared memory while the block walks the query tiles that see these
+// keys (causal: kt..tiles-1; none: all), recomputing per tile
+// P = exp(S - lse) and dS = P (dO V^T - D), and accumulating in registers
+// dV += P^T dO and dK += dS^T Q (scaled once at the end). Thread row c is a key.
+// Launch: grid = B*NH*tiles (causal: key tile 0, the most work, first), 128 threads.
 // Preconditions: as the forward; lse and delta hold the forward's values.
-// bytes = sizeof(T) B NH HS (4 Tn + kTile n (n+1)) + 8 B NH kTile n(n+1)/2;
-// flops = 8 B NH HS kTile^2 n(n+1)/2 ~= 4 B NH Tn^2 HS (S, dP, dV, dK).
-template <typename T, int kHS>
+// With P tile pairs as in the forward:
+// bytes = sizeof(T) B NH HS (4 Tn + 2 kTile P) + 8 B NH kTile P;
+// flops = 8 B NH HS kTile^2 P (S, dP, dV, dK) ~= 4 B NH Tn^2 HS causal,
+//   8 B NH Tn^2 HS unmasked.
+template <typename T, int kHS, gpu::AttentionMask kMask>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_backward_dkdv_kernel(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
                                    const T* __restrict__ v, const float* __restrict__ lse,
@@ -222,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc_dk[kD], acc_dv[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) acc_dk[x] = acc_dv[x] = 0.f;
-  for (int qt = kt; qt < a.tiles; ++qt) {
+  for (int qt = first_query_tile<kMask>(kt); qt < a.tiles; ++qt) {
     const int q0 = qt * kTile;
     load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
     load_tile<kHS>(smem_do, dout + base, q0, a.Tn, row_stride, a.hs);
@@ -236,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < kCols; ++j) {
       const int r = lane + j * kLanes, i = q0 + r;
       float p = 0.f, ds = 0.f;
-      if (i < a.Tn && key <= i) {
+      if (i < a.Tn && sees<kMask>(i, key, a.Tn)) {
         p = expf(dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale - smem_lse[r]);
         ds = p * (dot_rows<kHS>(smem_do[r], smem_v[c]) - smem_delta[r]);
       }
@@ -268,15 +300,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // attention_backward_dq_kernel: one block per (query tile qt, b*h); Q, dO,
-// lse and D stay put while the block walks the key tiles 0..qt, recomputing
-// P and dS once more and accumulating dQ += dS K in registers. A second
-// recomputation instead of atomicAdd into a shared fp32 dQ: the result is
-// deterministic (the same bits on every run), needs no fp32 scratch tensor
-// or cast pass, and costs 3 more tile GEMMs of the 14 the backward does.
-// Launch: grid = B*NH*tiles (heaviest first), 128 threads.
-// bytes = sizeof(T) B NH HS (3 Tn + kTile n (n+1)) + 8 B NH Tn;
-// flops = 6 B NH HS kTile^2 n(n+1)/2 ~= 3 B NH Tn^2 HS (S, dP, dQ).
-template <typename T, int kHS>
+// lse and D stay put while the block walks the key tiles it sees (causal:
+// 0..qt; none: all), recomputing P and dS once more and accumulating
+// dQ += dS K in registers. A second recomputation instead of atomicAdd into
+// a shared fp32 dQ: the result is deterministic (the same bits on every
+// run), needs no fp32 scratch tensor or cast pass, and costs 3 more tile
+// GEMMs of the 14 the backward does.
+// Launch: grid = B*NH*tiles (causal: heaviest first), 128 threads.
+// With P tile pairs as in the forward:
+// bytes = sizeof(T) B NH HS (3 Tn + 2 kTile P) + 8 B NH Tn;
+// flops = 6 B NH HS kTile^2 P (S, dP, dQ) ~= 3 B NH Tn^2 HS causal,
+//   6 B NH Tn^2 HS unmasked.
+template <typename T, int kHS, gpu::AttentionMask kMask>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_backward_dq_kernel(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
                                  const T* __restrict__ v, const float* __restrict__ lse,
@@ -300,7 +335,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) acc[x] = 0.f;
-  for (int kt = 0; kt <= qt; ++kt) {
+  const int kt_last = last_key_tile<kMask>(qt, a.tiles);
+  for (int kt = 0; kt <= kt_last; ++kt) {
     const int k0 = kt * kTile;
     load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
     load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
@@ -309,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < kCols; ++j) {
       const int c = lane + j * kLanes;
       float ds = 0.f;
-      if (row_in && k0 + c <= i) {
+      if (row_in && sees<kMask>(i, k0 + c, a.Tn)) {
         const float p = expf(dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale - row_lse);
         ds = p * (dot_rows<kHS>(smem_do[r], smem_v[c]) - row_delta);
       }
@@ -349,6 +385,17 @@ void dispatch_head(int64_t HS, F&& f) {
     f.template operator()<128>();
 }
 
+// Calls f.template operator()<kHS, kMask>() with kHS the padded head size.
+template <typename F>
+void dispatch_head_mask(int64_t HS, gpu::AttentionMask mask, F&& f) {
+  dispatch_head(HS, [&]<int kHS>() {
+    if (mask == gpu::AttentionMask::causal)
+      f.template operator()<kHS, gpu::AttentionMask::causal>();
+    else
+      f.template operator()<kHS, gpu::AttentionMask::none>();
+  });
+}
+
 AttnDims make_dims(const char* fn, int64_t B, int64_t Tn, int64_t NH, int64_t HS) {
   ENGINE_CHECK(HS >= 1 && HS <= kMaxHS, fn, ": head size ", HS, " not supported (1..", kMaxHS, ")");
   const int64_t tiles = (Tn + kTile - 1) / kTile;
@@ -361,21 +408,22 @@ AttnDims make_dims(const char* fn, int64_t B, int64_t Tn, int64_t NH, int64_t HS
 int64_t attention_max_head_size() { return kMaxHS; }
 
 void attention_forward(gpu::Storage st, const void* q, const void* k, const void* v, void* out, float* lse, int64_t B,
-                       int64_t Tn, int64_t NH, int64_t HS, void* stream) {
+                       int64_t Tn, int64_t NH, int64_t HS, gpu::AttentionMask mask, void* stream) {
   if (B * Tn * NH == 0) return;
   const AttnDims a = make_dims("attention_forward", B, Tn, NH, HS);
   const unsigned grid = unsigned(a.BH) * unsigned(a.tiles);
   dispatch_storage(st, [&]<typename T>() {
-    dispatch_head(HS, [&]<int kHS>() {
-      LAUNCH_KERNEL(attention_forward_kernel<T, kHS>, grid, kThreads, 0, as_stream(stream), static_cast<const T*>(q),
-                    static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(out), lse, a);
+    dispatch_head_mask(HS, mask, [&]<int kHS, gpu::AttentionMask kMask>() {
+      LAUNCH_KERNEL(attention_forward_kernel<T, kHS, kMask>, grid, kThreads, 0, as_stream(stream),
+                    static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(out),
+                    lse, a);
     });
   });
 }
 
 void attention_backward(gpu::Storage st, const void* dout, const void* q, const void* k, const void* v, const void* out,
                         const float* lse, float* delta, void* dq, void* dk, void* dv, int64_t B, int64_t Tn, int64_t NH,
-                        int64_t HS, void* stream) {
+                        int64_t HS, gpu::AttentionMask mask, void* stream) {
   if (B * Tn * NH == 0) return;
   const AttnDims a = make_dims("attention_backward", B, Tn, NH, HS);
   const unsigned grid = unsigned(a.BH) * unsigned(a.tiles);
@@ -388,10 +436,10 @@ void attention_backward(gpu::Storage st, const void* dout, const void* q, const 
     const auto s = as_stream(stream);
     LAUNCH_KERNEL(attention_delta_kernel<T>, grid_for(rows, 4), 128, 0, s, pdo, static_cast<const T*>(out), delta, rows,
                   a.Tn, a.NH, a.hs);
-    dispatch_head(HS, [&]<int kHS>() {
-      LAUNCH_KERNEL(attention_backward_dkdv_kernel<T, kHS>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
+    dispatch_head_mask(HS, mask, [&]<int kHS, gpu::AttentionMask kMask>() {
+      LAUNCH_KERNEL(attention_backward_dkdv_kernel<T, kHS, kMask>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
                     static_cast<const float*>(delta), static_cast<T*>(dk), static_cast<T*>(dv), a);
-      LAUNCH_KERNEL(attention_backward_dq_kernel<T, kHS>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
+      LAUNCH_KERNEL(attention_backward_dq_kernel<T, kHS, kMask>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
                     static_cast<const float*>(delta), static_cast<T*>(dq), a);
     });
   });

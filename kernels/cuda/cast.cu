@@ -1,6 +1,6 @@
 // Dtype casts between f32, bf16 and f16 on the device: dst[i] = convert(src[i]).
 // The conversions are written out on the bits, exactly as the host's
-// engine/dtype.h / dtype.cpp do them (round to nearest even; overflow to inf;
+// base/dtype.h / dtype.cpp do them (round to nearest even; overflow to inf;
 // f16 subnormals), rather than with __float2bfloat16 / __float2half. The
 // results are the same for every number, but the CUDA intrinsics turn every
 // NaN into the canonical 0x7fff, while the host keeps the sign and payload

@@ -12,8 +12,8 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/dtype.h"
-#include "engine/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace eng::gpu {
 enum class Storage : uint8_t { f32, bf16, f16 };

@@ -7,7 +7,7 @@
 // strides of the matching dimensions. Writes are coalesced; reads are
 // strided when the last dimension moves (a transpose reads a column per
 // warp), which a shared-memory tiled transpose would fix (docs/kernels/elementwise.md).
-#include "engine/error.h"
+#include "base/error.h"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/storage.cuh"
 

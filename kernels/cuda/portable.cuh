@@ -19,7 +19,7 @@
 //       aligned; every use in a kernel aliases the same bytes, as in CUDA.
 //   CUDA_CHECK(call);
 //       nvcc only: throws eng::Error "file:line: call failed: reason"
-//       (engine/error.h's idiom).
+//       (base/error.h's idiom).
 //
 // Also here, for both paths: atomic_max_float, the usual compare-and-swap
 // float max (CUDA has no float atomicMax).
@@ -45,7 +45,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #define ENGINE_CUDA_CHECK_AT(file, line, call)                                                                         \
   do {                                                                                                                 \

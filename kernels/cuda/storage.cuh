@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "kernels/cuda/gpu_ops.h"
 #include "kernels/cuda/portable.cuh"
 

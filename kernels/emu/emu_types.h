@@ -59,7 +59,7 @@ inline double2 make_double2(double x, double y) { return {x, y}; }
 // all), minimal stand-ins for the two 16-bit types and the conversions the
 // kernels use, built on the engine's own bit-exact conversions, so the
 // emulated kernels still build and run in every storage type.
-#include "engine/dtype.h"
+#include "base/dtype.h"
 
 struct __nv_bfloat16 {
   unsigned short x;

@@ -1,7 +1,7 @@
 // Stream capture and replay for the emulator (see graph.h).
 #include "kernels/emu/graph.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace emu {
 

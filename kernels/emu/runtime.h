@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "kernels/emu/emu.h"
 
 namespace emu::detail {

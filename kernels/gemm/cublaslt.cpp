@@ -2,7 +2,7 @@
 // layout is decided by plan_cublaslt (cublaslt_plan.cpp, tested on the cpu);
 // this file only turns a plan into descriptors, asks the heuristic once per
 // distinct call, and makes the one cublasLtMatmul call. Every CUDA/cuBLAS
-// call goes through CUDA_CHECK / CUBLAS_CHECK (engine/error.h's idiom:
+// call goes through CUDA_CHECK / CUBLAS_CHECK (base/error.h's idiom:
 // file:line, the call as written, the status name).
 #include "kernels/gemm/cublaslt.h"
 
@@ -12,7 +12,7 @@
 #include <map>
 #include <tuple>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #define ENGINE_LT_CHECK_GEN(call, ok, name_of)                                                    \
   do {                                                                                            \

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "kernels/gemm/cublaslt.h"
 
 namespace eng {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/ops.h"
 
 namespace eng::models {

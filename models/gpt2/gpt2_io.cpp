@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/ops.h"
 #include "io/safetensors.h"
 

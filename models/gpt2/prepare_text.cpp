@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/token_file.h"
 
 namespace fs = std::filesystem;

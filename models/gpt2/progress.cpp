@@ -7,7 +7,7 @@
 #include <chrono>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "kernels/gemm/gemm.h"
 
 namespace eng::models {

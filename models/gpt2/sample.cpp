@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "kernels/rng.h"
 
 namespace eng::models {

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/error.h"
 #include "comm/ddp.h"
 #include "comm/grid.h"
 #include "comm/replicas.h"
@@ -26,7 +27,6 @@
 #include "comm/world.h"
 #include "comm/zero.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/memory_report.h"
 #include "engine/ops.h"
 #include "engine/optim/loss_scaler.h"

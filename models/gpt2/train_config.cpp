@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng::models {
 

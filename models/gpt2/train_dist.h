@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/error.h"
 #include "comm/world.h"
 #include "engine/device.h"
-#include "engine/error.h"
 
 namespace eng::models {
 

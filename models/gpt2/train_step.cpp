@@ -1,8 +1,8 @@
 // The GPU training step, eager or as a CUDA graph (see train_step.h).
 #include "models/gpt2/train_step.h"
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/ops.h"
 
 namespace eng::models {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "engine/error.h"
 #include "engine/nn/layers.h"
 #include "engine/ops.h"
 #include "engine/optim/optimizer.h"

@@ -4,7 +4,7 @@
 // (d/dx sum(x*w) = w, d/dx sum(x*x) = 2x) or from a second, independent run.
 #include <memory>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/nn/layers.h"
 #include "tests/test_util.h"
 

@@ -2,7 +2,7 @@
 // message names the op and the offending shapes, dtypes, devices or values,
 // so a user can find the mistake without a debugger. One TEST_CASE per
 // category: shapes, dtypes, devices, out-of-range values.
-#include "engine/error.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace eng;

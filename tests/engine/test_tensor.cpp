@@ -2,7 +2,7 @@
 // the allocator's counters, and the 16-bit float conversions.
 #include <cmath>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace eng;

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/token_file.h"
 #include "tests/test_util.h"
 

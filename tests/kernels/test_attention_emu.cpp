@@ -1,11 +1,18 @@
-// kernels/cuda/attention.cu (fused causal attention, FlashAttention-2 style)
-// under the emulator against the cpu reference (kernels/cpu/attention.cpp),
-// through the engine op attention, forward and backward (dq, dk, dv).
+// kernels/cuda/attention.cu (fused attention, FlashAttention-2 style, causal
+// and unmasked) under the emulator against the cpu reference
+// (kernels/cpu/attention.cpp), through the engine op attention, forward and
+// backward (dq, dk, dv).
 // Shapes: B = 2, NH = 3 (B*NH > 1); T = 1 (one row), 5 (one ragged tile),
-// 16 (exactly one tile of 16), 33 (three tiles, the last with one row);
-// HS = 8, 16 and 24 (24 runs padded to 32, masked); HS = 64 (the unpadded
-// real-model path) and 128 (the largest) at small T. Inputs std 1.5 so
-// scores are spread out and the running max changes between key tiles.
+// 16 (exactly one tile of 16), 17 (a second tile with one row), 33 (three
+// tiles, the last with one row); HS = 8, 16 and 24 (24 runs padded to 32,
+// masked); HS = 64 (the unpadded real-model path) and 128 (the largest) at
+// small T. Inputs std 1.5 so scores are spread out and the running max
+// changes between key tiles. Causal::no walks every key tile, so in a ragged
+// T the padded keys of the last tile are in every query tile's loop: T = 17
+// and 33 check they get no probability, in the forward and both backward
+// kernels. The reference obeys the flag too, so each unmasked case also
+// checks that its output differs from the causal one (a kernel that ignored
+// the flag would otherwise pass against a reference that ignored it too).
 // Tolerances: f32 1e-5 abs/rel for the output and all three gradients (the
 // online softmax and the per-tile sums add in another order than the
 // reference's two-pass softmax and GEMMs; measured margin is comfortable).
@@ -16,6 +23,10 @@
 // rounding reaches dq/dk as an absolute error of ~P * 2^-9 * |dO| |O| sqrt(HS)
 // summed over the queries: measured up to 1.7e-2 on gradients of ~0.1 in
 // bf16 (FlashAttention-2 has the same property: it also reads O in bf16).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "tests/kernels/emu_check.h"
 
 using namespace eng;
@@ -23,18 +34,20 @@ using namespace eng::test;
 
 namespace {
 
-void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, uint64_t seed) {
-  INFO(dtype_name(t) << " B = " << B << " T = " << T << " NH = " << NH << " HS = " << HS);
+void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, uint64_t seed,
+                     Causal causal = Causal::yes) {
+  INFO(dtype_name(t) << " B = " << B << " T = " << T << " NH = " << NH << " HS = " << HS
+                     << (causal == Causal::yes ? " causal" : " non-causal"));
   const Shape s{B, T, NH, HS};
   const Tensor q0 = Tensor::randn(s, seed, 1.5f), k0 = Tensor::randn(s, seed + 1, 1.5f),
                v0 = Tensor::randn(s, seed + 2), g0 = Tensor::randn(s, seed + 3);
   Tensor qr = rounded(q0, t).set_requires_grad(true), kr = rounded(k0, t).set_requires_grad(true),
          vr = rounded(v0, t).set_requires_grad(true);
-  Tensor ref = attention(qr, kr, vr);
+  Tensor ref = attention(qr, kr, vr, causal);
   ref.backward(rounded(g0, t));
   Tensor qe = on_emu(q0, t).set_requires_grad(true), ke = on_emu(k0, t).set_requires_grad(true),
          ve = on_emu(v0, t).set_requires_grad(true);
-  Tensor out = attention(qe, ke, ve);
+  Tensor out = attention(qe, ke, ve, causal);
   CHECK(out.device() == kEmu);
   CHECK(out.dtype() == t);
   CHECK(out.shape() == s);
@@ -45,6 +58,13 @@ void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, uint
   CHECK_CLOSE(values(qe.grad().to(kCPU)), values(qr.grad()), gtol, gtol);
   CHECK_CLOSE(values(ke.grad().to(kCPU)), values(kr.grad()), gtol, gtol);
   CHECK_CLOSE(values(ve.grad().to(kCPU)), values(vr.grad()), gtol, gtol);
+  if (causal == Causal::no && T > 1) {
+    NoGradGuard ng;
+    const std::vector<double> masked = values(attention(qr, kr, vr, Causal::yes)), full = values(ref);
+    double diff = 0;
+    for (size_t x = 0; x < full.size(); ++x) diff = std::max(diff, std::fabs(full[x] - masked[x]));
+    CHECK(diff > 0.1);  // query 0 alone sees one key when causal, T keys here
+  }
 }
 
 }  // namespace
@@ -64,6 +84,19 @@ TEST_CASE("emu attention: real head sizes 64 and 128 at small T", "[emu][kernels
   check_attention(1, 20, 2, 64, DType::f32, 11);
   check_attention(1, 20, 2, 64, DType::bf16, 12);
   check_attention(1, 17, 1, 128, DType::f32, 13);
+}
+
+TEST_CASE("emu attention: non-causal (every key tile, ragged last tile) matches the cpu reference", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16})
+    for (int64_t T : {1, 17, 33})
+      for (int64_t HS : {8, 24, 64}) check_attention(2, T, 3, HS, t, uint64_t(T * 1000 + HS * 10 + 5), Causal::no);
+}
+
+TEST_CASE("emu attention: the default is causal", "[emu][kernels]") {
+  const Tensor q = on_emu(Tensor::randn({1, 20, 2, 8}, 21, 1.5f), DType::f32);
+  const Tensor k = on_emu(Tensor::randn({1, 20, 2, 8}, 22, 1.5f), DType::f32);
+  const Tensor v = on_emu(Tensor::randn({1, 20, 2, 8}, 23), DType::f32);
+  CHECK(values(attention(q, k, v).to(kCPU)) == values(attention(q, k, v, Causal::yes).to(kCPU)));
 }
 
 TEST_CASE("emu attention: without grad mode nothing is saved, and bad head sizes are refused", "[emu][kernels]") {

@@ -135,35 +135,41 @@ TEST_CASE("cpu softmax_forward: rows sum to 1, match exp/sum, causal entries are
   CHECK(y[0] == 1.f);  // query 0 sees only itself
 }
 
-TEST_CASE("cpu attention_forward matches softmax(QK^T/sqrt(HS), causal) V by loops", "[kernels]") {
+TEST_CASE("cpu attention_forward matches softmax(QK^T/sqrt(HS)) V by loops, causal and not", "[kernels]") {
   const int64_t B = 2, T = 5, NH = 2, HS = 3, C = NH * HS;
   const size_t n = size_t(B * T * C);
-  std::vector<float> q = randv(n, 30), k = randv(n, 31), v = randv(n, 32), out(n), att(size_t(B * NH * T * T));
-  cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), att.data(), B, T, NH, HS);
-  auto at = [&](const std::vector<float>& t, int64_t b, int64_t tt, int64_t h, int64_t e) {
-    return double(t[size_t(((b * T + tt) * NH + h) * HS + e)]);
-  };
-  std::vector<double> ref_out(n), ref_att(att.size());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t i = 0; i < T; ++i) {
-        std::vector<double> s(size_t(T), -std::numeric_limits<double>::infinity());
-        double m = -1e300, z = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t e = 0; e < HS; ++e) dot += at(q, b, i, h, e) * at(k, b, j, h, e);
-          s[size_t(j)] = dot / std::sqrt(double(HS));
-          m = std::max(m, s[size_t(j)]);
+  for (const cpu::AttentionMask mask : {cpu::AttentionMask::causal, cpu::AttentionMask::none}) {
+    const bool causal = mask == cpu::AttentionMask::causal;
+    INFO((causal ? "causal" : "no mask"));
+    std::vector<float> q = randv(n, 30), k = randv(n, 31), v = randv(n, 32), out(n), att(size_t(B * NH * T * T));
+    cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), att.data(), B, T, NH, HS, mask);
+    auto at = [&](const std::vector<float>& t, int64_t b, int64_t tt, int64_t h, int64_t e) {
+      return double(t[size_t(((b * T + tt) * NH + h) * HS + e)]);
+    };
+    std::vector<double> ref_out(n), ref_att(att.size());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < NH; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+          const int64_t last = causal ? i : T - 1;  // the last key query i sees
+          std::vector<double> s(size_t(T), -std::numeric_limits<double>::infinity());
+          double m = -1e300, z = 0;
+          for (int64_t j = 0; j <= last; ++j) {
+            double dot = 0;
+            for (int64_t e = 0; e < HS; ++e) dot += at(q, b, i, h, e) * at(k, b, j, h, e);
+            s[size_t(j)] = dot / std::sqrt(double(HS));
+            m = std::max(m, s[size_t(j)]);
+          }
+          for (int64_t j = 0; j <= last; ++j) z += std::exp(s[size_t(j)] - m);
+          for (int64_t j = 0; j < T; ++j) {
+            const double p = j <= last ? std::exp(s[size_t(j)] - m) / z : 0.0;
+            ref_att[size_t(((b * NH + h) * T + i) * T + j)] = p;
+            for (int64_t e = 0; e < HS; ++e) ref_out[size_t(((b * T + i) * NH + h) * HS + e)] += p * at(v, b, j, h, e);
+          }
         }
-        for (int64_t j = 0; j <= i; ++j) z += std::exp(s[size_t(j)] - m);
-        for (int64_t j = 0; j < T; ++j) {
-          const double p = j <= i ? std::exp(s[size_t(j)] - m) / z : 0.0;
-          ref_att[size_t(((b * NH + h) * T + i) * T + j)] = p;
-          for (int64_t e = 0; e < HS; ++e) ref_out[size_t(((b * T + i) * NH + h) * HS + e)] += p * at(v, b, j, h, e);
-        }
-      }
-  CHECK_CLOSE(d(att), ref_att, 1e-6, kTol);
-  CHECK_CLOSE(d(out), ref_out, kTol, kTol);
+    CHECK_CLOSE(d(att), ref_att, 1e-6, kTol);
+    CHECK_CLOSE(d(out), ref_out, kTol, kTol);
+    if (!causal) CHECK(att[1] > 0.f);  // query 0 sees key 1
+  }
 }
 
 TEST_CASE("cpu cross_entropy_forward matches log-sum-exp by hand; ignored rows give 0", "[kernels]") {

@@ -1,6 +1,6 @@
 // Finite-difference gradient checks (f64, central differences) for the compute
 // ops in engine/ops.h: matmul/linear/linear_gelu, elementwise, activations, layernorm,
-// softmax, attention, the losses and embedding. The layout ops (permute,
+// softmax, attention (causal and not), the losses and embedding. The layout ops (permute,
 // reductions, concat/split, dropout, views) are in test_gradcheck_layout.cpp.
 // Each backward is compared with numbers obtained only from the forward pass,
 // so a wrong backward formula cannot also be the reference.
@@ -134,6 +134,20 @@ TEST_CASE("gradcheck: attention (B=2, T=5, NH=2, HS=3) and a single-token sequen
   const Shape s{2, 4, 2, 3};
   CHECK_GRADCHECK([](const Inputs& x) { return attention(x[0], x[1], x[2]); },
                   {Tensor::randn(s, 53, 1.f, DType::f64), Tensor::randn(s, 54, 1.f, DType::f64), leaf(s, 55)});
+}
+
+TEST_CASE("gradcheck: non-causal attention (every query sees every key)", "[gradcheck]") {
+  // T = 5 and 7 (odd, several keys per query both sides of the diagonal),
+  // a single token, and HS = 1 (one dim per head).
+  for (const Shape& s : {Shape{2, 5, 2, 3}, Shape{1, 7, 1, 4}, Shape{1, 1, 2, 3}, Shape{2, 3, 2, 1}}) {
+    INFO("q/k/v " << shape_str(s));
+    CHECK_GRADCHECK([](const Inputs& x) { return attention(x[0], x[1], x[2], Causal::no); },
+                    {leaf(s, 60), leaf(s, 61), leaf(s, 62)});
+  }
+  // Only q requires grad (a cross-attention-like use: k and v are constants).
+  const Shape s{2, 4, 2, 3};
+  CHECK_GRADCHECK([](const Inputs& x) { return attention(x[0], x[1], x[2], Causal::no); },
+                  {leaf(s, 63), Tensor::randn(s, 64, 1.f, DType::f64), Tensor::randn(s, 65, 1.f, DType::f64)});
 }
 
 TEST_CASE("gradcheck: cross_entropy with respect to the logits, with ignored targets", "[gradcheck]") {

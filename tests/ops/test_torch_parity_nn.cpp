@@ -1,5 +1,5 @@
 // PyTorch parity for the neural-network ops: layernorm, softmax (plain and
-// causal), causal attention, cross_entropy (with ignored targets), mse_loss
+// causal), attention (causal and not), cross_entropy (with ignored targets), mse_loss
 // and embedding (with repeated ids). Forward and every input gradient are
 // compared with torch results in tests/fixtures/parity_*.safetensors
 // (regenerate: scripts/make_fixtures.py). Dropout is not here: torch's RNG
@@ -30,12 +30,22 @@ TEST_CASE("parity: softmax and causal softmax", "[parity]") {
   });
 }
 
-TEST_CASE("parity: attention (causal, scaled by 1/sqrt(HS))", "[parity]") {
+TEST_CASE("parity: attention (causal and not, scaled by 1/sqrt(HS))", "[parity]") {
   const SafetensorsFile f = load_fixture("parity_attention.safetensors");
-  for_each_case(f, -1, [](const ParityCase& c) {
+  int noncausal = 0;
+  for_each_case(f, -1, [&](const ParityCase& c) {
     Tensor q = c.input("q"), k = c.input("k"), v = c.input("v");
-    c.check(attention(q, k, v), {{"q", q}, {"k", k}, {"v", v}});
+    // The first cases predate the flag and carry no cfg: they are causal,
+    // and run through the default argument.
+    if (!c.has("cfg")) {
+      c.check(attention(q, k, v), {{"q", q}, {"k", k}, {"v", v}});
+      return;
+    }
+    const Causal causal = c.ints("cfg").at(0) ? Causal::yes : Causal::no;
+    noncausal += causal == Causal::no;
+    c.check(attention(q, k, v, causal), {{"q", q}, {"k", k}, {"v", v}});
   });
+  CHECK(noncausal > 0);
 }
 
 TEST_CASE("parity: cross_entropy (mean over non-ignored targets)", "[parity]") {

@@ -1,8 +1,8 @@
 // DType names and sizes, and IEEE binary16 conversion done bit by bit so the
 // CPU build needs no compiler support for _Float16.
-#include "engine/dtype.h"
+#include "base/dtype.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace eng {
 

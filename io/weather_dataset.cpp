@@ -1,0 +1,169 @@
+// Weather samples: files, stats, crops, channel subsets, normalisation.
+#include "io/weather_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace eng {
+
+namespace {
+
+std::vector<float> read_stat(const h5::File& f, const std::string& name, int64_t C) {
+  const h5::Dataset d(f, name);
+  ENGINE_CHECK(d.elements() == C, d.where(), ": ", d.elements(), " values, but the fields have ", C,
+               " channels (a stats file for other data?)");
+  std::vector<int64_t> start(size_t(d.rank()), 0);
+  std::vector<float> v(static_cast<size_t>(C));
+  d.read(start, d.shape(), v.data());
+  return v;
+}
+
+// Consecutive runs of channel numbers: {0,1,2,5} -> {(0,3), (5,1)}.
+std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ch) {
+  std::vector<std::pair<int, int>> r;
+  for (int c : ch) {
+    if (!r.empty() && r.back().first + r.back().second == c)
+      ++r.back().second;
+    else
+      r.emplace_back(c, 1);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<int> parse_channels(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const auto dash = part.find('-');
+    try {
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        out.push_back(std::stoi(part, &used));
+        ENGINE_CHECK(used == part.size(), "");
+      } else {
+        const int a = std::stoi(part.substr(0, dash)), b = std::stoi(part.substr(dash + 1), &used);
+        ENGINE_CHECK(used == part.size() - dash - 1 && a <= b, "");
+        for (int c = a; c <= b; ++c) out.push_back(c);
+      }
+    } catch (const std::exception&) {
+      ENGINE_FAIL("channels '", s, "': expected numbers and ranges like 0,2,5 or 0-3");
+    }
+  }
+  ENGINE_CHECK(!out.empty(), "channels '", s, "': empty list");
+  return out;
+}
+
+WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
+  namespace fs = std::filesystem;
+  ENGINE_CHECK(fs::is_directory(opt.dir), opt.dir, ": not a directory (expected one HDF5 file per year)");
+  for (const auto& e : fs::directory_iterator(opt.dir))
+    if (e.is_regular_file() && (e.path().extension() == ".h5" || e.path().extension() == ".hdf5"))
+      paths_.push_back(e.path().string());
+  std::sort(paths_.begin(), paths_.end());
+  ENGINE_CHECK(!paths_.empty(), opt.dir, ": no .h5 files");
+  ENGINE_CHECK(opt.dt >= 1, "weather: dt must be at least 1, got ", opt.dt);
+
+  first_.push_back(0);
+  for (const std::string& p : paths_) {
+    files_.push_back(std::make_unique<h5::File>(p));
+    fields_.push_back(std::make_unique<h5::Dataset>(*files_.back(), "fields"));
+    const h5::Dataset& d = *fields_.back();
+    ENGINE_CHECK(d.rank() == 4, d.where(), ": expected shape (time, channels, height, width), got rank ", d.rank());
+    const auto& s = d.shape();
+    if (fields_.size() == 1) {
+      C_ = s[1], H_ = s[2], W_ = s[3];
+    } else {
+      ENGINE_CHECK(s[1] == C_ && s[2] == H_ && s[3] == W_, d.where(), ": (channels, height, width) = (", s[1], ", ",
+                   s[2], ", ", s[3], ") differs from ", paths_[0], "'s (", C_, ", ", H_, ", ", W_, ")");
+    }
+    ENGINE_CHECK(s[0] > opt.dt, d.where(), ": ", s[0], " time steps, too few for dt = ", opt.dt);
+    first_.push_back(first_.back() + s[0] - opt.dt);
+  }
+  total_ = first_.back();
+
+  h_ = opt.height > 0 ? opt.height : H_;
+  w_ = opt.width > 0 ? opt.width : W_;
+  ENGINE_CHECK(h_ <= H_ && w_ <= W_, fields_[0]->where(), ": crop ", h_, " x ", w_, " is larger than the fields' ", H_,
+               " x ", W_);
+  auto all = [&] {
+    std::vector<int> v(static_cast<size_t>(C_));
+    for (int c = 0; c < int(C_); ++c) v[size_t(c)] = c;
+    return v;
+  };
+  in_ = opt.in_channels.empty() ? all() : opt.in_channels;
+  out_ = opt.out_channels.empty() ? all() : opt.out_channels;
+  for (const auto* list : {&in_, &out_})
+    for (int c : *list)
+      ENGINE_CHECK(c >= 0 && c < C_, fields_[0]->where(), ": channel ", c, " does not exist (", C_, " channels)");
+
+  ENGINE_CHECK(!opt.stats.empty(), "weather: a stats file (per-channel mean and std) is required");
+  const h5::File stats(opt.stats);
+  mean_ = read_stat(stats, "mean", C_);
+  std_ = read_stat(stats, "std", C_);
+  for (int64_t c = 0; c < C_; ++c)
+    ENGINE_CHECK(std::isfinite(mean_[size_t(c)]) && std_[size_t(c)] > 0 && std::isfinite(std_[size_t(c)]), opt.stats,
+                 ": channel ", c, " has mean ", mean_[size_t(c)], " and std ", std_[size_t(c)],
+                 " (std must be positive and finite)");
+
+  lat_.resize(size_t(h_));
+  if (files_[0]->has("lat")) {
+    const h5::Dataset lat(*files_[0], "lat");
+    ENGINE_CHECK(lat.rank() == 1 && lat.shape()[0] == H_, lat.where(), ": expected ", H_, " latitudes");
+    std::vector<float> all_lat(static_cast<size_t>(H_));
+    const int64_t z = 0;
+    lat.read({&z, 1}, lat.shape(), all_lat.data());
+    for (int64_t i = 0; i < h_; ++i) lat_[size_t(i)] = all_lat[size_t(i)];
+  } else {
+    for (int64_t i = 0; i < h_; ++i) lat_[size_t(i)] = 90.0 - 180.0 * (double(i) + 0.5) / double(H_);
+  }
+}
+
+WeatherDataset::~WeatherDataset() = default;
+
+std::vector<int64_t> WeatherDataset::input_shape() const { return {int64_t(in_.size()), h_, w_}; }
+std::vector<int64_t> WeatherDataset::target_shape() const { return {int64_t(out_.size()), h_, w_}; }
+
+int64_t WeatherDataset::bytes_per_sample() const {
+  return int64_t(in_.size() + out_.size()) * h_ * w_ * int64_t(h5::elem_size(fields_[0]->type()));
+}
+
+std::string WeatherDataset::describe() const {
+  return cat(opt_.dir, ": ", paths_.size(), " files, ", total_, " samples of ", in_.size(), " -> ", out_.size(),
+             " channels, ", h_, " x ", w_, " (of ", H_, " x ", W_, "), dt ", opt_.dt, ", ",
+             h5::elem_name(fields_[0]->type()), " ", fields_[0]->layout());
+}
+
+std::pair<int, int64_t> WeatherDataset::locate(int64_t index) const {
+  ENGINE_CHECK(index >= 0 && index < total_, opt_.dir, ": sample ", index, " outside [0, ", total_, ")");
+  const auto it = std::upper_bound(first_.begin(), first_.end(), index);
+  const int file = int(it - first_.begin()) - 1;
+  return {file, index - first_[size_t(file)]};
+}
+
+void WeatherDataset::read_channels(int file, int64_t t, const std::vector<int>& channels, float* out) const {
+  float* dst = out;
+  for (auto [c0, n] : runs_of(channels)) {
+    const int64_t start[4] = {t, c0, 0, 0}, count[4] = {1, n, h_, w_};
+    fields_[size_t(file)]->read(start, count, dst, opt_.read_path);
+    for (int k = 0; k < n; ++k) {
+      const float m = mean_[size_t(c0 + k)], s = std_[size_t(c0 + k)];
+      for (int64_t i = 0; i < h_ * w_; ++i) dst[i] = (dst[i] - m) / s;
+      dst += h_ * w_;
+    }
+  }
+}
+
+void WeatherDataset::read(int64_t index, float* x, void* y) const {
+  const auto [file, t] = locate(index);
+  read_channels(file, t, in_, x);
+  read_channels(file, t + opt_.dt, out_, static_cast<float*>(y));
+}
+
+}  // namespace eng

@@ -1,0 +1,194 @@
+// Weather and image datasets: samples equal a plain computation from the
+// arrays the test wrote (crop, channel subsets, normalisation, file
+// boundaries, channel-last images), the h5py fixture, and bad input.
+#include <filesystem>
+
+#include "io/image_dataset.h"
+#include "io/weather_dataset.h"
+#include "tests/io/h5_test_util.h"
+#include "tests/test_util.h"
+
+using namespace eng;
+using namespace eng::test;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kC = 3, kH = 6, kW = 8;
+
+// Field value (file, t, c, y, x): distinct everywhere, so a wrong index shows.
+float field(int file, int64_t t, int64_t c, int64_t y, int64_t x) {
+  return float(file * 1000 + t * 100 + c * 10 + y) + float(x) * 0.125f;
+}
+
+void write_year(const std::string& path, int file, int64_t T, int64_t C = kC, int64_t H = kH, int64_t W = kW) {
+  std::vector<float> v;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < H; ++y)
+        for (int64_t x = 0; x < W; ++x) v.push_back(field(file, t, c, y, x));
+  h5_write(path, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {hsize_t(T), hsize_t(C), hsize_t(H), hsize_t(W)},
+           v.data());
+}
+
+void write_stats(const std::string& path, const std::vector<float>& mean, const std::vector<float>& sd) {
+  h5_write(path, "mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {hsize_t(mean.size())}, mean.data());
+  h5_write(path, "std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {hsize_t(sd.size())}, sd.data(), H5Store::contiguous, false);
+}
+
+// A directory of two years (T = 5 and 4) and a stats file.
+WeatherOptions weather_dir(const std::string& name) {
+  const fs::path dir = fs::path(h5_temp(name));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "train");
+  write_year((dir / "train" / "2000.h5").string(), 0, 5);
+  write_year((dir / "train" / "2001.h5").string(), 1, 4);
+  write_stats((dir / "stats.h5").string(), {100, 200, 300}, {2, 4, 8});
+  WeatherOptions o;
+  o.dir = (dir / "train").string();
+  o.stats = (dir / "stats.h5").string();
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("weather: samples are normalised crops of (t, t + dt) across files", "[io][data]") {
+  WeatherOptions o = weather_dir("wx_ok");
+  o.dt = 2;
+  o.height = 4;
+  o.width = 5;
+  o.in_channels = {0, 2};
+  o.out_channels = {1};
+  const float mean[3] = {100, 200, 300}, sd[3] = {2, 4, 8};
+  for (h5::ReadPath path : {h5::ReadPath::pread, h5::ReadPath::hdf5}) {
+    o.read_path = path;
+    const WeatherDataset d(o);
+    REQUIRE(d.size() == 3 + 2);  // (5 - 2) + (4 - 2)
+    CHECK(d.input_shape() == std::vector<int64_t>{2, 4, 5});
+    CHECK(d.target_shape() == std::vector<int64_t>{1, 4, 5});
+    for (int64_t i = 0; i < d.size(); ++i) {
+      const int file = i < 3 ? 0 : 1;
+      const int64_t t = i < 3 ? i : i - 3;
+      CHECK(d.locate(i) == std::pair<int, int64_t>{file, t});
+      std::vector<float> x(40), y(20);
+      d.read(i, x.data(), y.data());
+      for (int64_t k = 0; k < 2; ++k)
+        for (int64_t r = 0; r < 4; ++r)
+          for (int64_t c = 0; c < 5; ++c) {
+            const int64_t ch = o.in_channels[size_t(k)];
+            CHECK(x[size_t((k * 4 + r) * 5 + c)] == (field(file, t, ch, r, c) - mean[ch]) / sd[ch]);
+          }
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 5; ++c) CHECK(y[size_t(r * 5 + c)] == (field(file, t + 2, 1, r, c) - mean[1]) / sd[1]);
+    }
+    // Latitudes of the crop's rows: cell centres of the full 6-row grid.
+    REQUIRE(d.latitudes().size() == 4);
+    CHECK(d.latitudes()[0] == Approx(75.0));
+    CHECK(d.latitudes()[3] == Approx(-15.0));
+  }
+}
+
+TEST_CASE("weather: bad input names the file and what is wrong", "[io][data][errors]") {
+  WeatherOptions o = weather_dir("wx_bad");
+  SECTION("stats with another channel count") {
+    const std::string s = h5_temp("stats2.h5");
+    write_stats(s, {1, 2}, {1, 1});
+    o.stats = s;
+    CHECK_THROWS_WITH(WeatherDataset(o),
+                      Contains("stats2.h5: dataset 'mean'") && Contains("2 values, but the fields have 3 channels"));
+  }
+  SECTION("a zero std") {
+    const std::string s = h5_temp("stats0.h5");
+    write_stats(s, {1, 2, 3}, {1, 0, 1});
+    o.stats = s;
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("stats0.h5: channel 1") && Contains("std must be positive"));
+  }
+  SECTION("crop larger than the fields") {
+    o.height = 7;
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("2000.h5: dataset 'fields'") && Contains("crop 7 x 8 is larger"));
+  }
+  SECTION("fields of the wrong rank") {
+    const std::vector<float> v(24, 1.f);
+    h5_write(o.dir + "/2002.h5", "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2, 3, 4}, v.data());
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("2002.h5: dataset 'fields'") && Contains("got rank 3"));
+  }
+  SECTION("a year with another grid") {
+    write_year(o.dir + "/2002.h5", 2, 4, kC, kH, kW + 1);
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("2002.h5") && Contains("differs from"));
+  }
+  SECTION("too few steps for dt") {
+    o.dt = 4;
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("2001.h5") && Contains("4 time steps, too few for dt = 4"));
+  }
+  SECTION("a channel that does not exist") {
+    o.in_channels = {0, 3};
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("channel 3 does not exist (3 channels)"));
+  }
+  SECTION("no files") {
+    o.dir = h5_temp("wx_empty_dir");
+    fs::create_directories(o.dir);
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("wx_empty_dir: no .h5 files"));
+  }
+}
+
+TEST_CASE("weather: channel lists parse", "[io][data]") {
+  CHECK(parse_channels("0-2,5") == std::vector<int>{0, 1, 2, 5});
+  CHECK(parse_channels("7") == std::vector<int>{7});
+  CHECK_THROWS_WITH(parse_channels("1,x"), Contains("channels '1,x'"));
+  CHECK_THROWS_WITH(parse_channels("3-1"), Contains("channels '3-1'"));
+}
+
+TEST_CASE("images: the h5py fixture (channel-last uint8, gzip chunks, float16)", "[io][data]") {
+  const std::string p = std::string(ENGINE_FIXTURE_DIR) + "/h5py_small.h5";
+  const ImageDataset d(p);
+  REQUIRE(d.size() == 6);
+  CHECK(d.input_shape() == std::vector<int64_t>{3, 5, 4});
+  CHECK(d.classes() == 3);
+  std::vector<float> x(60);
+  int32_t label = -1;
+  for (int64_t i = 0; i < 6; ++i) {
+    d.read(i, x.data(), &label);
+    CHECK(label == i % 3);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < 5; ++y)
+        for (int64_t xx = 0; xx < 4; ++xx) {
+          const float raw = float((i * 7 + y * 3 + xx * 2 + c) % 256);
+          CHECK(x[size_t((c * 5 + y) * 4 + xx)] == (raw / 255.0f - 0.5f) / 0.25f);
+        }
+  }
+  const h5::File f(p);
+  const h5::Dataset fields(f, "fields");
+  CHECK(fields.type() == h5::ElemType::f16);
+  std::vector<float> all(4 * 2 * 3 * 5);
+  const int64_t start[4] = {0, 0, 0, 0};
+  fields.read(start, fields.shape(), all.data());
+  for (int64_t i = 0; i < int64_t(all.size()); ++i) CHECK(all[size_t(i)] == float(i) * 0.25f - 10.0f);
+}
+
+TEST_CASE("images: (N, H, W) uint8 without attributes; bad labels", "[io][data][errors]") {
+  const std::string p = h5_temp("mnistish.h5");
+  std::vector<uint8_t> im(4 * 2 * 3);
+  for (size_t i = 0; i < im.size(); ++i) im[i] = uint8_t(i * 10);
+  const std::vector<int64_t> lab{0, 1, 1, 0};
+  h5_write(p, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 2, 3}, im.data());
+  h5_write(p, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, {4}, lab.data(), H5Store::contiguous, false);
+  const ImageDataset d(p);
+  CHECK(d.input_shape() == std::vector<int64_t>{1, 2, 3});
+  CHECK(d.classes() == 2);
+  std::vector<float> x(6);
+  int32_t y = -1;
+  d.read(2, x.data(), &y);
+  CHECK(y == 1);
+  for (int64_t k = 0; k < 6; ++k) CHECK(x[size_t(k)] == float(uint8_t((12 + k) * 10)) / 255.0f);
+
+  const std::string q = h5_temp("badlabels.h5");
+  const std::vector<int64_t> bad{0, 1, -1, 0};
+  h5_write(q, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 2, 3}, im.data());
+  h5_write(q, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, {4}, bad.data(), H5Store::contiguous, false);
+  CHECK_THROWS_WITH(ImageDataset(q), Contains("badlabels.h5: dataset 'labels'") && Contains("label -1 of sample 2"));
+  const std::string r = h5_temp("fewlabels.h5");
+  h5_write(r, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 2, 3}, im.data());
+  h5_write(r, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, {3}, bad.data(), H5Store::contiguous, false);
+  CHECK_THROWS_WITH(ImageDataset(r), Contains("fewlabels.h5: dataset 'labels'") && Contains("expected (4) labels"));
+}
