@@ -1,0 +1,119 @@
+// ViT construction (timm's initialisation scale) and forward pass.
+#include "models/vit/vit.h"
+
+#include "base/error.h"
+#include "engine/ops.h"
+
+namespace eng::models {
+
+void ViTConfig::validate() const {
+  ENGINE_CHECK(in_channels > 0 && img_h > 0 && img_w > 0, "vit config: image (", in_channels, ", ", img_h, ", ", img_w,
+               ") must be positive");
+  ENGINE_CHECK(patch > 0 && img_h % patch == 0 && img_w % patch == 0, "vit config: patch ", patch,
+               " must divide the image ", img_h, " x ", img_w);
+  ENGINE_CHECK(depth > 0 && mlp_ratio > 0, "vit config: depth and mlp_ratio must be > 0");
+  ENGINE_CHECK(heads > 0 && embed > 0 && embed % heads == 0, "vit config: embed (", embed,
+               ") must be a positive multiple of heads (", heads, ")");
+  ENGINE_CHECK(head != ViTHead::classify || classes > 1, "vit config: classes must be > 1, got ", classes);
+  ENGINE_CHECK(head != ViTHead::dense || out_channels > 0, "vit config: out_channels must be > 0, got ", out_channels);
+}
+
+double vit_flops_per_image(const ViTConfig& c) {
+  const double N = double(c.tokens()), C = double(c.embed), L = double(c.depth), R = double(c.mlp_ratio);
+  const double pp = double(c.patch * c.patch);
+  const double out = c.head == ViTHead::classify ? double(c.classes) / N : pp * double(c.out_channels);
+  // 2 flops per multiply-add: patch embed, per block qkv + proj + MLP (4 + 2R) C^2
+  // and the scores/values 2 N C per token, the head.
+  const double fwd = 2.0 * N * (double(c.in_channels) * pp * C + L * ((4.0 + 2.0 * R) * C * C + 2.0 * N * C) + C * out);
+  return 3.0 * fwd;
+}
+
+ViTBlock::ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev) : heads(c.heads), embed(c.embed) {
+  const int64_t C = c.embed;
+  const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
+  auto w = [&](uint64_t k) { return InitOptions{s + k, DType::f32, dev, 0.02f}; };
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(C, w(0), 1e-6));
+  qkv = register_module("attn.qkv", std::make_shared<Linear>(C, 3 * C, Bias::yes, w(1)));
+  proj = register_module("attn.proj", std::make_shared<Linear>(C, C, Bias::yes, w(2)));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(C, w(0), 1e-6));
+  fc1 = register_module("mlp.fc1", std::make_shared<Linear>(C, c.mlp_ratio * C, Bias::yes, w(3)));
+  fc2 = register_module("mlp.fc2", std::make_shared<Linear>(c.mlp_ratio * C, C, Bias::yes, w(4)));
+}
+
+Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
+  const int64_t B = x.size(0), N = x.size(1), C = embed;
+  std::vector<Tensor> parts = split(qkv->forward(norm1->forward(x, ac), ac), {C, C, C}, -1);
+  const Shape h{B, N, heads, C / heads};
+  Tensor y = ac.cast(attention(parts[0].reshape(h), parts[1].reshape(h), parts[2].reshape(h), Causal::no));
+  Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B, N, C}), ac)));
+  return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
+}
+
+ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c) {
+  c.validate();
+  const int64_t pp = c.patch * c.patch;
+  patch_embed = register_module(
+      "patch_embed.proj",
+      std::make_shared<Linear>(c.in_channels * pp, c.embed, Bias::yes, InitOptions{seed * 31 + 1, DType::f32, dev}));
+  pos_embed = register_module(
+      "pos_embed",
+      std::make_shared<Embedding>(c.tokens(), c.embed, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}));
+  for (int l = 0; l < c.depth; ++l)
+    blocks.push_back(register_module("blocks." + std::to_string(l), std::make_shared<ViTBlock>(c, l, seed, dev)));
+  norm = register_module("norm", std::make_shared<LayerNorm>(c.embed, InitOptions{0, DType::f32, dev}, 1e-6));
+  const int64_t out = c.head == ViTHead::classify ? c.classes : pp * c.out_channels;
+  head = register_module(
+      "head", std::make_shared<Linear>(c.embed, out, Bias::yes, InitOptions{seed * 31 + 3, DType::f32, dev, 0.02f}));
+}
+
+// Position ids (B, N), made once per batch size and kept (see GPT2::positions:
+// a graph capture must find them on the device already).
+const Tensor& ViT::positions(int64_t B, Device dev) const {
+  const auto key = std::make_pair(B, dev.str());
+  auto it = positions_.find(key);
+  if (it != positions_.end()) return it->second;
+  const int64_t N = cfg_.tokens();
+  std::vector<int32_t> pos(size_t(B * N));
+  for (int64_t i = 0; i < B * N; ++i) pos[size_t(i)] = int32_t(i % N);
+  return positions_.emplace(key, Tensor::from_ints(pos, {B, N}, dev)).first->second;
+}
+
+Tensor patchify(const Tensor& x, int64_t p) {
+  const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  Tensor t = permute(x.reshape({B, C, H / p, p, W / p, p}), {0, 2, 4, 1, 3, 5});  // (B, h, w, C, p, p)
+  return t.reshape({B, (H / p) * (W / p), C * p * p});
+}
+
+Tensor unpatchify(const Tensor& t, int64_t p, int64_t C, int64_t H, int64_t W) {
+  const int64_t B = t.size(0);
+  Tensor x = permute(t.reshape({B, H / p, W / p, p, p, C}), {0, 5, 1, 3, 2, 4});  // (B, C, h, p, w, p)
+  return x.reshape({B, C, H, W});
+}
+
+Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
+  const ViTConfig& c = cfg_;
+  ENGINE_CHECK(
+      images.ndim() == 4 && images.size(1) == c.in_channels && images.size(2) == c.img_h && images.size(3) == c.img_w,
+      "vit: images must be (B, ", c.in_channels, ", ", c.img_h, ", ", c.img_w, "), got ", images.desc());
+  const int64_t B = images.size(0);
+  Tensor x = ac.cast(add(patch_embed->forward(patchify(ac.cast(images), c.patch), ac),
+                         pos_embed->forward(positions(B, images.device()))));
+  for (const auto& b : blocks) x = b->forward(x, ac);
+  Tensor h = norm->forward(x, ac);
+  if (c.head == ViTHead::classify) return ac.cast(head->forward(mean(h, 1), ac));
+  return unpatchify(head->forward(h, ac), c.patch, c.out_channels, c.img_h, c.img_w);
+}
+
+Tensor ViT::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
+  Tensor out = ac.f32(forward(images, ac));
+  if (cfg_.head == ViTHead::classify) {
+    ENGINE_CHECK(targets.dtype() == DType::i32 && targets.ndim() == 1 && targets.size(0) == images.size(0),
+                 "vit: labels must be i32 (", images.size(0), "), got ", targets.desc());
+    return cross_entropy(out, targets);
+  }
+  ENGINE_CHECK(targets.shape() == out.shape(), "vit: targets ", targets.desc(), " do not match the prediction ",
+               out.desc());
+  return mse_loss(out, targets);
+}
+
+}  // namespace eng::models
