@@ -21,6 +21,7 @@ std::vector<Case> layernorm_softmax_cases(bool quick);
 std::vector<Case> gelu_adamw_cases(bool quick);
 std::vector<Case> cross_entropy_embedding_cases(bool quick);
 std::vector<Case> attention_cases(bool quick);
+std::vector<Case> reduce_cases(bool quick);
 
 // The GEMM shape sweep (--gemm-sweep): TFLOP/s for every (M, N, K) in the
 // ranges and their best/median/worst, per GEMM implementation.

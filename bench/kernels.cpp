@@ -133,8 +133,8 @@ int main(int argc, char** argv) {
     if (o.gemm_sweep) {
       gemm_sweep(wb);
     } else {
-      for (auto family :
-           {matmul_cases, layernorm_softmax_cases, gelu_adamw_cases, cross_entropy_embedding_cases, attention_cases})
+      for (auto family : {matmul_cases, layernorm_softmax_cases, gelu_adamw_cases, cross_entropy_embedding_cases,
+                          attention_cases, reduce_cases})
         for (const Case& c : family(o.quick))
           if (c.name.find(o.filter) != std::string::npos) wb.run_case(c);
     }

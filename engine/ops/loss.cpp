@@ -1,11 +1,12 @@
-// Losses: fused softmax cross-entropy (mean over non-ignored rows; cpu, emu
-// and cuda) and MSE (cpu).
+// Losses: fused softmax cross-entropy (mean over non-ignored rows) and MSE,
+// on cpu, emu and cuda.
 #include <cstring>
 
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/reduce.h"
 
 namespace eng {
 using namespace detail;
@@ -96,8 +97,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
 }
 
 Tensor mse_loss(const Tensor& pred, const Tensor& target) {
-  const DType t = check_float_inputs("mse_loss", {pred, target});
+  const DType t = check_float_inputs("mse_loss", {pred, target}, GpuKernel::yes);
   check_same_shape("mse_loss", pred, target);
+  if (on_gpu(pred)) {  // the loss and its gradient stay on the device (capturable)
+    Tensor out = Tensor::empty({}, t, pred.device());
+    ENGINE_GPU_CALL(pred.device(), mse_forward, storage_of(t), pred.data_ptr(), target.data_ptr(), pred.numel(),
+                    out.data_ptr(), nullptr);
+    if (!needs_record({pred, target})) return out;
+    Tensor sp = pred.detach(), st = target.detach();
+    record("mse_loss", out, {pred, target}, [sp, st](const Tensor& g, const std::vector<bool>& needs) {
+      Tensor dp = empty_like(sp);
+      ENGINE_GPU_CALL(sp.device(), mse_backward, storage_of(sp.dtype()), sp.data_ptr(), st.data_ptr(), g.data_ptr(),
+                      dp.data_ptr(), sp.numel(), nullptr);
+      return std::vector<Tensor>{dp, needs[1] ? scale(dp, -1.0) : Tensor()};
+    });
+    return out;
+  }
   double m = 0;
   dispatch_float(t, [&]<typename T>() { m = cpu::mse_forward(pred.data<T>(), target.data<T>(), pred.numel()); });
   Tensor out = Tensor::full({}, m, t, pred.device());

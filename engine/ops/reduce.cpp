@@ -1,4 +1,7 @@
 // sum and mean, over everything or along one dim; backward broadcasts back.
+// Along one dim, emu and cuda run kernels/cuda/reduce.cu; over everything,
+// the cpu only (the result is read on the host).
+#include "kernels/cuda/reduce.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 
@@ -22,7 +25,7 @@ static Tensor reduce_all(const Tensor& x, bool is_mean) {
 
 static Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool is_mean) {
   const char* op = is_mean ? "mean" : "sum";
-  const DType t = check_float_inputs(op, {x});
+  const DType t = check_float_inputs(op, {x}, GpuKernel::yes);
   const int d = norm_dim(op, dim, x.ndim());
   const int64_t outer = shape_numel(Shape(x.shape().begin(), x.shape().begin() + d));
   const int64_t n = x.size(d);
@@ -34,6 +37,18 @@ static Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool is_mean) {
     os.erase(os.begin() + d);
   Tensor out = Tensor::empty(os, t, x.device());
   const double alpha = is_mean ? 1.0 / double(std::max<int64_t>(n, 1)) : 1.0;
+  if (on_gpu(x)) {
+    ENGINE_GPU_CALL(x.device(), sum_dim, storage_of(t), x.data_ptr(), out.data_ptr(), outer, n, inner, float(alpha),
+                    nullptr);
+    const Shape shape = x.shape();
+    record(op, out, {x}, [shape, outer, n, inner, alpha](const Tensor& g, const std::vector<bool>&) {
+      Tensor dx = Tensor::empty(shape, g.dtype(), g.device());
+      ENGINE_GPU_CALL(g.device(), broadcast_dim, storage_of(g.dtype()), g.data_ptr(), dx.data_ptr(), float(alpha),
+                      outer, n, inner, nullptr);
+      return std::vector<Tensor>{dx};
+    });
+    return out;
+  }
   dispatch_float(t, [&]<typename T>() {
     cpu::sum_dim(x.data<T>(), out.data<T>(), outer, n, inner);
     if (is_mean) cpu::scale(out.data<T>(), T(alpha), out.data<T>(), out.numel());

@@ -127,53 +127,38 @@ TEST_CASE("vit: a wrong image shape or target is an error naming both shapes", "
 // the serial cpu loops). 18 tokens are one full attention tile (16) and a
 // ragged one, and head size 6 is padded, so the ragged paths run.
 //
-// The two heads' last reductions have no emu/cuda kernel yet: mean(x, dim) (the
-// classify head's token mean) and mse_loss (the dense loss) are cpu-only ops.
-// So the dense model runs whole on emu and its MSE is taken on the cpu, through
-// the differentiable copy to the cpu (its backward copies the gradient back);
-// that covers every kernel of the trunk and the dense head. The next test
-// pins the gap down: when those kernels land it fails, and both heads' full
-// model.loss on emu should then be compared here the same way.
-TEST_CASE("vit: one block gives the same field, loss and gradients on cpu and emu (dense head, MSE on the cpu)",
-          "[vit][emu][e2e]") {
+// The whole model on emu (the CUDA kernels under the emulator: non-causal
+// attention, the token mean of kernels/cuda/reduce.cu, the MSE) against the cpu.
+TEST_CASE("vit: one block gives the same output, loss and gradients on cpu and emu, both heads", "[vit][emu][e2e]") {
   const Device emu{DeviceType::emu, 0};
-  ViTConfig c;
-  c.in_channels = 3, c.img_h = 24, c.img_w = 12, c.patch = 4;  // 6 x 3 = 18 tokens
-  c.embed = 18, c.heads = 3, c.depth = 1, c.mlp_ratio = 4;
-  c.head = ViTHead::dense, c.out_channels = 2;
-  const int64_t B = 3;
-  const ViT cpu_model(c, 3), emu_model(c, 3, emu);
-  const Tensor images = Tensor::randn({B, c.in_channels, c.img_h, c.img_w}, 11);
-  const Tensor targets = Tensor::randn({B, c.out_channels, c.img_h, c.img_w}, 12);
-
-  const Tensor out_cpu = cpu_model.forward(images);
-  const Tensor out_emu = emu_model.forward(images.to(emu));
-  REQUIRE(out_emu.device() == emu);
-  CHECK_CLOSE(test::values(out_emu.to(kCPU)), test::values(out_cpu), 1e-5, 1e-4);
-  const Tensor loss_cpu = mse_loss(out_cpu, targets);
-  const Tensor loss_emu = mse_loss(out_emu.to(kCPU), targets);
-  CHECK_CLOSE(test::values(loss_emu), test::values(loss_cpu), 1e-5, 1e-4);
-  loss_cpu.backward();
-  loss_emu.backward();
-  const auto pc = cpu_model.named_parameters(), pe = emu_model.named_parameters();
-  REQUIRE(pc.size() == pe.size());
-  for (size_t i = 0; i < pc.size(); ++i) {
-    INFO(pc[i].first);
-    REQUIRE(pe[i].second.grad().defined());
-    CHECK(pe[i].second.grad().device() == emu);
-    CHECK_CLOSE(test::values(pe[i].second.grad().to(kCPU)), test::values(pc[i].second.grad()), 1e-5, 1e-4);
+  for (ViTHead head : {ViTHead::classify, ViTHead::dense}) {
+    INFO((head == ViTHead::classify ? "classify" : "dense"));
+    ViTConfig c;
+    c.in_channels = 3, c.img_h = 24, c.img_w = 12, c.patch = 4;  // 6 x 3 = 18 tokens: a full tile and a partial one
+    c.embed = 18, c.heads = 3, c.depth = 1, c.mlp_ratio = 4;
+    c.head = head, c.classes = 5, c.out_channels = 2;
+    const int64_t B = 3;
+    const ViT cpu_model(c, 3), emu_model(c, 3, emu);
+    const Tensor images = Tensor::randn({B, c.in_channels, c.img_h, c.img_w}, 11);
+    const Tensor targets = head == ViTHead::classify ? labels(B, c.classes, kCPU)
+                                                     : Tensor::randn({B, c.out_channels, c.img_h, c.img_w}, 12);
+    const Tensor out_cpu = cpu_model.forward(images);
+    const Tensor out_emu = emu_model.forward(images.to(emu));
+    REQUIRE(out_emu.device() == emu);
+    CHECK_CLOSE(test::values(out_emu.to(kCPU)), test::values(out_cpu), 1e-5, 1e-4);
+    const Tensor loss_cpu = cpu_model.loss(images, targets);
+    const Tensor loss_emu = emu_model.loss(images.to(emu), targets.to(emu));
+    REQUIRE(loss_emu.device() == emu);
+    CHECK_CLOSE(test::values(loss_emu.to(kCPU)), test::values(loss_cpu), 1e-5, 1e-4);
+    loss_cpu.backward();
+    loss_emu.backward();
+    const auto pc = cpu_model.named_parameters(), pe = emu_model.named_parameters();
+    REQUIRE(pc.size() == pe.size());
+    for (size_t i = 0; i < pc.size(); ++i) {
+      INFO(pc[i].first);
+      REQUIRE(pe[i].second.grad().defined());
+      CHECK(pe[i].second.grad().device() == emu);
+      CHECK_CLOSE(test::values(pe[i].second.grad().to(kCPU)), test::values(pc[i].second.grad()), 1e-5, 1e-4);
+    }
   }
-}
-
-TEST_CASE("vit: on emu, the heads' token mean and MSE are named as lacking a kernel", "[vit][emu][errors]") {
-  const Device emu{DeviceType::emu, 0};
-  ViTConfig c = tiny(ViTHead::classify);
-  c.depth = 1;
-  const ViT classify(c, 3, emu);
-  const Tensor images = Tensor::randn({2, c.in_channels, c.img_h, c.img_w}, 11).to(emu);
-  CHECK_THROWS_WITH(classify.loss(images, labels(2, c.classes, emu)), Contains("mean: no kernel for device emu"));
-  c.head = ViTHead::dense;
-  const ViT dense(c, 3, emu);
-  CHECK_THROWS_WITH(dense.loss(images, Tensor::zeros({2, c.out_channels, c.img_h, c.img_w}, DType::f32, emu)),
-                    Contains("mse_loss: no kernel for device emu"));
 }
