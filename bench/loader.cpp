@@ -1,7 +1,7 @@
 // bench/loader: how fast the HDF5 batch loader feeds a training step.
 //
-// Over one weather directory (written here unless --dir is given: NERSC-like
-// 20 channels, float32, contiguous), in one run, side by side:
+// Over one weather directory (prepare_weather writes one; scripts/
+// bench_loader.sh a NERSC-like 20-channel year), in one run, side by side:
 //   1. the page-cache limit: the files read with 4 MiB preads by 1 and by N
 //      threads after a warm-up read (no HDF5, no conversion, best of 3): the
 //      rate no reader of these files can beat on this machine;
@@ -20,50 +20,27 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/error.h"
-#include "io/hdf5_write.h"
 #include "io/loader.h"
 #include "io/weather_dataset.h"
 
 using namespace eng;
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
 struct Args {
   std::string dir, stats;
-  int64_t batch = 8, batches = 40, channels = 20, height = 180, width = 360, steps = 48;
+  int64_t batch = 8, batches = 40;
   int workers = 4;
   double step_ms = 50;
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// A year file of smooth values (the bench measures bytes, not meaning).
-void write_data(const Args& a) {
-  fs::create_directories(a.dir);
-  std::vector<float> slab(size_t(a.channels * a.height * a.width));
-  h5::Writer w(a.dir + "/2000.h5");
-  w.create("fields", h5::ElemType::f32, {a.steps, a.channels, a.height, a.width});
-  for (int64_t t = 0; t < a.steps; ++t) {
-    for (size_t i = 0; i < slab.size(); ++i) slab[i] = float((i * 7 + size_t(t) * 13) % 1000) * 0.01f;
-    w.write("fields", t, 1, slab.data());
-  }
-  w.commit();
-  h5::Writer s(a.stats);
-  std::vector<float> mean(size_t(a.channels), 5.0f), sd(size_t(a.channels), 3.0f);
-  s.create("mean", h5::ElemType::f32, {a.channels});
-  s.create("std", h5::ElemType::f32, {a.channels});
-  s.write("mean", 0, a.channels, mean.data());
-  s.write("std", 0, a.channels, sd.data());
-  s.commit();
-}
 
 // Reads every file with `threads` threads, each taking every threads-th 4 MiB
 // piece by pread; best of 3 passes after a warm-up pass.
@@ -128,28 +105,14 @@ int main(int argc, char** argv) {
         a.workers = std::stoi(val());
       else if (k == "--step_ms")
         a.step_ms = std::stod(val());
-      else if (k == "--channels")
-        a.channels = std::stoll(val());
-      else if (k == "--height")
-        a.height = std::stoll(val());
-      else if (k == "--width")
-        a.width = std::stoll(val());
-      else if (k == "--steps")
-        a.steps = std::stoll(val());
       else {
         std::printf(
-            "usage: loader [--dir DIR --stats FILE] [--batch 8] [--batches 40] [--workers 4] [--step_ms 50]\n"
-            "              [--channels 20 --height 180 --width 360 --steps 48]  (shape of the generated file)\n"
-            "Without --dir, writes a weather-like year file to a temporary directory first.\n");
+            "usage: loader --dir DIR --stats FILE [--batch 8] [--batches 40] [--workers 4] [--step_ms 50]\n"
+            "DIR holds weather year files (prepare_weather's OUT/train), FILE their stats (OUT/stats.h5).\n");
         return k == "--help" ? 0 : 2;
       }
     }
-    const bool generated = a.dir.empty();
-    if (generated) {
-      a.dir = (fs::temp_directory_path() / "engine_bench_loader" / "train").string();
-      a.stats = (fs::temp_directory_path() / "engine_bench_loader" / "stats.h5").string();
-      write_data(a);
-    }
+    ENGINE_CHECK(!a.dir.empty() && !a.stats.empty(), "loader bench: --dir and --stats are required (see --help)");
     WeatherOptions o;
     o.dir = a.dir;
     o.stats = a.stats;
@@ -193,7 +156,6 @@ int main(int argc, char** argv) {
       std::printf("  workers %d: wait %.1f ms per step, %.1f%% of the step time\n", w, st.wait_s * 1e3 / double(n),
                   100.0 * st.wait_s / st.interval_s);
     }
-    if (generated) fs::remove_all(fs::path(a.dir).parent_path());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loader bench: error: %s\n", e.what());

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
@@ -177,6 +179,7 @@ Dataset::Dataset(const File& file, const std::string& name) : path_(file.path())
   H5_CHECK(space.get(), where(), ": cannot read its shape");
   const int nd = H5Sget_simple_extent_ndims(space.get());
   H5_CHECK(nd, where(), ": not a simple dataspace");
+  ENGINE_CHECK(nd >= 1, where(), ": a scalar (rank 0); a dataset of samples has at least one dimension");
   std::vector<hsize_t> dims(static_cast<size_t>(nd));
   H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), where(), ": cannot read its shape");
   shape_.assign(dims.begin(), dims.end());
@@ -249,7 +252,9 @@ void Dataset::check_box(std::span<const int64_t> start, std::span<const int64_t>
 
 void Dataset::read_raw_hdf5(std::span<const int64_t> start, std::span<const int64_t> count, void* out) const {
   quiet();
-  std::vector<hsize_t> s(start.begin(), start.end()), c(count.begin(), count.end());
+  std::array<hsize_t, H5S_MAX_RANK> s{}, c{};  // no allocation per read (the loader's hot path)
+  std::copy(start.begin(), start.end(), s.begin());
+  std::copy(count.begin(), count.end(), c.begin());
   Handle file_space(H5Dget_space(d_.get()), H5Sclose);
   H5_CHECK(file_space.get(), where(), ": cannot read its shape");
   H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr), where(),
@@ -275,11 +280,11 @@ void Dataset::read_raw_pread(std::span<const int64_t> start, std::span<const int
   while (k > 0 && start[size_t(k)] == 0 && count[size_t(k)] == shape_[size_t(k)]) --k;
   int64_t run = 1;
   for (int d = k; d < nd; ++d) run *= count[size_t(d)];
-  std::vector<int64_t> stride(size_t(nd), 1);
+  std::array<int64_t, H5S_MAX_RANK> stride{}, idx{};  // idx: position among the outer dimensions
+  stride[size_t(nd - 1)] = 1;
   for (int d = nd - 2; d >= 0; --d) stride[size_t(d)] = stride[size_t(d + 1)] * shape_[size_t(d + 1)];
   int64_t runs = 1;
   for (int d = 0; d < k; ++d) runs *= count[size_t(d)];
-  std::vector<int64_t> idx(size_t(k), 0);  // position among the outer dimensions
   auto* dst = static_cast<char*>(out);
   for (int64_t r = 0; r < runs; ++r) {
     int64_t elem = start[size_t(k)] * stride[size_t(k)];

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 
-#include "base/dtype.h"
 #include "base/error.h"
 #include "io/hdf5_check.h"
 
@@ -11,30 +10,7 @@ namespace eng::h5 {
 
 namespace {
 
-// IEEE binary16, little-endian, built as h5py builds it (HDF5 1.10 has no
-// predefined half type): float32's layout narrowed to 1-5-10 bits.
-Handle f16_type() {
-  Handle t(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
-  H5_CHECK(H5Tset_fields(t.get(), 15, 10, 5, 0, 10), "float16 type");
-  H5_CHECK(H5Tset_size(t.get(), 2), "float16 type");
-  H5_CHECK(H5Tset_ebias(t.get(), 15), "float16 type");
-  return t;
-}
-
-hid_t file_type(ElemType t) {
-  switch (t) {
-    case ElemType::f32:
-      return H5T_IEEE_F32LE;
-    case ElemType::u8:
-      return H5T_STD_U8LE;
-    case ElemType::i32:
-      return H5T_STD_I32LE;
-    case ElemType::i64:
-      return H5T_STD_I64LE;
-    default:
-      return -1;
-  }
-}
+hid_t file_type(ElemType t) { return t == ElemType::u8 ? H5T_STD_U8LE : H5T_IEEE_F32LE; }
 
 }  // namespace
 
@@ -51,24 +27,14 @@ Writer::~Writer() {
   if (!committed_) std::remove(tmp_.c_str());
 }
 
-void Writer::create(const std::string& name, ElemType t, std::vector<int64_t> shape, Layout layout) {
-  ENGINE_CHECK(
-      t == ElemType::f32 || t == ElemType::f16 || t == ElemType::u8 || t == ElemType::i32 || t == ElemType::i64, path_,
-      ": dataset '", name, "': cannot write ", elem_name(t));
+void Writer::create(const std::string& name, ElemType t, std::vector<int64_t> shape) {
+  ENGINE_CHECK(t == ElemType::f32 || t == ElemType::u8, path_, ": dataset '", name, "': cannot write ", elem_name(t),
+               " (float32 or uint8)");
   ENGINE_CHECK(!shape.empty(), path_, ": dataset '", name, "': needs at least one dimension");
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
   H5_CHECK(space.get(), path_, ": dataset '", name, "': bad shape");
-  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  if (layout == Layout::chunked_gzip) {
-    std::vector<hsize_t> chunk = dims;
-    chunk[0] = 1;
-    H5_CHECK(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()), path_, ": dataset '", name, "': chunks");
-    H5_CHECK(H5Pset_deflate(dcpl.get(), 4), path_, ": dataset '", name, "': gzip");
-  }
-  Handle half = t == ElemType::f16 ? f16_type() : Handle();
-  const hid_t ft = t == ElemType::f16 ? half.get() : file_type(t);
-  const hid_t d = H5Dcreate2(f_.get(), name.c_str(), ft, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT);
+  const hid_t d = H5Dcreate2(f_.get(), name.c_str(), file_type(t), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5_CHECK(d, path_, ": cannot create dataset '", name, "'");
   entries_.push_back(Entry{name, t, std::move(shape), Handle(d, H5Dclose)});
 }
@@ -96,21 +62,8 @@ void Writer::write_raw(Entry& e, int64_t row0, int64_t rows, int64_t mem_type, c
 
 void Writer::write(const std::string& name, int64_t row0, int64_t rows, const float* data) {
   Entry& e = entry(name);
-  if (e.type == ElemType::f32) return write_raw(e, row0, rows, H5T_NATIVE_FLOAT, data);
-  ENGINE_CHECK(e.type == ElemType::f16, path_, ": dataset '", name, "' holds ", elem_name(e.type), ", not floats");
-  int64_t n = rows;
-  for (size_t d = 1; d < e.shape.size(); ++d) n *= e.shape[d];
-  std::vector<uint16_t> bits(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) bits[size_t(i)] = float_to_f16(data[i]);
-  Handle half = f16_type();
-  write_raw(e, row0, rows, half.get(), bits.data());
-}
-
-void Writer::write(const std::string& name, int64_t row0, int64_t rows, const int64_t* data) {
-  Entry& e = entry(name);
-  ENGINE_CHECK(e.type == ElemType::i32 || e.type == ElemType::i64 || e.type == ElemType::u8, path_, ": dataset '", name,
-               "' holds ", elem_name(e.type), ", not integers");
-  write_raw(e, row0, rows, H5T_NATIVE_INT64, data);
+  ENGINE_CHECK(e.type == ElemType::f32, path_, ": dataset '", name, "' holds ", elem_name(e.type), ", not float32");
+  write_raw(e, row0, rows, H5T_NATIVE_FLOAT, data);
 }
 
 void Writer::write(const std::string& name, int64_t row0, int64_t rows, const uint8_t* data) {

@@ -13,10 +13,6 @@
 
 namespace eng::h5 {
 
-// How a dataset's bytes are stored: one contiguous block (what the pread path
-// reads), or chunks of one sample (first dimension 1) compressed by gzip.
-enum class Layout : uint8_t { contiguous, chunked_gzip };
-
 class Writer {
  public:
   explicit Writer(const std::string& path);
@@ -24,13 +20,13 @@ class Writer {
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
-  // Creates dataset `name` of type t (f32, f16 stored as IEEE binary16, u8,
-  // i32 or i64) and shape, to be filled by write().
-  void create(const std::string& name, ElemType t, std::vector<int64_t> shape, Layout layout = Layout::contiguous);
-  // Writes rows [row0, row0 + rows) of the first dimension from float or
-  // integer data (converted to the dataset's type).
+  // Creates dataset `name` of type t (f32 or u8: what the preparation
+  // programs write) and shape, to be filled by write(). Stored contiguous
+  // and uncompressed, the layout io/hdf5's pread path reads.
+  void create(const std::string& name, ElemType t, std::vector<int64_t> shape);
+  // Writes rows [row0, row0 + rows) of the first dimension, of a dataset of
+  // the matching type.
   void write(const std::string& name, int64_t row0, int64_t rows, const float* data);
-  void write(const std::string& name, int64_t row0, int64_t rows, const int64_t* data);
   void write(const std::string& name, int64_t row0, int64_t rows, const uint8_t* data);
   void set_attribute(const std::string& name, const std::string& attr, double value);
   void set_attribute(const std::string& name, const std::string& attr, const std::string& value);

@@ -23,8 +23,8 @@ Loader::Loader(const SampleDataset& data, const EpochSampler& sampler, int64_t f
       dev_(dev),
       opt_(opt),
       B_(sampler.micro_batch()),
-      x_elems_(elements_of(data.input_shape())),
-      y_elems_(elements_of(data.target_shape())),
+      x_elems_(shape_numel(data.input_shape())),
+      y_elems_(shape_numel(data.target_shape())),
       claim_pos_(start),
       next_pos_(start),
       stats_since_(std::chrono::steady_clock::now()) {
@@ -105,12 +105,19 @@ bool Loader::claim(Slot*& slot, int64_t& j) {
   return true;
 }
 
-void Loader::read_sample(Slot& s, int64_t j) {
-  data_.read(s.indices[size_t(j)], s.x + j * x_elems_, s.y + j * y_elems_ * 4);
-  bytes_ += data_.bytes_per_sample();
-}
-
-void Loader::finish_sample(Slot& s, std::unique_lock<std::mutex>&) {
+// Reads sample j of slot s without the lock (held on entry and on return);
+// an error is kept with the slot's batch for next() to rethrow.
+void Loader::read_sample(Slot& s, int64_t j, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  std::exception_ptr err;
+  try {
+    data_.read(s.indices[size_t(j)], s.x + j * x_elems_, s.y + j * y_elems_ * 4);
+    bytes_ += data_.bytes_per_sample();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  lock.lock();
+  if (err && !s.error) s.error = err;
   if (--s.remaining == 0) ready_cv_.notify_all();
 }
 
@@ -121,16 +128,7 @@ void Loader::worker_loop() {
     int64_t j = 0;
     work_cv_.wait(lock, [&] { return stop_ || claim(s, j); });
     if (stop_) return;
-    lock.unlock();
-    std::exception_ptr err;
-    try {
-      read_sample(*s, j);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    lock.lock();
-    if (err && !s->error) s->error = err;
-    finish_sample(*s, lock);
+    read_sample(*s, j, lock);
   }
 }
 
@@ -151,16 +149,7 @@ void Loader::wait_ready(int64_t seq) {
     Slot* c = nullptr;
     int64_t j = 0;
     if (opt_.workers == 0 && claim(c, j)) {
-      lock.unlock();
-      std::exception_ptr err;
-      try {
-        read_sample(*c, j);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      lock.lock();
-      if (err && !c->error) c->error = err;
-      finish_sample(*c, lock);
+      read_sample(*c, j, lock);
       continue;
     }
     ready_cv_.wait(lock);

@@ -88,8 +88,7 @@ class Loader {
   // Under mu_: the next sample to read, claiming a slot for a new batch if
   // needed; false when none can be handed out yet.
   bool claim(Slot*& slot, int64_t& j);
-  void read_sample(Slot& s, int64_t j);
-  void finish_sample(Slot& s, std::unique_lock<std::mutex>& lock);
+  void read_sample(Slot& s, int64_t j, std::unique_lock<std::mutex>& lock);
   void wait_ready(int64_t seq);
   void release_copied(bool block_for_oldest);
   void upload(int64_t seq);

@@ -25,10 +25,4 @@ class SampleDataset {
   virtual std::string describe() const = 0;      // one line for the start-up summary
 };
 
-inline int64_t elements_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 }  // namespace eng

@@ -102,6 +102,8 @@ WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
   for (const auto* list : {&in_, &out_})
     for (int c : *list)
       ENGINE_CHECK(c >= 0 && c < C_, fields_[0]->where(), ": channel ", c, " does not exist (", C_, " channels)");
+  in_runs_ = runs_of(in_);
+  out_runs_ = runs_of(out_);
 
   ENGINE_CHECK(!opt.stats.empty(), "weather: a stats file (per-channel mean and std) is required");
   const h5::File stats(opt.stats);
@@ -147,9 +149,10 @@ std::pair<int, int64_t> WeatherDataset::locate(int64_t index) const {
   return {file, index - first_[size_t(file)]};
 }
 
-void WeatherDataset::read_channels(int file, int64_t t, const std::vector<int>& channels, float* out) const {
+void WeatherDataset::read_channels(int file, int64_t t, const std::vector<std::pair<int, int>>& runs,
+                                   float* out) const {
   float* dst = out;
-  for (auto [c0, n] : runs_of(channels)) {
+  for (auto [c0, n] : runs) {
     const int64_t start[4] = {t, c0, 0, 0}, count[4] = {1, n, h_, w_};
     fields_[size_t(file)]->read(start, count, dst, opt_.read_path);
     for (int k = 0; k < n; ++k) {
@@ -162,8 +165,8 @@ void WeatherDataset::read_channels(int file, int64_t t, const std::vector<int>& 
 
 void WeatherDataset::read(int64_t index, float* x, void* y) const {
   const auto [file, t] = locate(index);
-  read_channels(file, t, in_, x);
-  read_channels(file, t + opt_.dt, out_, static_cast<float*>(y));
+  read_channels(file, t, in_runs_, x);
+  read_channels(file, t + opt_.dt, out_runs_, static_cast<float*>(y));
 }
 
 }  // namespace eng

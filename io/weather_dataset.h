@@ -57,7 +57,9 @@ class WeatherDataset : public SampleDataset {
   std::pair<int, int64_t> locate(int64_t index) const;
 
  private:
-  void read_channels(int file, int64_t t, const std::vector<int>& channels, float* out) const;
+  // Reads one box per run of consecutive channels (runs_of(in_) etc., made
+  // at open so a sample allocates nothing) and normalises it.
+  void read_channels(int file, int64_t t, const std::vector<std::pair<int, int>>& runs, float* out) const;
 
   WeatherOptions opt_;
   std::vector<std::string> paths_;
@@ -66,6 +68,7 @@ class WeatherDataset : public SampleDataset {
   std::vector<int64_t> first_;  // first sample index of each file; first_.back() == total_
   int64_t total_ = 0, C_ = 0, H_ = 0, W_ = 0, h_ = 0, w_ = 0;
   std::vector<int> in_, out_;
+  std::vector<std::pair<int, int>> in_runs_, out_runs_;  // (first channel, count)
   std::vector<float> mean_, std_;
   std::vector<double> lat_;
 };

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "engine/autograd.h"
+#include "engine/nn/module.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
 
@@ -85,6 +86,20 @@ inline std::string gradcheck(const std::function<Tensor(const std::vector<Tensor
 // An f64 leaf with N(0, std) values from `seed`.
 inline Tensor leaf(const Shape& s, uint64_t seed, float std = 1.f) {
   return Tensor::randn(s, seed, std, DType::f64).set_requires_grad(true);
+}
+
+// Two copies of one model (the same seed) after backward: every parameter of
+// `got` (on any device) has a gradient, on its own device, equal to `ref`'s.
+inline void check_same_grads(const Module& ref, const Module& got, double atol, double rtol) {
+  const auto pr = ref.named_parameters(), pg = got.named_parameters();
+  REQUIRE(pr.size() == pg.size());
+  for (size_t i = 0; i < pr.size(); ++i) {
+    INFO(pr[i].first);
+    const Tensor& g = pg[i].second.grad();
+    REQUIRE(g.defined());
+    CHECK(g.device() == pg[i].second.device());
+    CHECK_CLOSE(values(g.to(kCPU)), values(pr[i].second.grad()), atol, rtol);
+  }
 }
 
 }  // namespace eng::test

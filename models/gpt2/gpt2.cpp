@@ -68,25 +68,13 @@ GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) 
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
 }
 
-// Position ids (B, T): 0..T-1 in every row. Made once per shape and kept, so
-// a forward inside a CUDA graph capture finds them on the device already
-// (uploading them there would be a host copy the graph cannot replay).
-const Tensor& GPT2::positions(int64_t B, int64_t T, Device dev) const {
-  auto key = std::make_tuple(B, T, dev.str());
-  auto it = positions_.find(key);
-  if (it != positions_.end()) return it->second;
-  std::vector<int32_t> pos(size_t(B * T));
-  for (int64_t i = 0; i < B * T; ++i) pos[size_t(i)] = int32_t(i % T);
-  return positions_.emplace(key, Tensor::from_ints(pos, {B, T}, dev)).first->second;
-}
-
 Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
   // The embeddings are gathered from the fp32 tables and the sum cast: casting
   // the (V, C) table would copy all of it for B*T rows.
-  Tensor x = ac.cast(add(wte->forward(ids), wpe->forward(positions(B, T, ids.device()))));
+  Tensor x = ac.cast(add(wte->forward(ids), wpe->forward(positions_.get(B, T, ids.device()))));
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       // Saves only the block's input; its activations are recomputed in backward.

@@ -11,13 +11,12 @@
 // to the compute dtype (bf16 for O2), the logits back to fp32 for the loss.
 #pragma once
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "engine/nn/layers.h"
+#include "models/position_ids.h"
 
 namespace eng::models {
 
@@ -61,10 +60,9 @@ class GPT2 : public Module {
   std::shared_ptr<LayerNorm> ln_f;
 
  private:
-  const Tensor& positions(int64_t B, int64_t T, Device dev) const;
   GPT2Config cfg_;
   Device dev_;
-  mutable std::map<std::tuple<int64_t, int64_t, std::string>, Tensor> positions_;  // see positions()
+  PositionIds positions_;
 };
 
 // Names of the parameters Hugging Face stores transposed (Conv1D weights).

@@ -18,16 +18,6 @@ void ViTConfig::validate() const {
   ENGINE_CHECK(head != ViTHead::dense || out_channels > 0, "vit config: out_channels must be > 0, got ", out_channels);
 }
 
-double vit_flops_per_image(const ViTConfig& c) {
-  const double N = double(c.tokens()), C = double(c.embed), L = double(c.depth), R = double(c.mlp_ratio);
-  const double pp = double(c.patch * c.patch);
-  const double out = c.head == ViTHead::classify ? double(c.classes) / N : pp * double(c.out_channels);
-  // 2 flops per multiply-add: patch embed, per block qkv + proj + MLP (4 + 2R) C^2
-  // and the scores/values 2 N C per token, the head.
-  const double fwd = 2.0 * N * (double(c.in_channels) * pp * C + L * ((4.0 + 2.0 * R) * C * C + 2.0 * N * C) + C * out);
-  return 3.0 * fwd;
-}
-
 ViTBlock::ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev) : heads(c.heads), embed(c.embed) {
   const int64_t C = c.embed;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
@@ -66,18 +56,6 @@ ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c) {
       "head", std::make_shared<Linear>(c.embed, out, Bias::yes, InitOptions{seed * 31 + 3, DType::f32, dev, 0.02f}));
 }
 
-// Position ids (B, N), made once per batch size and kept (see GPT2::positions:
-// a graph capture must find them on the device already).
-const Tensor& ViT::positions(int64_t B, Device dev) const {
-  const auto key = std::make_pair(B, dev.str());
-  auto it = positions_.find(key);
-  if (it != positions_.end()) return it->second;
-  const int64_t N = cfg_.tokens();
-  std::vector<int32_t> pos(size_t(B * N));
-  for (int64_t i = 0; i < B * N; ++i) pos[size_t(i)] = int32_t(i % N);
-  return positions_.emplace(key, Tensor::from_ints(pos, {B, N}, dev)).first->second;
-}
-
 Tensor patchify(const Tensor& x, int64_t p) {
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   Tensor t = permute(x.reshape({B, C, H / p, p, W / p, p}), {0, 2, 4, 1, 3, 5});  // (B, h, w, C, p, p)
@@ -97,7 +75,7 @@ Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
       "vit: images must be (B, ", c.in_channels, ", ", c.img_h, ", ", c.img_w, "), got ", images.desc());
   const int64_t B = images.size(0);
   Tensor x = ac.cast(add(patch_embed->forward(patchify(ac.cast(images), c.patch), ac),
-                         pos_embed->forward(positions(B, images.device()))));
+                         pos_embed->forward(positions_.get(B, c.tokens(), images.device()))));
   for (const auto& b : blocks) x = b->forward(x, ac);
   Tensor h = norm->forward(x, ac);
   if (c.head == ViTHead::classify) return ac.cast(head->forward(mean(h, 1), ac));

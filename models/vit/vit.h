@@ -15,12 +15,12 @@
 // tutorial's nn.GELU is the erf form, within 1e-3 of it.
 #pragma once
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/nn/layers.h"
+#include "models/position_ids.h"
 
 namespace eng::models {
 
@@ -35,9 +35,6 @@ struct ViTConfig {
   void validate() const;     // errors name the offending field
   int64_t tokens() const { return (img_h / patch) * (img_w / patch); }
 };
-
-// Forward FLOPs per image, x3 for forward + backward (matmuls and attention).
-double vit_flops_per_image(const ViTConfig& c);
 
 class ViTBlock : public Module {
  public:
@@ -65,9 +62,8 @@ class ViT : public Module {
   std::shared_ptr<Linear> head;
 
  private:
-  const Tensor& positions(int64_t B, Device dev) const;
   ViTConfig cfg_;
-  mutable std::map<std::pair<int64_t, std::string>, Tensor> positions_;
+  PositionIds positions_;
 };
 
 // (B, C, H, W) -> (B, N, C*p*p), patches in row-major order, each flattened

@@ -231,6 +231,12 @@ TEST_CASE("hdf5: bad input is a one-line error naming file and dataset", "[io][h
     CHECK_THROWS_WITH(h5::Dataset(f, "names"),
                       Contains("bad.h5: dataset 'names'") && Contains("unsupported element type (string)"));
   }
+  SECTION("a scalar dataset") {
+    const float one = 1.f;
+    h5_write(p, "scalar", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {}, &one, H5Store::contiguous, false);
+    const h5::File f(p);
+    CHECK_THROWS_WITH(h5::Dataset(f, "scalar"), Contains("bad.h5: dataset 'scalar': a scalar (rank 0)"));
+  }
   SECTION("integers asked of a float dataset") {
     const h5::File f(p);
     const h5::Dataset d(f, "fields");

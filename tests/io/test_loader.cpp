@@ -50,7 +50,7 @@ class CountingDataset : public SampleDataset {
 void check_batch(const Batch& b, const SampleDataset& ds, const EpochSampler& s, int64_t first_slot) {
   std::vector<int64_t> idx(size_t(s.micro_batch()));
   s.indices(b.pos.epoch, b.pos.step, first_slot + b.pos.micro, idx.data());
-  const int64_t xn = elements_of(ds.input_shape()), yn = std::max<int64_t>(1, elements_of(ds.target_shape()));
+  const int64_t xn = shape_numel(ds.input_shape()), yn = std::max<int64_t>(1, shape_numel(ds.target_shape()));
   std::vector<float> x(static_cast<size_t>(xn));
   std::vector<float> y(static_cast<size_t>(yn));
   const auto xv = values(b.x), yv = values(b.y);

@@ -152,13 +152,6 @@ TEST_CASE("vit: one block gives the same output, loss and gradients on cpu and e
     CHECK_CLOSE(test::values(loss_emu.to(kCPU)), test::values(loss_cpu), 1e-5, 1e-4);
     loss_cpu.backward();
     loss_emu.backward();
-    const auto pc = cpu_model.named_parameters(), pe = emu_model.named_parameters();
-    REQUIRE(pc.size() == pe.size());
-    for (size_t i = 0; i < pc.size(); ++i) {
-      INFO(pc[i].first);
-      REQUIRE(pe[i].second.grad().defined());
-      CHECK(pe[i].second.grad().device() == emu);
-      CHECK_CLOSE(test::values(pe[i].second.grad().to(kCPU)), test::values(pc[i].second.grad()), 1e-5, 1e-4);
-    }
+    test::check_same_grads(cpu_model, emu_model, 1e-5, 1e-4);
   }
 }

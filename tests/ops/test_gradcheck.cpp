@@ -171,6 +171,15 @@ TEST_CASE("gradcheck: mse_loss with respect to both inputs", "[gradcheck]") {
   }
 }
 
+TEST_CASE("gradcheck: sum and mean along each dim, with and without keepdim", "[gradcheck]") {
+  for (int d = 0; d < 3; ++d)
+    for (bool keep : {false, true}) {
+      INFO("dim " << d << (keep ? " keepdim" : ""));
+      CHECK_GRADCHECK([=](const Inputs& x) { return sum(x[0], d, keep); }, {leaf({2, 3, 4}, uint64_t(80 + d))});
+      CHECK_GRADCHECK([=](const Inputs& x) { return mean(x[0], d, keep); }, {leaf({3, 1, 5}, uint64_t(90 + d))});
+    }
+}
+
 TEST_CASE("gradcheck: embedding with respect to the weight, with repeated ids", "[gradcheck]") {
   const Tensor ids = Tensor::from_ints({2, 0, 2, 4, 2, 2}, {2, 3});  // id 2 four times; 1 and 3 unused
   CHECK_GRADCHECK([&](const Inputs& x) { return embedding(x[0], ids); }, {leaf({5, 3}, 80)});
