@@ -8,6 +8,8 @@
 //   2. our loader, batches/s and MB/s, for 0 (read inside next()), 1 and N
 //      workers, over the pread path and the H5Dread path (Debian's HDF5 is
 //      the thread-safe build: one global lock, so H5Dread threads take turns);
+//   2b. the same without normalising (pread path, 0 and N workers): what
+//      normalising on the reader threads costs;
 //   3. the data wait of a simulated training step (a busy loop of --step_ms)
 //      with 0 vs N workers: the % of the step spent waiting for data.
 // h5py + NumPy over the same files and batch shape: scripts/bench_loader.sh
@@ -137,6 +139,23 @@ int main(int argc, char** argv) {
         std::printf("%-8s %-8d %10.1f %10.0f\n", path == h5::ReadPath::pread ? "pread" : "H5Dread", w,
                     double(a.batches) / dt, double(a.batches * a.batch * ds.bytes_per_sample()) / 1e6 / dt);
       }
+    }
+
+    {  // normalisation's cost: the pread rows again with raw values
+      o.read_path = h5::ReadPath::pread;
+      o.normalize = false;
+      const WeatherDataset ds(o);
+      const EpochSampler s(ds.size(), a.batch, 1, 1, Shuffle::yes);
+      for (int w : {0, a.workers}) {
+        Loader l(ds, s, 0, 1, kCPU, LoaderOptions{w, 3});
+        l.next();
+        const auto t0 = Clock::now();
+        for (int64_t b = 0; b < a.batches; ++b) l.next();
+        const double dt = seconds_since(t0);
+        std::printf("%-8s %-8d %10.1f %10.0f   (not normalised)\n", "pread", w, double(a.batches) / dt,
+                    double(a.batches * a.batch * ds.bytes_per_sample()) / 1e6 / dt);
+      }
+      o.normalize = true;
     }
 
     std::printf("\nsimulated step of %.0f ms (busy loop), data wait per step:\n", a.step_ms);

@@ -9,7 +9,7 @@
 //            (engine/optim/loss_scaler.h).
 //   O3       O2 plus the training step captured as a CUDA graph on the cuda
 //            device (and on emu, whose emulator records and replays it:
-//            models/gpt2/train_step.h); on cpu it runs as O2 and says so.
+//            models/train/train_step.h); on cpu it runs as O2 and says so.
 // Conventions: parameters are always the fp32 master weights. Autocast casts
 // them to the compute dtype inside the forward; the cast is recorded by
 // autograd, so the backward casts the gradient back to fp32 and it accumulates

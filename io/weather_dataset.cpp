@@ -22,6 +22,26 @@ std::vector<float> read_stat(const h5::File& f, const std::string& name, int64_t
   return v;
 }
 
+// The stats file's `climatology` (C, H, W), cropped to h x w, for `out` only,
+// normalised per channel as read_channels() normalises the fields.
+std::vector<float> read_climatology(const h5::File& f, int64_t C, int64_t h, int64_t w, const std::vector<int>& out,
+                                    const std::vector<float>& mean, const std::vector<float>& sd) {
+  const h5::Dataset d(f, "climatology");
+  const auto& s = d.shape();
+  ENGINE_CHECK(d.rank() == 3 && s[0] == C && s[1] >= h && s[2] >= w, d.where(), ": expected shape (", C, ", at least ",
+               h, ", at least ", w, ") (channels, height, width), got ",
+               d.rank() == 3 ? cat("(", s[0], ", ", s[1], ", ", s[2], ")") : cat("rank ", d.rank()));
+  std::vector<float> v(out.size() * size_t(h * w));
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int c = out[k];
+    const int64_t start[3] = {c, 0, 0}, count[3] = {1, h, w};
+    float* dst = v.data() + k * size_t(h * w);
+    d.read(start, count, dst);
+    for (int64_t i = 0; i < h * w; ++i) dst[i] = (dst[i] - mean[size_t(c)]) / sd[size_t(c)];
+  }
+  return v;
+}
+
 // Consecutive runs of channel numbers: {0,1,2,5} -> {(0,3), (5,1)}.
 std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ch) {
   std::vector<std::pair<int, int>> r;
@@ -113,6 +133,7 @@ WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
     ENGINE_CHECK(std::isfinite(mean_[size_t(c)]) && std_[size_t(c)] > 0 && std::isfinite(std_[size_t(c)]), opt.stats,
                  ": channel ", c, " has mean ", mean_[size_t(c)], " and std ", std_[size_t(c)],
                  " (std must be positive and finite)");
+  if (stats.has("climatology")) clim_ = read_climatology(stats, C_, h_, w_, out_, mean_, std_);
 
   lat_.resize(size_t(h_));
   if (files_[0]->has("lat")) {
@@ -138,8 +159,9 @@ int64_t WeatherDataset::bytes_per_sample() const {
 
 std::string WeatherDataset::describe() const {
   return cat(opt_.dir, ": ", paths_.size(), " files, ", total_, " samples of ", in_.size(), " -> ", out_.size(),
-             " channels, ", h_, " x ", w_, " (of ", H_, " x ", W_, "), dt ", opt_.dt, ", ",
-             h5::elem_name(fields_[0]->type()), " ", fields_[0]->layout());
+             " channels, ", h_, " x ", w_, " (of ", H_, " x ", W_, "), dt ", opt_.dt,
+             clim_.empty() ? ", no climatology, " : ", climatology, ", h5::elem_name(fields_[0]->type()), " ",
+             fields_[0]->layout());
 }
 
 std::pair<int, int64_t> WeatherDataset::locate(int64_t index) const {
@@ -155,6 +177,10 @@ void WeatherDataset::read_channels(int file, int64_t t, const std::vector<std::p
   for (auto [c0, n] : runs) {
     const int64_t start[4] = {t, c0, 0, 0}, count[4] = {1, n, h_, w_};
     fields_[size_t(file)]->read(start, count, dst, opt_.read_path);
+    if (!opt_.normalize) {
+      dst += n * h_ * w_;
+      continue;
+    }
     for (int k = 0; k < n; ++k) {
       const float m = mean_[size_t(c0 + k)], s = std_[size_t(c0 + k)];
       for (int64_t i = 0; i < h_ * w_; ++i) dst[i] = (dst[i] - m) / s;

@@ -8,7 +8,10 @@
 // A file with T steps gives T - dt samples; sample indices run through the
 // files in order.
 // Stats file: datasets `mean` and `std` with one value per channel (shape (C)
-// or the tutorial's (1, C, 1, 1)). Latitudes: a dataset `lat` (height) in
+// or the tutorial's (1, C, 1, 1)); optionally `climatology` (C, H, W), each
+// point's time mean, kept cropped, for the out_channels and normalised like
+// the targets, so a forecast's anomaly correlation (ACC) is taken against it
+// in the units the model predicts in. Latitudes: a dataset `lat` (height) in
 // the first file, in degrees, if present; otherwise cell centres from +90 to
 // -90. Normalisation runs on the reader threads, as part of the conversion
 // pass every value goes through anyway.
@@ -24,12 +27,13 @@ namespace eng {
 
 struct WeatherOptions {
   std::string dir;                // directory of *.h5 files
-  std::string stats;              // HDF5 file with `mean` and `std`
+  std::string stats;              // HDF5 file with `mean`, `std` (and optionally `climatology`)
   int64_t dt = 1;                 // steps ahead the target is
   int64_t height = 0, width = 0;  // crop; 0 takes the whole extent
   std::vector<int> in_channels;   // empty: every channel
   std::vector<int> out_channels;  // empty: every channel
   h5::ReadPath read_path = h5::ReadPath::automatic;
+  bool normalize = true;  // false: raw values (bench/loader measures what normalising costs)
 };
 
 class WeatherDataset : public SampleDataset {
@@ -53,6 +57,9 @@ class WeatherDataset : public SampleDataset {
   const std::vector<double>& latitudes() const { return lat_; }  // of the crop's rows, degrees
   const std::vector<float>& means() const { return mean_; }
   const std::vector<float>& stds() const { return std_; }
+  // Normalised climatology of the out_channels, (out_channels, height, width)
+  // row-major; empty when the stats file has none.
+  const std::vector<float>& climatology() const { return clim_; }
   // File and time step of sample `index`.
   std::pair<int, int64_t> locate(int64_t index) const;
 
@@ -69,7 +76,7 @@ class WeatherDataset : public SampleDataset {
   int64_t total_ = 0, C_ = 0, H_ = 0, W_ = 0, h_ = 0, w_ = 0;
   std::vector<int> in_, out_;
   std::vector<std::pair<int, int>> in_runs_, out_runs_;  // (first channel, count)
-  std::vector<float> mean_, std_;
+  std::vector<float> mean_, std_, clim_;
   std::vector<double> lat_;
 };
 

@@ -1,17 +1,15 @@
 // GPT-2 safetensors export/import and training checkpoints.
 #include "models/gpt2/gpt2_io.h"
 
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 
 #include "base/error.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "io/safetensors.h"
+#include "models/checkpoint.h"
 
 namespace eng::models {
-
-namespace fs = std::filesystem;
 
 void save_gpt2_weights(const std::string& path, const GPT2& model) {
   NoGradGuard ng;
@@ -58,72 +56,32 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer&
 void save_checkpoint(const std::string& dir, const GPT2& model,
                      const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
                      const nlohmann::json& config, const nlohmann::json& extra) {
-  const fs::path final_dir(dir), tmp_dir(dir + ".tmp"), old_dir(dir + ".old");
-  fs::remove_all(tmp_dir);
-  fs::create_directories(tmp_dir);
-  save_gpt2_weights((tmp_dir / "model.safetensors").string(), model);
-  std::vector<std::pair<std::string, Tensor>> st;
-  for (auto& [n, t] : opt_state) st.emplace_back(n, t.device() == kCPU ? t : t.detach().to(kCPU));
-  save_safetensors((tmp_dir / "optimizer.safetensors").string(), st);
-  {
-    // config.json makes the directory loadable by GPT2LMHeadModel.from_pretrained.
-    const GPT2Config& c = model.config();
-    // GPT-2's <|endoftext|> (50256) is the last id of its 50257 tokens; a
-    // smaller vocabulary (bytes: 256) gets its own last id, so that the ids
-    // exist in the model (Hugging Face warns otherwise).
-    const int64_t eot = std::min<int64_t>(50256, c.vocab_size - 1);
-    std::ofstream hf(tmp_dir / "config.json");
-    hf << nlohmann::json{{"architectures", {"GPT2LMHeadModel"}},
-                         {"model_type", "gpt2"},
-                         {"bos_token_id", eot},
-                         {"eos_token_id", eot},
-                         {"vocab_size", c.vocab_size},
-                         {"n_positions", c.block_size},
-                         {"n_ctx", c.block_size},
-                         {"n_embd", c.n_embd},
-                         {"n_layer", c.n_layer},
-                         {"n_head", c.n_head},
-                         {"activation_function", "gelu_new"},
-                         {"layer_norm_epsilon", 1e-5},
-                         {"tie_word_embeddings", true}}
-              .dump(2)
-       << "\n";
-    ENGINE_CHECK(hf, (tmp_dir / "config.json").string(), ": write failed");
-  }
-  {
-    std::ofstream out(tmp_dir / "state.json");
-    nlohmann::json state{{"step", step}, {"config", config}};
-    state.update(extra);
-    out << state.dump(2) << "\n";
-    ENGINE_CHECK(out, (tmp_dir / "state.json").string(), ": write failed");
-  }
-  // Swap directories: the old checkpoint disappears only after the new one is complete.
-  fs::remove_all(old_dir);
-  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
-  fs::rename(tmp_dir, final_dir);
-  fs::remove_all(old_dir);
+  // config.json makes the directory loadable by GPT2LMHeadModel.from_pretrained.
+  const GPT2Config& c = model.config();
+  // GPT-2's <|endoftext|> (50256) is the last id of its 50257 tokens; a
+  // smaller vocabulary (bytes: 256) gets its own last id, so that the ids
+  // exist in the model (Hugging Face warns otherwise).
+  const int64_t eot = std::min<int64_t>(50256, c.vocab_size - 1);
+  const nlohmann::json hf{{"architectures", {"GPT2LMHeadModel"}},
+                          {"model_type", "gpt2"},
+                          {"bos_token_id", eot},
+                          {"eos_token_id", eot},
+                          {"vocab_size", c.vocab_size},
+                          {"n_positions", c.block_size},
+                          {"n_ctx", c.block_size},
+                          {"n_embd", c.n_embd},
+                          {"n_layer", c.n_layer},
+                          {"n_head", c.n_head},
+                          {"activation_function", "gelu_new"},
+                          {"layer_norm_epsilon", 1e-5},
+                          {"tie_word_embeddings", true}};
+  save_checkpoint_dir(
+      dir, [&](const std::string& path) { save_gpt2_weights(path, model); }, hf, opt_state, step, config, extra);
 }
 
 nlohmann::json load_checkpoint(const std::string& dir, GPT2& model, Optimizer& opt) {
-  const fs::path d(dir);
-  ENGINE_CHECK(fs::exists(d / "state.json"), dir, ": no checkpoint here (state.json missing)");
-  nlohmann::json state;
-  try {
-    std::ifstream in(d / "state.json");
-    state = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    ENGINE_FAIL((d / "state.json").string(), ": bad JSON: ", e.what());
-  }
-  ENGINE_CHECK(state.contains("step") && state["step"].is_number_integer(), (d / "state.json").string(),
-               ": missing integer 'step'");
-  load_gpt2_weights((d / "model.safetensors").string(), model);
-  const SafetensorsFile os = load_safetensors((d / "optimizer.safetensors").string());
-  try {
-    opt.load_state(os.tensors);
-  } catch (const Error& e) {
-    ENGINE_FAIL((d / "optimizer.safetensors").string(), ": ", e.what());
-  }
-  return state;
+  return load_checkpoint_dir(
+      dir, [&](const std::string& path) { load_gpt2_weights(path, model); }, opt);
 }
 
 }  // namespace eng::models

@@ -4,7 +4,10 @@
 //   <out>/{train,valid}/<year>.h5  fields (T, C, H, W) float32, contiguous (the
 //       reader's pread path), and lat (H) float32 degrees, cell centres from
 //       +90 to -90. Years from 2000, train first; 6-hour steps, year y covers
-//       days 365 (y - 2000) + [0, T / 4).  <out>/stats.h5  mean, std (C), train.
+//       days 365 (y - 2000) + [0, T / 4).
+//   <out>/stats.h5  mean, std (C) and climatology (C, H, W) float32, over the
+//       train years: the climatology is each grid point's time mean, the
+//       reference the anomaly correlation (ACC) of a forecast is taken from.
 // A toy atmosphere on the lat-lon grid, periodic in longitude, in levels of
 // four channels, c = 4 l + k, k = z, u, v, t:
 //   z  geopotential height (m): a zonal jet profile whose strength cycles;
@@ -19,7 +22,8 @@
 // Everything is a pure function of --seed: counter-based draws (kernels/rng.h)
 // keyed by what they are for, so all years share the dynamics' constants and
 // any year can be made alone (after kSpinup steps for the tracer to settle).
-// One time step (C, H, W) is held at a time, so the --nersc shape streams.
+// One time step (C, H, W) is held at a time, with the climatology's sums (one
+// double per point, 41 MB at the --nersc shape), so that shape streams.
 // Exit 2: bad command line; 1: failure while writing (the Writer renames a
 // file into place only when it is complete).
 #include <algorithm>
@@ -61,7 +65,8 @@ struct Options {
 const char* kHelp =
     "usage: prepare_weather [options]\n"
     "Writes synthetic ERA5-like OUT/{train,valid}/<year>.h5 (fields (T, C, H, W) float32, lat (H)) and\n"
-    "OUT/stats.h5 (per-channel mean, std over train). Years from 2000, 6-hour steps.\n"
+    "OUT/stats.h5 (per-channel mean, std; climatology (C, H, W): each point's time mean; all over\n"
+    "train). Years from 2000, 6-hour steps.\n"
     "  --out DIR          output directory (default data/weather)\n"
     "  --channels C       channels, in levels of four: z, u, v, t (default 4)\n"
     "  --height H         latitudes, at least 4 (default 32)\n"
@@ -361,23 +366,29 @@ void step_level(const Model& M, int64_t year, int64_t step, int l, double t, con
 }
 
 // Per-channel sums of x and x^2 in double, each time slab summed on its own
-// first, so the rounding of 10^8-value sums stays far below float32's.
+// first, so the rounding of 10^8-value sums stays far below float32's; and
+// per-point sums over time (the climatology), added as each step is made so
+// no second pass over the files is needed.
 struct Moments {
-  std::vector<double> sum, sumsq;
-  double count = 0;
+  std::vector<double> sum, sumsq, point_sum;
+  double count = 0;  // values per channel
+  int64_t steps = 0;
   void add(const float* x, int64_t C, int64_t n) {
-    sum.resize(size_t(C)), sumsq.resize(size_t(C));
+    sum.resize(size_t(C)), sumsq.resize(size_t(C)), point_sum.resize(size_t(C * n));
     for (int64_t c = 0; c < C; ++c) {
       double a = 0, b = 0;
       for (int64_t p = c * n; p < (c + 1) * n; ++p) a += x[p], b += double(x[p]) * x[p];
       sum[c] += a, sumsq[c] += b;
     }
+    for (int64_t p = 0; p < C * n; ++p) point_sum[p] += x[p];
     count += double(n);
+    ++steps;
   }
 };
 
-// mean and std (population) per channel, float32, shape (C).
-std::vector<float> write_stats(const std::string& path, const Moments& s) {
+// mean and std (population) per channel, float32, shape (C); climatology
+// (C, H, W), the time mean at each point.
+std::vector<float> write_stats(const std::string& path, const Moments& s, int64_t H, int64_t W) {
   const int64_t C = int64_t(s.sum.size());
   std::vector<float> mean(s.sum.size()), std(s.sum.size());
   for (int64_t c = 0; c < C; ++c) {
@@ -390,6 +401,10 @@ std::vector<float> write_stats(const std::string& path, const Moments& s) {
   w.create("std", h5::ElemType::f32, {C});
   w.write("mean", 0, C, mean.data());
   w.write("std", 0, C, std.data());
+  std::vector<float> clim(s.point_sum.size());
+  for (size_t p = 0; p < clim.size(); ++p) clim[p] = float(s.point_sum[p] / double(s.steps));
+  w.create("climatology", h5::ElemType::f32, {C, H, W});
+  w.write("climatology", 0, C, clim.data());
   w.commit();
   return std;
 }
@@ -453,7 +468,7 @@ int main(int argc, char** argv) {
     Moments sums;
     for (int64_t y = 0; y < o.train_years; ++y)
       write_year(M, o, o.out + "/train/" + std::to_string(kFirstYear + y) + ".h5", kFirstYear + y, &sums, nullptr);
-    const std::vector<float> std = write_stats(o.out + "/stats.h5", sums);
+    const std::vector<float> std = write_stats(o.out + "/stats.h5", sums, M.H, M.W);
     std::vector<double> persist(size_t(M.C), 0.0);
     for (int64_t y = 0; y < o.valid_years; ++y) {
       const int64_t year = kFirstYear + o.train_years + y;

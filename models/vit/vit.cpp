@@ -39,7 +39,7 @@ Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
 
-ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c) {
+ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) {
   c.validate();
   const int64_t pp = c.patch * c.patch;
   patch_embed = register_module(
@@ -74,7 +74,9 @@ Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
       images.ndim() == 4 && images.size(1) == c.in_channels && images.size(2) == c.img_h && images.size(3) == c.img_w,
       "vit: images must be (B, ", c.in_channels, ", ", c.img_h, ", ", c.img_w, "), got ", images.desc());
   const int64_t B = images.size(0);
-  Tensor x = ac.cast(add(patch_embed->forward(patchify(ac.cast(images), c.patch), ac),
+  // The sum in fp32, as torch's type promotion makes it (a 16-bit patch
+  // embedding plus the fp32 position table), then the compute dtype.
+  Tensor x = ac.cast(add(ac.f32(patch_embed->forward(patchify(ac.cast(images), c.patch), ac)),
                          pos_embed->forward(positions_.get(B, c.tokens(), images.device()))));
   for (const auto& b : blocks) x = b->forward(x, ac);
   Tensor h = norm->forward(x, ac);
@@ -92,6 +94,17 @@ Tensor ViT::loss(const Tensor& images, const Tensor& targets, const Autocast& ac
   ENGINE_CHECK(targets.shape() == out.shape(), "vit: targets ", targets.desc(), " do not match the prediction ",
                out.desc());
   return mse_loss(out, targets);
+}
+
+double vit_flops_per_image(const ViTConfig& c) {
+  const double N = double(c.tokens()), E = double(c.embed), pp = double(c.patch * c.patch);
+  const double block = N * E * 3 * E                           // qkv
+                       + 2 * N * N * E                         // scores q k^T and their weighted sum of v
+                       + N * E * E                             // attention projection
+                       + 2 * N * E * double(c.mlp_ratio) * E;  // fc1, fc2
+  const double head = c.head == ViTHead::classify ? E * double(c.classes) : N * E * pp * double(c.out_channels);
+  const double forward_macs = N * double(c.in_channels) * pp * E + double(c.depth) * block + head;
+  return 3 * 2 * forward_macs;
 }
 
 }  // namespace eng::models

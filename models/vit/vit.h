@@ -54,6 +54,7 @@ class ViT : public Module {
   // targets (B, out_channels, H, W). In fp32.
   Tensor loss(const Tensor& images, const Tensor& targets, const Autocast& ac = Autocast()) const;
   const ViTConfig& config() const { return cfg_; }
+  Device device() const { return dev_; }
 
   std::shared_ptr<Linear> patch_embed;
   std::shared_ptr<Embedding> pos_embed;  // (tokens, embed), gathered with ids 0..N-1
@@ -63,8 +64,15 @@ class ViT : public Module {
 
  private:
   ViTConfig cfg_;
+  Device dev_;
   PositionIds positions_;
 };
+
+// FLOPs of one image's forward and backward (3x the forward's): every GEMM
+// (patch embedding, qkv, attention scores and values, projection, MLP,
+// head) at 2 per multiply-add; layernorms, GELU and softmax not counted, as
+// llm.c and the MFU literature count.
+double vit_flops_per_image(const ViTConfig& c);
 
 // (B, C, H, W) -> (B, N, C*p*p), patches in row-major order, each flattened
 // (channel, row, column): the layout a Conv2d(kernel = stride = p) reads.

@@ -1,6 +1,7 @@
 // Weather and image datasets: samples equal a plain computation from the
 // arrays the test wrote (crop, channel subsets, normalisation, file
-// boundaries, channel-last images), the h5py fixture, and bad input.
+// boundaries, channel-last images; the weather climatology likewise), the
+// h5py fixture, and bad input.
 #include <filesystem>
 
 #include "io/image_dataset.h"
@@ -35,6 +36,19 @@ void write_year(const std::string& path, int file, int64_t T, int64_t C = kC, in
 void write_stats(const std::string& path, const std::vector<float>& mean, const std::vector<float>& sd) {
   h5_write(path, "mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {hsize_t(mean.size())}, mean.data());
   h5_write(path, "std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {hsize_t(sd.size())}, sd.data(), H5Store::contiguous, false);
+}
+
+// Climatology value (c, y, x) before normalisation: distinct everywhere too.
+float clim_value(int64_t c, int64_t y, int64_t x) { return float(90 + 100 * c + 3 * y) + float(x) * 0.5f; }
+
+// Adds `climatology` of shape (C, H, W) to an existing stats file.
+void write_climatology(const std::string& path, int64_t C, int64_t H, int64_t W) {
+  std::vector<float> v;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x) v.push_back(clim_value(c, y, x));
+  h5_write(path, "climatology", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {hsize_t(C), hsize_t(H), hsize_t(W)}, v.data(),
+           H5Store::contiguous, false);
 }
 
 // A directory of two years (T = 5 and 4) and a stats file.
@@ -89,6 +103,25 @@ TEST_CASE("weather: samples are normalised crops of (t, t + dt) across files", "
   }
 }
 
+TEST_CASE("weather: the climatology is cropped, subset to out_channels and normalised", "[io][data]") {
+  WeatherOptions o = weather_dir("wx_clim");
+  CHECK(WeatherDataset(o).climatology().empty());  // the stats file has none
+  write_climatology(o.stats, kC, kH, kW);
+  o.height = 4;
+  o.width = 5;
+  o.out_channels = {2, 0};  // out of order: the climatology follows the list
+  const float mean[3] = {100, 200, 300}, sd[3] = {2, 4, 8};
+  const WeatherDataset d(o);
+  const std::vector<float>& clim = d.climatology();
+  REQUIRE(clim.size() == 2 * 4 * 5);
+  for (int64_t k = 0; k < 2; ++k)
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 5; ++c) {
+        const int64_t ch = o.out_channels[size_t(k)];
+        CHECK(clim[size_t((k * 4 + r) * 5 + c)] == (clim_value(ch, r, c) - mean[ch]) / sd[ch]);
+      }
+}
+
 TEST_CASE("weather: bad input names the file and what is wrong", "[io][data][errors]") {
   WeatherOptions o = weather_dir("wx_bad");
   SECTION("stats with another channel count") {
@@ -103,6 +136,16 @@ TEST_CASE("weather: bad input names the file and what is wrong", "[io][data][err
     write_stats(s, {1, 2, 3}, {1, 0, 1});
     o.stats = s;
     CHECK_THROWS_WITH(WeatherDataset(o), Contains("stats0.h5: channel 1") && Contains("std must be positive"));
+  }
+  SECTION("a climatology smaller than the crop") {
+    write_climatology(o.stats, kC, kH - 1, kW);
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("stats.h5: dataset 'climatology'") &&
+                                             Contains("expected shape (3, at least 6, at least 8)") &&
+                                             Contains("got (3, 5, 8)"));
+  }
+  SECTION("a climatology with another channel count") {
+    write_climatology(o.stats, kC - 1, kH, kW);
+    CHECK_THROWS_WITH(WeatherDataset(o), Contains("stats.h5: dataset 'climatology'") && Contains("got (2, 6, 8)"));
   }
   SECTION("crop larger than the fields") {
     o.height = 7;

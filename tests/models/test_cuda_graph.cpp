@@ -13,7 +13,8 @@
 #include "engine/graph.h"
 #include "engine/ops.h"
 #include "kernels/rng.h"
-#include "models/gpt2/train_step.h"
+#include "models/gpt2/gpt2.h"
+#include "models/train/train_step.h"
 #include "tests/test_util.h"
 
 using namespace eng;
@@ -42,7 +43,10 @@ Run train(bool use_graph, Recompute recompute) {
   AdamW opt(decay_groups(model.parameters(), 0.1), 1e-2, 0.9, 0.95);
   const int64_t B = 2, T = 11, accum = 2;
   // grad_clip 0.5 so that clipping really scales the gradients in some steps.
-  GpuTrainStep step(model, opt, B, T, accum, recompute, Autocast(Precision::O3), 0.5, use_graph);
+  const Autocast ac(Precision::O3);
+  GpuTrainStep step(
+      model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return model.loss(x, y, recompute, ac); },
+      0.5, use_graph);
   Run r;
   for (int64_t s = 0; s < 4; ++s) {
     std::vector<Tensor> xs, ys;
@@ -50,7 +54,11 @@ Run train(bool use_graph, Recompute recompute) {
       xs.push_back(host_ids(B, T, c.vocab_size, uint64_t(100 * s + 2 * m)));
       ys.push_back(host_ids(B, T, c.vocab_size, uint64_t(100 * s + 2 * m + 1)));
     }
-    const GpuTrainStep::Result res = step.run(xs, ys, 1e-2 / double(s + 1));
+    const GpuTrainStep::Result res = step.run(
+        [&](int64_t m) {
+          return MicroBatch{xs[size_t(m)], ys[size_t(m)]};
+        },
+        1e-2 / double(s + 1));
     r.losses.insert(r.losses.end(), res.losses.begin(), res.losses.end());
     r.norms.push_back(res.grad_norm);
     r.replayed.push_back(res.replayed);
@@ -121,16 +129,57 @@ TEST_CASE("cuda graph (emu): blocks allocated in a capture stay in the graph's p
   CHECK(u.data_ptr() != in_graph);
 }
 
-TEST_CASE("cuda graph (emu): the step checks its batches on the host (replays do not)", "[emu][graph][gpt2]") {
+// Device batches as the data loader gives them: a ring of two device
+// buffers rewritten in place, micro-batch k in buffer k % 2, with 3
+// micro-batches per step (so a step reuses a buffer within itself). Eagerly
+// the step reads them where they lie; the graph copies each into its own
+// inputs. Both must train exactly as from host batches: a replay that kept
+// the captured inputs, or a buffer read after it was rewritten, would differ.
+TEST_CASE("cuda graph (emu): device batches from a reused ring train as host batches do", "[emu][graph]") {
   GPT2Config c;
   c.vocab_size = 37, c.block_size = 16, c.n_layer = 1, c.n_head = 2, c.n_embd = 16;
-  GPT2 model(c, 5, kEmu);
-  AdamW opt(decay_groups(model.parameters(), 0.1), 1e-2);
-  GpuTrainStep step(model, opt, 1, 4, 1, Recompute::no, Autocast(Precision::O3), 1.0, true);
-  const Tensor good = Tensor::from_ints({1, 2, 3, 4}, {1, 4}, kCPU),
-               bad = Tensor::from_ints({1, 2, 37, 4}, {1, 4}, kCPU);
-  CHECK_THROWS_WITH(step.run({good}, {bad}, 1e-2), Catch::Contains("token 37 at position 2 of batch 0") &&
-                                                       Catch::Contains("outside the vocabulary [0, 37)"));
-  CHECK_THROWS_WITH(step.run({good, good}, {good, good}, 1e-2), Catch::Contains("1 micro-batches expected, got 2"));
-  CHECK(step.run({good}, {good}, 1e-2).losses.size() == 1);
+  const Autocast ac(Precision::O3);
+  const int64_t B = 2, T = 5, accum = 3, steps = 4;
+  auto batch = [&](int64_t k) {
+    return MicroBatch{host_ids(B, T, c.vocab_size, uint64_t(2 * k)), host_ids(B, T, c.vocab_size, uint64_t(2 * k + 1))};
+  };
+  auto losses = [&](bool use_graph, bool ring) {
+    GPT2 model(c, 5, kEmu);
+    AdamW opt(decay_groups(model.parameters(), 0.1), 1e-2);
+    GpuTrainStep step(
+        model.parameters(), opt, accum,
+        [&](const Tensor& x, const Tensor& y) { return model.loss(x, y, Recompute::no, ac); }, 1.0, use_graph);
+    MicroBatch buf[2] = {{Tensor::empty({B, T}, DType::i32, kEmu), Tensor::empty({B, T}, DType::i32, kEmu)},
+                         {Tensor::empty({B, T}, DType::i32, kEmu), Tensor::empty({B, T}, DType::i32, kEmu)}};
+    std::vector<double> out;
+    for (int64_t s = 0; s < steps; ++s) {
+      const GpuTrainStep::Result r = step.run(
+          [&](int64_t m) {
+            const int64_t k = s * accum + m;
+            if (!ring) return batch(k);
+            MicroBatch& d = buf[k % 2];
+            d.x.copy_from(batch(k).x);
+            d.y.copy_from(batch(k).y);
+            return d;
+          },
+          1e-2);
+      CHECK(r.replayed == (use_graph && s >= 1));
+      out.insert(out.end(), r.losses.begin(), r.losses.end());
+    }
+    if (use_graph) {
+      const Tensor longer = Tensor::from_ints({1, 2, 3, 4, 5, 6}, {1, 6});
+      CHECK_THROWS_WITH(step.run(
+                            [&](int64_t) {
+                              return MicroBatch{longer, longer};
+                            },
+                            1e-2),
+                        Catch::Contains("micro-batch 0 is i32(1, 6)"));
+    }
+    return out;
+  };
+  const std::vector<double> host = losses(false, false);
+  CHECK(losses(false, true) == host);
+  CHECK(losses(true, true) == host);
+  CHECK(losses(true, false) == host);
+  CHECK(host[3] != host[6]);
 }

@@ -3,8 +3,7 @@
 // (u, v, c) and inverts it), timm's parameter names and the count, config and
 // input errors that name the field, and one block giving the same output, loss
 // and gradients on cpu and emu (the CUDA kernels emulated, non-causal attention
-// included). On emu only the dense model runs whole: the classify head's token
-// mean and the dense MSE have no emu/cuda kernel yet (see the last two tests).
+// included), and bf16 autocast (O2) close to fp32.
 #include <string>
 #include <vector>
 
@@ -153,5 +152,23 @@ TEST_CASE("vit: one block gives the same output, loss and gradients on cpu and e
     loss_cpu.backward();
     loss_emu.backward();
     test::check_same_grads(cpu_model, emu_model, 1e-5, 1e-4);
+  }
+}
+
+// O2: bf16 weights and activations with fp32 master weights; the patch
+// embedding (bf16) plus the fp32 position table is summed in fp32 as torch
+// promotes it. The loss stays within bf16's rounding of the fp32 loss.
+TEST_CASE("vit: O2 autocast runs both heads and stays close to fp32", "[vit][precision]") {
+  for (ViTHead head : {ViTHead::classify, ViTHead::dense}) {
+    INFO((head == ViTHead::classify ? "classify" : "dense"));
+    const ViTConfig c = tiny(head);
+    const ViT m(c, 7);
+    const int64_t B = 2;
+    const Tensor x = Tensor::randn({B, c.in_channels, c.img_h, c.img_w}, 3);
+    const Tensor y = head == ViTHead::classify ? labels(B, c.classes, kCPU)
+                                               : Tensor::randn({B, c.out_channels, c.img_h, c.img_w}, 4);
+    const double l0 = m.loss(x, y).item(), l2 = m.loss(x, y, Autocast(Precision::O2)).item();
+    CHECK(l2 == Approx(l0).epsilon(2e-2));
+    CHECK(l2 != l0);  // bf16 rounding happened (on the cpu it is emulated in fp32 storage)
   }
 }

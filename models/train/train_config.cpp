@@ -1,5 +1,5 @@
 // Option table, strict merging and --help for the train program.
-#include "models/gpt2/train_config.h"
+#include "models/train/train_config.h"
 
 #include <algorithm>
 #include <fstream>
@@ -13,16 +13,33 @@ using Json = nlohmann::json;
 
 const std::vector<OptionSpec>& train_options() {
   static const std::vector<OptionSpec> specs = {
+      {"model", "gpt2", "gpt2 (a language model on token files) | vit (a Vision Transformer on HDF5 images or fields)"},
       {"device", "auto", "auto | cpu | cuda | cuda:N | emu (auto: cuda if a GPU answers, else cpu)"},
-      {"train_bin", "data/fortunes/train.bin", "training tokens (flat little-endian uint16)"},
-      {"val_bin", "data/fortunes/val.bin", "validation tokens"},
-      {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)"},
-      {"block_size", 128, "the model's maximum sequence length (n_positions)"},
-      {"n_layer", 4, "transformer blocks"},
+      {"train_bin", "data/fortunes/train.bin", "training tokens (flat little-endian uint16)", "gpt2"},
+      {"val_bin", "data/fortunes/val.bin", "validation tokens", "gpt2"},
+      {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)", "gpt2"},
+      {"block_size", 128, "the model's maximum sequence length (n_positions)", "gpt2"},
+      {"n_layer", 4, "transformer blocks (the ViT's depth)"},
       {"n_head", 4, "attention heads per block"},
       {"n_embd", 128, "embedding width C (a multiple of n_head)"},
-      {"batch_size", 16, "sequences per micro-batch, per data-parallel rank"},
-      {"seq_len", 128, "tokens per sequence (at most block_size)"},
+      {"batch_size", 16, "sequences (images, samples) per micro-batch, per data-parallel rank"},
+      {"seq_len", 128, "tokens per sequence (at most block_size)", "gpt2"},
+      {"dataset", "images",
+       "images (one HDF5 file: images, labels; classifier head) | weather (a directory of "
+       "yearly HDF5 files of fields; dense forecasting head); docs/data.md",
+       "vit"},
+      {"train_data", "data/fashion-mnist/train.h5", "images: the HDF5 file; weather: the directory of yearly files",
+       "vit"},
+      {"val_data", "data/fashion-mnist/test.h5", "validation images file or fields directory", "vit"},
+      {"stats", "", "weather: HDF5 file with per-channel mean and std (and climatology, for the ACC)", "vit"},
+      {"img_h", 0, "weather: crop height from the top (0: the whole field; images: their height)", "vit"},
+      {"img_w", 0, "weather: crop width from the left (0: the whole field)", "vit"},
+      {"patch", 4, "patch size in pixels (divides img_h and img_w)", "vit"},
+      {"in_channels", "", "weather: input channels, e.g. 0-3,7 (empty: all)", "vit"},
+      {"out_channels", "", "weather: channels forecast (empty: all)", "vit"},
+      {"dt", 1, "weather: forecast lead in time steps of the files", "vit"},
+      {"data_workers", 2, "reader threads of the HDF5 loader (0: read on the training thread)", "vit"},
+      {"read_path", "auto", "auto (pread for contiguous datasets, else HDF5) | hdf5 | pread", "vit"},
       {"grad_accum", 1, "micro-batches per optimizer step, per rank (derived when global_batch is set)"},
       {"global_batch", 0,
        "sequences per optimizer step over all ranks: batch_size x grad_accum x dp (0: whatever those give); set, "
@@ -39,21 +56,23 @@ const std::vector<OptionSpec>& train_options() {
       {"loss_scale_init", 65536.0, "O2-fp16: the initial dynamic loss scale (torch GradScaler's default 2^16)"},
       {"loss_scale_growth_interval", 2000, "O2-fp16: clean steps before the loss scale doubles"},
       {"seed", 1337, "seed for initialisation, batches and sampling"},
-      {"recompute", false, "activation checkpointing: recompute each block in backward"},
+      {"recompute", false, "activation checkpointing: recompute each block in backward", "gpt2"},
       {"precision", "O0",
        "O0 fp32 | O1 TF32 GEMMs (cuda) | O2 bf16 autocast | O2-fp16 fp16 + dynamic loss scaling | O3 O2 + the step "
        "captured as a CUDA graph (cuda; emulated on emu; O2 on cpu); docs/precision.md"},
       {"val_every", 100, "validation loss every N steps (0: only at the end)"},
-      {"val_batches", 8, "batches per validation"},
-      {"sample_every", 200, "print a text sample every N steps (0: only at the end)"},
-      {"sample_tokens", 160, "tokens per sample"},
-      {"temperature", 0.8, "sampling temperature"},
-      {"top_k", 40, "sample from the k most likely tokens (0: all)"},
+      {"val_batches", 8, "global batches per validation (vit: at most what the validation set holds)"},
+      {"sample_every", 200, "print a text sample every N steps (0: only at the end)", "gpt2"},
+      {"sample_tokens", 160, "tokens per sample", "gpt2"},
+      {"temperature", 0.8, "sampling temperature", "gpt2"},
+      {"top_k", 40, "sample from the k most likely tokens (0: all)", "gpt2"},
       {"log_every", 10, "progress line every N steps when stdout is not a terminal"},
       {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
       {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
       {"resume", false, "continue from out_dir/checkpoint (bit-exact on cpu)"},
-      {"init_from", "", "initialise weights from a Hugging Face GPT-2 safetensors file"},
+      {"init_from", "",
+       "initialise weights from a safetensors file (gpt2: Hugging Face's layout; vit: a checkpoint's "
+       "model.safetensors or timm's names)"},
       {"comm", "auto",
        "collectives backend: auto (nccl on cuda, mpi on cpu/emu) | mpi | nccl (on emu: the look-alike)"},
       {"tp", 1, "tensor-parallel ranks (world = dp x tp; only 1 until tensor parallelism lands)"},
@@ -113,6 +132,7 @@ void TrainConfig::set(const std::string& key, const Json& v, const std::string& 
                   (d.is_number_integer() && v.is_number_integer()) || (d.is_number_float() && v.is_number());
   ENGINE_CHECK(ok, source, ": key '", key, "' must be ", d.type_name(), ", got ", v.dump());
   values_[key] = d.is_number_float() ? Json(v.get<double>()) : v;
+  set_keys_.push_back(key);
 }
 
 void TrainConfig::merge_file(const std::string& path) {
@@ -185,15 +205,25 @@ std::string TrainConfig::s(const std::string& key) const { return values_.at(key
 std::string TrainConfig::help_text() const {
   std::ostringstream os;
   os << "usage: train [--config FILE.json] [--key value | --key=value]...\n"
-        "Trains GPT-2 on a flat uint16 token file. Options (a config file sets the same keys;\n"
-        "command-line values override it):\n"
+        "Trains GPT-2 on a flat uint16 token file (--model gpt2) or a ViT on HDF5 data (--model vit).\n"
+        "Options (a config file sets the same keys; command-line values override it; [gpt2] and\n"
+        "[vit] mark the options only that model reads):\n"
         "  --config FILE          JSON object of the keys below (configs/*.json)\n";
   for (const OptionSpec& s : train_options()) {
     std::string left = "  --" + s.key + " ";
     left.resize(std::max<size_t>(left.size() + 1, 25), ' ');
-    os << left << s.help << " (default " << s.default_value.dump() << ")\n";
+    os << left << (s.model.empty() ? "" : "[" + s.model + "] ") << s.help << " (default " << s.default_value.dump()
+       << ")\n";
   }
   return os.str();
+}
+
+std::string TrainConfig::foreign_options(const std::string& model) const {
+  std::string out;
+  for (const OptionSpec& s : train_options())
+    if (!s.model.empty() && s.model != model && std::count(set_keys_.begin(), set_keys_.end(), s.key) > 0)
+      out += (out.empty() ? "" : ", ") + s.key;
+  return out;
 }
 
 }  // namespace eng::models

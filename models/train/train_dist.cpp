@@ -1,5 +1,5 @@
 // Rank placement, agreement checks and the batch plan (see train_dist.h).
-#include "models/gpt2/train_dist.h"
+#include "models/train/train_dist.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -16,6 +16,7 @@ struct OptionSpec {
   std::string key;
   nlohmann::json default_value;  // its JSON type is the option's type
   std::string help;
+  std::string model = "";  // "gpt2" or "vit" when only that model reads it; "" for both
 };
 
 const std::vector<OptionSpec>& train_options();
@@ -35,10 +36,15 @@ class TrainConfig {
   std::string s(const std::string& key) const;
   const nlohmann::json& json() const { return values_; }
   std::string help_text() const;
+  // Options set (in a config file or on the command line, whatever the
+  // value) that `model` does not read: a user who sets --patch for GPT-2 is
+  // told, not ignored. "" when none.
+  std::string foreign_options(const std::string& model) const;
 
  private:
   void set(const std::string& key, const nlohmann::json& v, const std::string& source);
   nlohmann::json values_;
+  std::vector<std::string> set_keys_;  // keys a file or the command line set
 };
 
 }  // namespace eng::models

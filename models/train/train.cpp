@@ -1,10 +1,13 @@
-// train: the main job. Trains GPT-2 on flat uint16 token files with AdamW
-// (weight decay on matrices only), warmup + cosine LR, gradient clipping and
-// gradient accumulation; reports progress, validation loss and text samples;
-// writes metrics.jsonl and a resumable checkpoint. --precision picks O0..O3
-// (docs/precision.md): the Autocast goes to the model's forward, and O2-fp16
-// steps through a LossScaler. `train --help` lists every option;
-// docs/train.md explains them.
+// train: the main job. Trains a model (--model gpt2: GPT-2 on flat uint16
+// token files; --model vit: a Vision Transformer on HDF5 images or weather
+// fields) with AdamW (weight decay on matrices only), warmup + cosine LR,
+// gradient clipping and gradient accumulation; reports progress and
+// validation; writes metrics.jsonl and a resumable checkpoint. One loop for
+// both: what differs per model (data, loss, validation, checkpoint layout)
+// is a TrainTask (task.h). --precision picks O0..O3 (docs/precision.md): the
+// Autocast goes to the model's forward, and O2-fp16 steps through a
+// LossScaler. `train --help` lists every option; docs/train.md and
+// docs/data.md explain them.
 // Everything that can be wrong with the inputs (config keys, data files,
 // shapes, checkpoints) is checked before out_dir is touched.
 // Launched with mpirun (or srun), it trains one model data-parallel over the
@@ -33,15 +36,14 @@
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
 #include "engine/peaks.h"
-#include "io/token_file.h"
 #include "kernels/gemm/gemm.h"
-#include "models/gpt2/gpt2.h"
-#include "models/gpt2/gpt2_io.h"
-#include "models/gpt2/progress.h"
-#include "models/gpt2/sample.h"
-#include "models/gpt2/train_config.h"
-#include "models/gpt2/train_dist.h"
-#include "models/gpt2/train_step.h"
+#include "models/train/gpt2_task.h"
+#include "models/train/progress.h"
+#include "models/train/task.h"
+#include "models/train/train_config.h"
+#include "models/train/train_dist.h"
+#include "models/train/train_step.h"
+#include "models/train/vit_task.h"
 
 using namespace eng;
 using namespace eng::models;
@@ -49,30 +51,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-GPT2Config model_config(const TrainConfig& c) {
-  GPT2Config g;
-  g.vocab_size = c.i("vocab_size");
-  g.block_size = c.i("block_size");
-  g.n_layer = c.i("n_layer");
-  g.n_head = c.i("n_head");
-  g.n_embd = c.i("n_embd");
-  g.validate();
-  return g;
-}
-
-void validate(const TrainConfig& c, const GPT2Config& g) {
-  ENGINE_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= g.block_size, "config: seq_len ", c.i("seq_len"),
-               " must be in [1, block_size = ", g.block_size, "]");
-  ENGINE_CHECK(g.vocab_size <= 65536, "config: vocab_size ", g.vocab_size, " does not fit uint16 token files");
+// The options every model reads; each task checks its own (gpt2_config,
+// check_vit_options).
+void validate(const TrainConfig& c) {
+  const std::string model = c.s("model");
+  ENGINE_CHECK(model == "gpt2" || model == "vit", "config: model '", model, "': gpt2 or vit");
+  const std::string foreign = c.foreign_options(model);
+  ENGINE_CHECK(foreign.empty(), "config: ", foreign, ": not read by model ", model, " (see --help: [",
+               model == "gpt2" ? "vit" : "gpt2", "] options)");
   for (const char* k : {"batch_size", "grad_accum", "steps", "val_batches", "log_every"})
     ENGINE_CHECK(c.i(k) > 0, "config: ", k, " must be > 0, got ", c.i(k));
-  for (const char* k : {"check_replicas", "stop_after", "warmup_steps", "val_every", "sample_every", "sample_tokens",
-                        "checkpoint_every", "top_k"})
+  for (const char* k : {"check_replicas", "stop_after", "warmup_steps", "val_every", "checkpoint_every"})
     ENGINE_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
   ENGINE_CHECK(c.i("warmup_steps") <= c.i("steps"), "config: warmup_steps exceeds steps");
   ENGINE_CHECK(c.f("lr") > 0 && c.f("min_lr") >= 0 && c.f("min_lr") <= c.f("lr"),
                "config: need lr > 0 and 0 <= min_lr <= lr");
-  ENGINE_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
   ENGINE_CHECK(c.i("tp") == 1, "config: tp = ", c.i("tp"),
                ": tensor parallelism is not built yet (only tp = 1; every rank is a data-parallel rank)");
   ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
@@ -81,6 +74,10 @@ void validate(const TrainConfig& c, const GPT2Config& g) {
                "config: zero 1 with O2-fp16 is not supported ",
                "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
   ENGINE_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
+  if (model == "gpt2")
+    gpt2_config(c);
+  else
+    check_vit_options(c);
 }
 
 // Runs checks that every rank makes alike (after agree()): their error is a
@@ -96,29 +93,6 @@ auto alike(F f) -> decltype(f()) {
   }
 }
 
-// Validation: `batches` global batches of consecutive windows, split over
-// the dp ranks as the training batches are; the mean over ranks.
-double eval_loss(const GPT2& model, const TokenFile& file, const BatchPlan& plan, int64_t T, int64_t batches,
-                 const Autocast& ac) {
-  NoGradGuard ng;
-  const int64_t B = plan.micro;
-  TokenSampler s(file, B, T, TokenSampler::Order::sequential, 0);
-  Tensor x = Tensor::empty({B, T}, DType::i32), y = Tensor::empty({B, T}, DType::i32);
-  double total = 0;
-  for (int64_t k = 0; k < batches; ++k)
-    for (int64_t m = 0; m < plan.accum; ++m) {
-      s.batch(plan.micro_index(k, m), x, y);
-      total += model.loss(x.to(model.device()), y.to(model.device()), Recompute::no, ac).item();
-    }
-  return comm::all_reduce_host(total / double(batches * plan.accum)) / double(plan.dp);
-}
-
-std::string decode_bytes(const std::vector<int32_t>& tokens) {
-  std::string s;
-  for (int32_t t : tokens) s.push_back(t < 256 && (t >= 32 || t == '\n' || t == '\t') ? char(t) : '?');
-  return s;
-}
-
 int run(int argc, char** argv) {
   TrainConfig cfg;
   if (!cfg.parse_args(argc, argv)) {
@@ -132,17 +106,13 @@ int run(int argc, char** argv) {
   agree(cfg.json(), "configuration");
   // The ranks agree on the configuration, so its errors are every rank's:
   // said once, by rank 0 (WorldError).
-  const GPT2Config gcfg = alike([&] {
-    const GPT2Config g = model_config(cfg);
-    validate(cfg, g);
-    return g;
-  });
+  alike([&] { validate(cfg); });
   const Precision precision = parse_precision(cfg.s("precision"));
   const int64_t zero_stage = cfg.i("zero");
   const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp"))); });
   if (world.size > 1) comm::start_watchdog(cfg.f("comm_timeout"));
-  // Every op GPT-2 uses has a cpu kernel and a hand-written CUDA kernel, so
-  // the model trains on cpu, cuda (auto: when a GPU answers) and emu (the
+  // Every op the models use has a cpu kernel and a hand-written CUDA kernel,
+  // so they train on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
   const Device dev = rank_device(Device::parse(cfg.s("device")));
   if (dev.type == DeviceType::emu && lead)
@@ -150,18 +120,15 @@ int run(int argc, char** argv) {
   const BatchPlan plan = alike([&] {
     return plan_batches(cfg.i("batch_size"), cfg.i("grad_accum"), cfg.i("global_batch"), grid.dp(), grid.dp_rank());
   });
-  const int64_t B = plan.micro, T = cfg.i("seq_len"), accum = plan.accum;
+  const int64_t accum = plan.accum;
   const int64_t steps = cfg.i("steps");
-  const uint64_t seed = uint64_t(cfg.i("seed"));
   if (lead) std::printf("config:\n%s\n", cfg.json().dump(2).c_str());
 
-  TokenFile train_file(cfg.s("train_bin"), gcfg.vocab_size), val_file(cfg.s("val_bin"), gcfg.vocab_size);
-  TokenSampler sampler(train_file, B, T, TokenSampler::Order::random, seed);
-  const int64_t val_windows = TokenSampler(val_file, B, T, TokenSampler::Order::sequential, 0).windows();
-  ENGINE_CHECK(val_windows >= B * plan.dp, val_file.path(), ": ", val_windows, " validation windows of ", T,
-               " tokens, fewer than batch_size x dp = ", B, " x ", plan.dp, " (each rank needs a batch of its own)");
-  GPT2 model(gcfg, seed, dev);
-  if (!cfg.s("init_from").empty()) load_gpt2_weights(cfg.s("init_from"), model);
+  // The data files are opened here, by every rank: an error names the file.
+  std::unique_ptr<TrainTask> task =
+      cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev) : make_vit_task(cfg, plan, dev);
+  Module& model = task->model();
+  if (!cfg.s("init_from").empty()) task->init_from(cfg.s("init_from"));
   AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
   WarmupCosineLR sched(cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"), steps);
   nlohmann::json shapes;
@@ -189,34 +156,27 @@ int run(int argc, char** argv) {
   int64_t start = 0;
   nlohmann::json resumed;  // state.json of the checkpoint resumed from
   if (cfg.b("resume")) {
-    const nlohmann::json state = load_checkpoint(ckpt_dir, model, optim);
+    const nlohmann::json state = task->load_checkpoint(ckpt_dir, optim);
     resumed = state;
-    for (const char* k : {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"})
+    for (const std::string& k : task->shape_keys()) {
       ENGINE_CHECK(state["config"].value(k, nlohmann::json()) == cfg.json()[k], ckpt_dir, ": checkpoint has ", k, " = ",
                    state["config"].value(k, nlohmann::json()).dump(), ", the config asks for ", cfg.json()[k].dump());
+    }
     start = state["step"].get<int64_t>();
     ENGINE_CHECK(state["config"].value("seed", nlohmann::json()) == cfg.json()["seed"], ckpt_dir,
                  ": checkpoint was trained with seed ", state["config"].value("seed", nlohmann::json()).dump(),
                  ", the config asks for ", cfg.json()["seed"].dump(), " (the batch order would change)");
     ENGINE_CHECK(start <= steps, ckpt_dir, ": checkpoint is at step ", start, ", beyond steps = ", steps);
-    // Any number of ranks may resume, as long as the global batch (which
-    // decides the rows of every step) is the same.
-    const int64_t saved_global = state.value("sampler", nlohmann::json::object()).value("global_batch", int64_t(0));
-    ENGINE_CHECK(saved_global == 0 || saved_global == plan.global(), ckpt_dir,
-                 ": checkpoint was trained with a global batch of ", saved_global, " sequences, this run has ",
-                 plan.global(), " (batch_size x grad_accum x ranks; set global_batch = ", saved_global, ")");
+    task->check_resume(ckpt_dir, state);
   }
-  const int64_t tokens_per_step = B * T * accum * plan.dp;
   if (lead) {
-    std::printf("model: GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step on %s\n",
-                (long long)gcfg.n_layer, (long long)gcfg.n_head, (long long)gcfg.n_embd,
-                double(model.num_parameters()) / 1e6, (long long)tokens_per_step, dev.str().c_str());
+    std::printf("model: %s on %s\n", task->summary().c_str(), dev.str().c_str());
     if (world.size > 1)
       std::printf(
           "distributed: %d ranks (dp %d x tp %d) on %s, %s backend, %d thread(s) each; global batch %lld = %lld "
           "x %lld micro-batches x %lld ranks; gradients in %s\n",
           world.size, grid.dp(), grid.tp(), dev.str().c_str(), comm::backend_name(backend), threads,
-          (long long)plan.global(), (long long)B, (long long)accum, (long long)plan.dp,
+          (long long)plan.global(), (long long)plan.micro, (long long)accum, (long long)plan.dp,
           ddp ? ddp->bucket_summary().c_str() : "-");
     if (zero)
       std::printf(
@@ -241,40 +201,34 @@ int run(int argc, char** argv) {
           {ls.at("scale").get<double>(), ls.at("clean_run").get<int64_t>(), ls.at("skipped").get<int64_t>()});
     }
   }
-  if (lead)
-    std::printf("data: %s (%lld tokens), %s (%lld tokens)\n", train_file.path().c_str(), (long long)train_file.size(),
-                val_file.path().c_str(), (long long)val_file.size());
+  if (lead) std::printf("data: %s\n", task->data_summary().c_str());
 
   if (lead) fs::create_directories(out_dir);  // inputs are all valid: now output may begin
   comm::barrier_world();
-  Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead);
+  Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead, task->unit());
   // MFU per device: the job's FLOP/s / world size / this device's peak.
-  DevicePeak peak = device_peak(dev, precision, B * T, 4 * gcfg.n_embd, gcfg.n_embd);  // like the MLP's c_fc
+  const PeakGemm pg = task->peak_gemm();
+  DevicePeak peak = device_peak(dev, precision, pg.m, pg.n, pg.k);
   progress.message("peak for MFU: " + peak.note);
   bool peak_rechecked = false;
-  const double flops_per_step = gpt2_flops_per_token(gcfg, T) * double(tokens_per_step);
+  const double flops_per_step = task->flops_per_step();
+  auto validation = [&](int64_t step) {
+    const EvalResult r = task->evaluate(ac);
+    progress.val(step, r.loss, r.metrics, r.line);
+  };
   if (start > 0)
     progress.message("resumed from " + ckpt_dir + " at step " + std::to_string(start));
   else
-    progress.val(0, eval_loss(model, val_file, plan, T, cfg.i("val_batches"), ac));
+    validation(0);
 
-  auto sample = [&](int64_t step) {
-    const std::vector<int32_t> out = gpt2_generate(model, {'\n'}, cfg.i("sample_tokens"), cfg.f("temperature"),
-                                                   cfg.i("top_k"), seed * 977 + uint64_t(step));
-    progress.message("---- sample at step " + std::to_string(step) + " ----" + decode_bytes(out) + "\n----");
-  };
-  const Recompute recompute = cfg.b("recompute") ? Recompute::yes : Recompute::no;
   // On emu/cuda (without loss scaling) the step runs on the device with no
   // host read until it is done, eagerly or, at O3, as a CUDA graph.
   std::unique_ptr<GpuTrainStep> gpu_step;
   if (dev.type != DeviceType::cpu && !scaler)
-    gpu_step = std::make_unique<GpuTrainStep>(model, opt, B, T, accum, recompute, ac, cfg.f("grad_clip"),
-                                              ac.policy().cuda_graph, ddp.get(), zero.get());
-  std::vector<Tensor> xs, ys;  // the step's micro-batches, on the host
-  for (int64_t m = 0; m < accum; ++m) {
-    xs.push_back(Tensor::empty({B, T}, DType::i32));
-    ys.push_back(Tensor::empty({B, T}, DType::i32));
-  }
+    gpu_step = std::make_unique<GpuTrainStep>(
+        model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
+        cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get());
+  task->start(start);
   const auto t_start = std::chrono::steady_clock::now();
   double step_time_avg = 0;
   bool replay_reported = false;
@@ -287,10 +241,8 @@ int run(int argc, char** argv) {
       ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
       loss_sum += l;
     };
-    // The sampler's state is the step: resume needs nothing more.
-    for (int64_t m = 0; m < accum; ++m) sampler.batch(plan.micro_index(step, m), xs[size_t(m)], ys[size_t(m)]);
     if (gpu_step) {
-      const GpuTrainStep::Result r = gpu_step->run(xs, ys, sched.lr_at(step));
+      const GpuTrainStep::Result r = gpu_step->run([&](int64_t m) { return task->next(m); }, sched.lr_at(step));
       if (r.replayed && !replay_reported) {
         progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
                          "; every step from now on is one graph replay");
@@ -302,11 +254,12 @@ int run(int argc, char** argv) {
     } else {
       opt.set_lr(sched.lr_at(step));
       opt.zero_grad();
-      for (size_t m = 0; m < xs.size(); ++m) {
-        Tensor loss = model.loss(xs[m].to(dev), ys[m].to(dev), recompute, ac);
+      for (int64_t m = 0; m < accum; ++m) {
+        const MicroBatch b = task->next(m);
+        Tensor loss = task->loss(b.x.to(dev), b.y.to(dev), ac);
         add_loss(loss.item());
         if (accum > 1) loss = scale(loss, 1.0 / double(accum));
-        if (ddp) ddp->set_sync(m + 1 == xs.size());  // only the last micro-step communicates
+        if (ddp) ddp->set_sync(m + 1 == accum);  // only the last micro-step communicates
         (scaler ? scaler->scale(loss) : loss).backward();
       }
       if (ddp) ddp->finish();  // gradients averaged over dp: the same on every rank
@@ -334,12 +287,13 @@ int run(int argc, char** argv) {
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
     s.step = step + 1, s.total = steps, s.loss = loss_sum / double(accum), s.lr = opt.lr(), s.grad_norm = norm;
-    s.tokens_per_s = double(tokens_per_step) / dt;
+    s.items_per_s = double(task->items_per_step()) / dt;
     s.flops_per_s = flops_per_step / dt;
+    s.data = task->take_data_stats();
     if (peak.flops > 0 && s.flops_per_s / double(world.size) > peak.flops && dev.type == DeviceType::cpu) {
       // Above 100%: the measured peak is wrong (a cold or disturbed
       // measurement). Measure again once; if still exceeded, no MFU.
-      const double again = measure_sgemm_flops(B * T, 4 * gcfg.n_embd, gcfg.n_embd, 20);
+      const double again = measure_sgemm_flops(pg.m, pg.n, pg.k, 20);
       if (!peak_rechecked && again > peak.flops) {
         peak.flops = again;
         progress.message(cat("peak for MFU re-measured: ", again / 1e9, " GFLOP/s"));
@@ -365,37 +319,35 @@ int run(int argc, char** argv) {
       }
     }
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
-    if ((ve > 0 && done % ve == 0) || done == steps)
-      progress.val(done, eval_loss(model, val_file, plan, T, cfg.i("val_batches"), ac));
-    if ((se > 0 && done % se == 0) || done == steps) {
-      if (lead) sample(done);
+    if ((ve > 0 && done % ve == 0) || done == steps) validation(done);
+    if (task->has_samples() && ((se > 0 && done % se == 0) || done == steps)) {
+      if (lead) progress.message(task->sample(done));
       // The others wait here, not in a collective the watchdog would time.
       comm::barrier_world();
     }
     if ((ce > 0 && done % ce == 0) || done == end) {
-      // The sampler and the RNGs are counter-based: their positions are
+      // The samplers and the RNGs are counter-based: their positions are
       // functions of the step, recorded here so the file says so explicitly.
-      nlohmann::json run_state{
-          {"sampler",
-           {{"order", "random"}, {"seed", seed}, {"global_batch", plan.global()}, {"next_row", done * plan.global()}}},
-          {"rng",
-           {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
-            {"init_seed", seed},
-            {"sample_seed", seed * 977 + uint64_t(done)}}}};
+      const uint64_t seed = uint64_t(cfg.i("seed"));
+      nlohmann::json run_state{{"sampler", task->data_state(done)},
+                               {"rng",
+                                {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
+                                 {"init_seed", seed},
+                                 {"sample_seed", seed * 977 + uint64_t(done)}}}};
       if (scaler) {
         const LossScaler::State ls = scaler->state();
         run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
       }
       const auto opt_state = optim.state();  // ZeRO: gathered, every rank taking part
-      if (lead) save_checkpoint(ckpt_dir, model, opt_state, done, cfg.json(), run_state);
+      if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
       comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
     }
   }
   progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (lead)
-    std::printf("done: %lld steps in %.1f s; checkpoint %s (load with GPT2LMHeadModel, see docs/train.md)\n",
-                (long long)(end - start), secs, ckpt_dir.c_str());
+    std::printf("done: %lld steps in %.1f s; checkpoint %s (%s)\n", (long long)(end - start), secs, ckpt_dir.c_str(),
+                task->checkpoint_note().c_str());
   return 0;
 }
 

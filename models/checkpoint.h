@@ -1,0 +1,28 @@
+// A training checkpoint directory, for any model: the weights in the model's
+// own file layout (written and read by the callbacks), config.json (the
+// model's config in its ecosystem's form, so Hugging Face or timm code can
+// load the directory), optimizer.safetensors and state.json
+// ({"step": k, "config": {...}} + what the train program adds: sampler and
+// RNG positions). Written to "<dir>.tmp" and renamed over <dir>, so an
+// interrupted save leaves the previous checkpoint whole.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/optim/optimizer.h"
+
+namespace eng::models {
+
+using WeightsIO = std::function<void(const std::string& path)>;  // writes or reads model.safetensors
+
+void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, const nlohmann::json& model_config,
+                         const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
+                         const nlohmann::json& config, const nlohmann::json& extra);
+// Loads weights and optimizer state; returns the state.json object.
+nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load_weights, Optimizer& opt);
+
+}  // namespace eng::models

@@ -1,0 +1,160 @@
+// GPT-2 on token files as a training task (see gpt2_task.h).
+#include "models/train/gpt2_task.h"
+
+#include <cstdio>
+
+#include "base/error.h"
+#include "comm/world.h"
+#include "engine/autograd.h"
+#include "io/token_file.h"
+#include "models/gpt2/gpt2_io.h"
+#include "models/gpt2/sample.h"
+
+namespace eng::models {
+
+GPT2Config gpt2_config(const TrainConfig& c) {
+  GPT2Config g;
+  g.vocab_size = c.i("vocab_size");
+  g.block_size = c.i("block_size");
+  g.n_layer = c.i("n_layer");
+  g.n_head = c.i("n_head");
+  g.n_embd = c.i("n_embd");
+  g.validate();
+  ENGINE_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= g.block_size, "config: seq_len ", c.i("seq_len"),
+               " must be in [1, block_size = ", g.block_size, "]");
+  ENGINE_CHECK(g.vocab_size <= 65536, "config: vocab_size ", g.vocab_size, " does not fit uint16 token files");
+  for (const char* k : {"sample_every", "sample_tokens", "top_k"})
+    ENGINE_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
+  ENGINE_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
+  return g;
+}
+
+namespace {
+
+std::string decode_bytes(const std::vector<int32_t>& tokens) {
+  std::string s;
+  for (int32_t t : tokens) s.push_back(t < 256 && (t >= 32 || t == '\n' || t == '\t') ? char(t) : '?');
+  return s;
+}
+
+class GPT2Task : public TrainTask {
+ public:
+  GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev)
+      : cfg_(c),
+        plan_(plan),
+        g_(gpt2_config(c)),
+        T_(c.i("seq_len")),
+        seed_(uint64_t(c.i("seed"))),
+        recompute_(c.b("recompute") ? Recompute::yes : Recompute::no),
+        train_(c.s("train_bin"), g_.vocab_size),
+        val_(c.s("val_bin"), g_.vocab_size),
+        sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
+        model_(g_, seed_, dev) {
+    const int64_t val_windows = TokenSampler(val_, plan.micro, T_, TokenSampler::Order::sequential, 0).windows();
+    ENGINE_CHECK(val_windows >= plan.micro * plan.dp, val_.path(), ": ", val_windows, " validation windows of ", T_,
+                 " tokens, fewer than batch_size x dp = ", plan.micro, " x ", plan.dp,
+                 " (each rank needs a batch of its own)");
+    for (int64_t m = 0; m < plan.accum; ++m) {
+      xs_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
+      ys_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
+    }
+  }
+
+  Module& model() override { return model_; }
+  std::string summary() const override {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step",
+                  (long long)g_.n_layer, (long long)g_.n_head, (long long)g_.n_embd,
+                  double(model_.num_parameters()) / 1e6, (long long)items_per_step());
+    return buf;
+  }
+  std::string data_summary() const override {
+    return cat(train_.path(), " (", train_.size(), " tokens), ", val_.path(), " (", val_.size(), " tokens)");
+  }
+  const char* unit() const override { return "tok"; }
+  std::string checkpoint_note() const override { return "load with GPT2LMHeadModel, see docs/train.md"; }
+  int64_t items_per_step() const override { return plan_.global() * T_; }
+  double flops_per_step() const override { return gpt2_flops_per_token(g_, T_) * double(items_per_step()); }
+  PeakGemm peak_gemm() const override { return {plan_.micro * T_, 4 * g_.n_embd, g_.n_embd}; }  // like c_fc
+  std::vector<std::string> shape_keys() const override {
+    return {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"};
+  }
+
+  // The sampler is counter-based: a step's windows are a function of the step.
+  void start(int64_t step) override { step_ = step; }
+  MicroBatch next(int64_t m) override {
+    Tensor &x = xs_[size_t(m)], &y = ys_[size_t(m)];
+    sampler_.batch(plan_.micro_index(step_, m), x, y);  // ids checked when the file was opened
+    if (m == plan_.accum - 1) ++step_;
+    return {x, y};
+  }
+  Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
+    return model_.loss(x, y, recompute_, ac);
+  }
+
+  // `val_batches` global batches of consecutive windows, split over the dp
+  // ranks as the training batches are; the mean over ranks.
+  EvalResult evaluate(const Autocast& ac) override {
+    NoGradGuard ng;
+    const int64_t B = plan_.micro, batches = cfg_.i("val_batches");
+    TokenSampler s(val_, B, T_, TokenSampler::Order::sequential, 0);
+    Tensor x = Tensor::empty({B, T_}, DType::i32), y = Tensor::empty({B, T_}, DType::i32);
+    double total = 0;
+    for (int64_t k = 0; k < batches; ++k)
+      for (int64_t m = 0; m < plan_.accum; ++m) {
+        s.batch(plan_.micro_index(k, m), x, y);
+        total += model_.loss(x.to(model_.device()), y.to(model_.device()), Recompute::no, ac).item();
+      }
+    EvalResult r;
+    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum)) / double(plan_.dp);
+    return r;
+  }
+  bool has_samples() const override { return true; }
+  std::string sample(int64_t step) override {
+    const std::vector<int32_t> out = gpt2_generate(model_, {'\n'}, cfg_.i("sample_tokens"), cfg_.f("temperature"),
+                                                   cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
+    return "---- sample at step " + std::to_string(step) + " ----" + decode_bytes(out) + "\n----";
+  }
+
+  void init_from(const std::string& path) override { load_gpt2_weights(path, model_); }
+  void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
+                       int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
+    models::save_checkpoint(dir, model_, opt_state, step, config, extra);
+  }
+  nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) override {
+    return models::load_checkpoint(dir, model_, opt);
+  }
+  nlohmann::json data_state(int64_t done) const override {
+    return {
+        {"order", "random"}, {"seed", seed_}, {"global_batch", plan_.global()}, {"next_row", done * plan_.global()}};
+  }
+  // Any number of ranks may resume, as long as the global batch (which
+  // decides the rows of every step) is the same.
+  void check_resume(const std::string& dir, const nlohmann::json& state) const override {
+    const int64_t saved = state.value("sampler", nlohmann::json::object()).value("global_batch", int64_t(0));
+    ENGINE_CHECK(saved == 0 || saved == plan_.global(), dir, ": checkpoint was trained with a global batch of ", saved,
+                 " sequences, this run has ", plan_.global(),
+                 " (batch_size x grad_accum x ranks; set global_batch = ", saved, ")");
+  }
+
+ private:
+  const TrainConfig& cfg_;
+  BatchPlan plan_;
+  GPT2Config g_;
+  int64_t T_;
+  uint64_t seed_;
+  Recompute recompute_;
+  TokenFile train_, val_;
+  TokenSampler sampler_;
+  GPT2 model_;
+  int64_t step_ = 0;
+  std::vector<Tensor> xs_, ys_;  // the step's micro-batches, on the host
+};
+
+}  // namespace
+
+std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev) {
+  return std::make_unique<GPT2Task>(c, plan, dev);
+}
+
+}  // namespace eng::models

@@ -1,0 +1,20 @@
+// GPT-2 as a training task (task.h): flat uint16 token files, random
+// windows for training (io/token_file.h), the validation loss over the first
+// windows of the validation file, text samples, and checkpoints in Hugging
+// Face's GPT-2 layout (models/gpt2/gpt2_io.h).
+#pragma once
+#include <memory>
+
+#include "models/gpt2/gpt2.h"
+#include "models/train/task.h"
+#include "models/train/train_config.h"
+#include "models/train/train_dist.h"
+
+namespace eng::models {
+
+// The model's shape from the config, with the checks every rank makes alike.
+GPT2Config gpt2_config(const TrainConfig& c);
+
+std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev);
+
+}  // namespace eng::models

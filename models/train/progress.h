@@ -1,0 +1,57 @@
+// Training progress output: a live one-line display on a terminal (rewritten
+// in place with \r), plain lines every log_every steps otherwise (logs, CI),
+// and a JSON-lines metrics file a user can plot (step, loss, val_loss, lr,
+// grad_norm, tokens_per_s or images_per_s, flops_per_s, mfu, and with the
+// HDF5 loader data_wait_ms and data_mb_per_s).
+// With the data loader the line also says, per logging interval, how long
+// the steps waited for data (ms per step, % of the wall time) and the
+// readers' rate in MB/s.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/device.h"
+#include "io/loader.h"
+
+namespace eng::models {
+
+struct StepStats {
+  int64_t step = 0, total = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double items_per_s = 0, flops_per_s = 0, eta_s = 0;  // items: tokens or images
+  double mfu = -1;  // < 0: no peak to compare with (emu, an unknown GPU, a peak found wrong): FLOP/s shown instead
+  size_t mem_bytes = 0;
+  std::optional<LoaderStats> data;  // the loader's counters over this step
+};
+
+class Progress {
+ public:
+  // enabled = false: silent, no metrics file (every rank of a distributed
+  // run but rank 0).
+  // unit: what items_per_s counts, "tok" (tokens_per_s) or "img" (images_per_s).
+  Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step, bool enabled = true,
+           std::string unit = "tok");
+  void step(const StepStats& s);
+  // The validation line: "val loss X" then `line`; `metrics` joins it in metrics.jsonl.
+  void val(int64_t step, double val_loss, const nlohmann::json& metrics = nlohmann::json::object(),
+           const std::string& line = "");
+  void message(const std::string& text);  // ends a live line first
+  void finish();
+
+ private:
+  void end_live_line();
+  std::ofstream metrics_;
+  int64_t log_every_;
+  bool tty_;
+  bool enabled_ = true;
+  bool live_ = false;
+  std::string unit_;
+  LoaderStats interval_;  // the loader's counters summed since the last logged line
+  int64_t interval_steps_ = 0;
+};
+
+}  // namespace eng::models

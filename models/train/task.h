@@ -1,0 +1,84 @@
+// What the train loop (models/train/train.cpp) trains: a model with its data,
+// its loss, its validation and its checkpoint format. The loop owns
+// everything the models share (the optimizer and schedule, precision levels,
+// the GPU step and its CUDA graph, data parallelism, progress, metrics,
+// checkpoint timing and resume); a task owns what differs:
+//   GPT-2 (gpt2_task.h): flat token files, validation loss, text samples,
+//     Hugging Face's GPT-2 checkpoint layout;
+//   ViT (vit_task.h): HDF5 samples through the threaded loader, forecast
+//     skill (lat-weighted RMSE, ACC vs persistence) or accuracy, timm names.
+// Every task reads its micro-batches in the same rank-major order (rank r's
+// micro-batch m of step s is global slot r * accum + m), so a data-parallel
+// run sees exactly the batches of the one-process run with the same global
+// batch.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/nn/module.h"
+#include "engine/optim/optimizer.h"
+#include "engine/precision.h"
+#include "io/loader.h"
+
+namespace eng::models {
+
+struct MicroBatch {
+  Tensor x, y;  // inputs and targets, on the host or the model's device
+};
+
+struct EvalResult {
+  double loss = 0;                                    // mean over the validation batches and the dp ranks
+  nlohmann::json metrics = nlohmann::json::object();  // more keys for the val line of metrics.jsonl
+  std::string line;                                   // shown after "val loss X" (may be empty)
+};
+
+// The GEMM whose measured rate stands for the device's peak (MFU).
+struct PeakGemm {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+  virtual Module& model() = 0;
+  virtual std::string summary() const = 0;          // the start-up "model: ..." line
+  virtual std::string data_summary() const = 0;     // the start-up "data: ..." line
+  virtual const char* unit() const = 0;             // what a step processes: "tok" or "img"
+  virtual std::string checkpoint_note() const = 0;  // how to load a checkpoint elsewhere (the last line)
+  virtual int64_t items_per_step() const = 0;       // tokens or images per optimizer step, all ranks
+  virtual double flops_per_step() const = 0;        // forward + backward, all ranks
+  virtual PeakGemm peak_gemm() const = 0;
+  // Config keys a checkpoint must agree on to be resumed (the model's shape).
+  virtual std::vector<std::string> shape_keys() const = 0;
+
+  // Positions the data at optimizer step `step` (0, or the step resumed from).
+  virtual void start(int64_t step) = 0;
+  // Micro-batch m of the current step; called for m = 0 .. accum-1 in order,
+  // each valid until the next call.
+  virtual MicroBatch next(int64_t m) = 0;
+  virtual Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const = 0;
+  // The loader's counters since the last call (none for the token files).
+  virtual std::optional<LoaderStats> take_data_stats() { return std::nullopt; }
+
+  // Validation on every dp rank (a collective); the same result everywhere.
+  virtual EvalResult evaluate(const Autocast& ac) = 0;
+  // Something to show at sample_every steps (GPT-2's text), on rank 0.
+  virtual bool has_samples() const { return false; }
+  virtual std::string sample(int64_t /*step*/) { return ""; }
+
+  virtual void init_from(const std::string& path) = 0;  // --init_from weights
+  // The checkpoint: weights in the model's own layout, the optimizer state,
+  // and state.json = {"step", "config"} + extra.
+  virtual void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
+                               int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const = 0;
+  virtual nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) = 0;
+  // The data position after `done` steps, recorded in state.json as "sampler".
+  virtual nlohmann::json data_state(int64_t done) const = 0;
+  // Refuses a checkpoint whose data position this run cannot continue.
+  virtual void check_resume(const std::string& dir, const nlohmann::json& state) const = 0;
+};
+
+}  // namespace eng::models

@@ -1,0 +1,117 @@
+// The GPU training step, eager or as a CUDA graph (see train_step.h).
+#include "models/train/train_step.h"
+
+#include "base/error.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
+
+namespace eng::models {
+
+GpuTrainStep::GpuTrainStep(std::vector<Tensor> params, AdamW& opt, int64_t accum, LossFn loss, double grad_clip,
+                           bool use_graph, comm::DistributedDataParallel* ddp, comm::ZeroAdamW* zero)
+    : params_(std::move(params)),
+      dev_(params_.empty() ? kCPU : params_[0].device()),
+      opt_(opt),
+      accum_(accum),
+      loss_(std::move(loss)),
+      grad_clip_(grad_clip),
+      use_graph_(use_graph),
+      ddp_(ddp),
+      zero_(zero),
+      inputs_(size_t(accum)) {
+  ENGINE_CHECK(dev_.type != DeviceType::cpu, "GpuTrainStep: needs parameters on a GPU device (cuda or emu), got ",
+               dev_.str());
+}
+
+MicroBatch& GpuTrainStep::staged(int64_t m, const MicroBatch& b) {
+  MicroBatch& in = inputs_[size_t(m)];
+  if (!in.x.defined()) {  // the first step: the buffers take the batches' shapes for good
+    in.x = Tensor::empty(b.x.shape(), b.x.dtype(), dev_);
+    in.y = Tensor::empty(b.y.shape(), b.y.dtype(), dev_);
+  }
+  ENGINE_CHECK(b.x.shape() == in.x.shape() && b.x.dtype() == in.x.dtype() && b.y.shape() == in.y.shape() &&
+                   b.y.dtype() == in.y.dtype(),
+               "GpuTrainStep: micro-batch ", m, " is ", b.x.desc(), " / ", b.y.desc(), ", the step's inputs are ",
+               in.x.desc(), " / ", in.y.desc());
+  in.x.copy_from(b.x);  // on the compute stream: after the loader's copy, before the step reads it
+  in.y.copy_from(b.y);
+  return in;
+}
+
+void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
+  losses_.clear();
+  for (int64_t m = 0; m < accum_; ++m) {
+    const MicroBatch b = batch(m);
+    Tensor loss = loss_(b.x, b.y);
+    losses_.push_back(loss.detach());
+    if (accum_ > 1) loss = scale(loss, 1.0 / double(accum_));
+    if (ddp_) ddp_->set_sync(m == accum_ - 1);  // only the last micro-step communicates
+    loss.backward();
+  }
+  if (ddp_) ddp_->finish();
+  if (zero_) {
+    norm_coef_ = zero_->clip_and_step_device(grad_clip_);  // global norm, sharded AdamW, all-gather
+    return;
+  }
+  norm_coef_ = clip_coefficient(params_, grad_clip_);
+  opt_.step(norm_coef_.slice(1, 2));
+}
+
+GpuTrainStep::Result GpuTrainStep::run(const BatchFn& next, double lr) {
+  opt_.set_lr(lr);
+  if (zero_) zero_->set_lr(lr);
+  Result r;
+  if (!use_graph_ || steps_ == 0) {
+    opt_.zero_grad();
+    auto on_device = [&](const MicroBatch& b) { return b.x.device() == dev_ && b.y.device() == dev_; };
+    const MicroBatch first = next(0);
+    if (!on_device(first)) {
+      // Host batches (GPT-2's token windows): all uploaded before any compute
+      // is enqueued, so the uploads do not wait for the micro-steps between.
+      staged(0, first);
+      for (int64_t m = 1; m < accum_; ++m) staged(m, next(m));
+      enqueue([&](int64_t m) { return inputs_[size_t(m)]; });
+    } else {
+      // Device batches (the loader's double buffer): used where they lie,
+      // each fetched as its turn comes (the loader reuses a buffer only
+      // after the compute enqueued before the fetch).
+      enqueue([&](int64_t m) {
+        const MicroBatch b = m == 0 ? first : next(m);
+        return on_device(b) ? b : staged(m, b);
+      });
+    }
+  } else {
+    for (int64_t m = 0; m < accum_; ++m) staged(m, next(m));
+    if (!graph_) {
+      // Gradients are allocated inside the capture (from the graph's pool)
+      // and written, not accumulated, by its first backward: every replay
+      // recomputes them from scratch, so they are never zeroed again.
+      opt_.zero_grad();
+      // The capture allocates from a pool of its own: hand the blocks the
+      // eager step left cached back first, or the device holds both.
+      allocator_for(dev_).empty_cache();
+      graph_ = std::make_unique<CudaGraph>(dev_);
+      try {
+        graph_->capture_begin();
+        enqueue([&](int64_t m) { return inputs_[size_t(m)]; });
+        graph_->capture_end();
+      } catch (...) {
+        graph_->capture_abort();
+        graph_.reset();
+        throw;
+      }
+    }
+    if (zero_)
+      zero_->prepare_replay();
+    else
+      opt_.prepare_replay();
+    graph_->replay();
+    r.replayed = true;
+  }
+  ++steps_;
+  for (const Tensor& l : losses_) r.losses.push_back(l.to_f64_vector()[0]);
+  r.grad_norm = norm_coef_.to_f64_vector()[0];
+  return r;
+}
+
+}  // namespace eng::models
