@@ -22,6 +22,11 @@ std::vector<float> read_stat(const h5::File& f, const std::string& name, int64_t
   return v;
 }
 
+// (v - mean) / std over n values: the one normalisation of fields and climatology.
+void normalize(float* v, int64_t n, float mean, float sd) {
+  for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) / sd;
+}
+
 // The stats file's `climatology` (C, H, W), cropped to h x w, for `out` only,
 // normalised per channel as read_channels() normalises the fields.
 std::vector<float> read_climatology(const h5::File& f, int64_t C, int64_t h, int64_t w, const std::vector<int>& out,
@@ -37,7 +42,7 @@ std::vector<float> read_climatology(const h5::File& f, int64_t C, int64_t h, int
     const int64_t start[3] = {c, 0, 0}, count[3] = {1, h, w};
     float* dst = v.data() + k * size_t(h * w);
     d.read(start, count, dst);
-    for (int64_t i = 0; i < h * w; ++i) dst[i] = (dst[i] - mean[size_t(c)]) / sd[size_t(c)];
+    normalize(dst, h * w, mean[size_t(c)], sd[size_t(c)]);
   }
   return v;
 }
@@ -177,15 +182,8 @@ void WeatherDataset::read_channels(int file, int64_t t, const std::vector<std::p
   for (auto [c0, n] : runs) {
     const int64_t start[4] = {t, c0, 0, 0}, count[4] = {1, n, h_, w_};
     fields_[size_t(file)]->read(start, count, dst, opt_.read_path);
-    if (!opt_.normalize) {
-      dst += n * h_ * w_;
-      continue;
-    }
-    for (int k = 0; k < n; ++k) {
-      const float m = mean_[size_t(c0 + k)], s = std_[size_t(c0 + k)];
-      for (int64_t i = 0; i < h_ * w_; ++i) dst[i] = (dst[i] - m) / s;
-      dst += h_ * w_;
-    }
+    for (int k = 0; k < n; ++k, dst += h_ * w_)
+      if (opt_.normalize) normalize(dst, h_ * w_, mean_[size_t(c0 + k)], std_[size_t(c0 + k)]);
   }
 }
 

@@ -39,7 +39,7 @@ Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
 
-ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) {
+ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c) {
   c.validate();
   const int64_t pp = c.patch * c.patch;
   patch_embed = register_module(

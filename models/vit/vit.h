@@ -54,7 +54,6 @@ class ViT : public Module {
   // targets (B, out_channels, H, W). In fp32.
   Tensor loss(const Tensor& images, const Tensor& targets, const Autocast& ac = Autocast()) const;
   const ViTConfig& config() const { return cfg_; }
-  Device device() const { return dev_; }
 
   std::shared_ptr<Linear> patch_embed;
   std::shared_ptr<Embedding> pos_embed;  // (tokens, embed), gathered with ids 0..N-1
@@ -64,7 +63,6 @@ class ViT : public Module {
 
  private:
   ViTConfig cfg_;
-  Device dev_;
   PositionIds positions_;
 };
 
