@@ -114,9 +114,10 @@ Work Communicator::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
   check("all_reduce", out, "output");
   ENGINE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel(), "comm all_reduce: input ", in.desc(),
                " and output ", out.desc(), " differ");
-  ENGINE_CHECK(op == ReduceOp::sum || in.dtype() != DType::i32, "comm all_reduce: avg of i32 (use sum)");
+  ENGINE_CHECK(op != ReduceOp::avg || in.dtype() != DType::i32, "comm all_reduce: avg of i32 (use sum)");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
-  return tracked(op == ReduceOp::avg ? "all_reduce avg" : "all_reduce sum", size_t(in.numel()), in.dtype(),
+  static const char* const kNames[] = {"all_reduce sum", "all_reduce avg", "all_reduce max"};
+  return tracked(kNames[int(op)], size_t(in.numel()), in.dtype(),
                  [&] { return all_reduce_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype(), op); });
 }
 
@@ -126,7 +127,7 @@ Work Communicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
   ENGINE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size(), "comm reduce_scatter over ", size(),
                " ranks: input ", in.desc(), " must hold ", size(), " x the output's ", out.numel(),
                " elements of its dtype (pad it to a multiple of ", size(), ")");
-  ENGINE_CHECK(op == ReduceOp::sum || in.dtype() != DType::i32, "comm reduce_scatter: avg of i32 (use sum)");
+  ENGINE_CHECK(op != ReduceOp::avg || in.dtype() != DType::i32, "comm reduce_scatter: avg of i32 (use sum)");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
   return tracked("reduce_scatter", size_t(in.numel()), in.dtype(), [&] {
     return reduce_scatter_raw(in.data_ptr(), out.data_ptr(), size_t(out.numel()), in.dtype(), op);

@@ -23,7 +23,8 @@
 
 namespace eng::comm {
 
-enum class ReduceOp { sum, avg };
+// max: exact in any dtype (no rounding), used by the vocab-parallel softmax.
+enum class ReduceOp { sum, avg, max };
 enum class Backend { mpi, nccl };
 const char* backend_name(Backend b);
 // "auto" picks nccl on cuda, mpi on cpu and emu; "nccl" on emu is the look-alike.

@@ -40,6 +40,8 @@ MPI_Datatype raw_type(DType dt) {
 // The type reductions run in: fp32 for the 16-bit floats.
 MPI_Datatype work_type(DType dt) { return narrow(dt) ? MPI_FLOAT : raw_type(dt); }
 size_t work_size(DType dt) { return narrow(dt) ? 4 : dtype_size(dt); }
+// max is exact in the work type too: 16-bit floats widen and narrow back unchanged.
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
 // n elements of dt -> the work type.
 void to_work(const void* src, DType dt, void* dst, size_t n) {
@@ -159,7 +161,7 @@ class MpiCommunicator : public Communicator {
         if (s != MPI_IN_PLACE) std::memcpy(buf + off * ws, s, size_t(n) * ws);
         continue;
       }
-      MPI_CHECK(MPI_Iallreduce(s, buf + off * ws, n, work_type(dt), MPI_SUM, comm(), &r));
+      MPI_CHECK(MPI_Iallreduce(s, buf + off * ws, n, work_type(dt), mpi_op(op), comm(), &r));
       w->reqs.push_back(r);
     }
     if (narrow(dt) || div > 1)
@@ -178,7 +180,7 @@ class MpiCommunicator : public Communicator {
     const bool in_place = static_cast<const char*>(out) == src + size_t(rank()) * n * es;
     if (!narrow(dt) && !in_place && n <= chunk() && comm() != MPI_COMM_NULL) {
       MPI_Request r;
-      MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(n), raw_type(dt), MPI_SUM, comm(), &r));
+      MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(n), raw_type(dt), mpi_op(op), comm(), &r));
       w->reqs.push_back(r);
       if (div > 1) w->finish = [=] { from_work(out, dt, out, n, div); };
       return w;
@@ -193,7 +195,7 @@ class MpiCommunicator : public Communicator {
         std::memcpy(recv->data(), send->data(), k * ws);
       } else {
         MPI_Request q;
-        MPI_CHECK(MPI_Ireduce_scatter_block(send->data(), recv->data(), int(k), work_type(dt), MPI_SUM, comm(), &q));
+        MPI_CHECK(MPI_Ireduce_scatter_block(send->data(), recv->data(), int(k), work_type(dt), mpi_op(op), comm(), &q));
         w->reqs.push_back(q);
       }
       results.emplace_back(recv, off);

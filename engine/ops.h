@@ -5,6 +5,7 @@
 // Floating ops run on f32 (training) and f64 (gradient checks) on the cpu device.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -30,7 +31,10 @@ Tensor add(const Tensor& a, const Tensor& b);  // same shape (residual add)
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);  // elementwise, same shape
 Tensor scale(const Tensor& x, double s);       // s * x
-Tensor gelu(const Tensor& x);                  // tanh approximation, as GPT-2
+// x (..., N) + b (N) on every row (a bias added apart from its GEMM: the
+// row-parallel linear adds it once, after the reduce over tp).
+Tensor add_bias(const Tensor& x, const Tensor& b);
+Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
 Tensor relu(const Tensor& x);
 
 // Normalises over the last dim C; w and b are (C).
@@ -50,6 +54,21 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
 
 // Mean over non-ignored rows of -log softmax(logits)[target]; logits (N, V), targets i32 (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+// cross_entropy when the vocabulary is split over ranks (tensor parallel):
+// logits (N, V) are columns [start, start + V) of the full (N, padded) logits;
+// ids at or past `vocab` pad the vocabulary and take no part (never
+// predicted, zero gradient). `reduce` reduces a tensor in place over the
+// ranks holding the other shards (an all-reduce; nothing for one shard); it
+// is called in the forward only, with max once and sum once. Every rank gets
+// the same loss; the backward is local. Targets: in [0, vocab) or ignored.
+struct VocabShard {
+  int64_t start = 0;  // first id of this shard
+  int64_t vocab = 0;  // real ids in the whole vocabulary
+};
+enum class ShardReduce : uint8_t { max, sum };
+using ShardReduceFn = std::function<void(Tensor&, ShardReduce)>;
+Tensor cross_entropy_sharded(const Tensor& logits, const Tensor& targets, VocabShard shard, const ShardReduceFn& reduce,
+                             int32_t ignore_index = -100);
 Tensor mse_loss(const Tensor& pred, const Tensor& target);  // mean of squared differences
 // Rows of weight (V, C) picked by ids (i32, any shape) -> (ids..., C).
 Tensor embedding(const Tensor& weight, const Tensor& ids);
@@ -64,6 +83,8 @@ Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 
 Tensor concat(const std::vector<Tensor>& xs, int dim);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim);
+// Elements [start, start + length) of dim, copied (torch.narrow(...).contiguous()).
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
 
 // Inverted dropout: keeps each element with probability 1-p and scales it by
 // 1/(1-p). The mask comes from a counter-based RNG at (seed, offset + index),

@@ -9,11 +9,11 @@
 // to the outermost End), async-error query, last error, abort, destroy.
 // Reductions: ncclSum on f32, f64, i32, u32, i64, u64 natively and on
 // f16/bf16 in fp32, rounded once; ncclAvg (sum / nranks) on the float
-// types; 8-bit types are moved (gather, broadcast), not reduced.
+// types; ncclMax on all of these; 8-bit types are moved (gather, broadcast), not reduced.
 // Stricter than NCCL: every buffer must lie inside one live emu allocation
 // of the size the count implies, so a count in bytes is caught, not an
 // overrun (ncclInvalidArgument, with the sizes in ncclGetLastError).
-// Not covered: ncclProd/Max/Min and ncclAvg on integers (ncclInvalidArgument
+// Not covered: ncclProd/Min and ncclAvg on integers (ncclInvalidArgument
 // with a last-error message), fp8, ncclSend/Recv, split, config, user buffers.
 // Each collective runs through emu::enqueue, i.e. in the emulator's stream
 // order (the stream argument is ignored: the emulator has one stream), so an

@@ -68,8 +68,9 @@ ncclResult_t check_call(const char* call, ncclComm_t comm, ncclDataType_t t, con
   if (!comm) return fail(ncclInvalidArgument, cat(call, ": comm is null"));
   if (elem_size(t) == 0) return fail(ncclInvalidArgument, cat(call, ": datatype ", int(t), " is not covered"));
   if (!op) return ncclSuccess;
-  if (*op != ncclSum && *op != ncclAvg)
-    return fail(ncclInvalidArgument, cat(call, ": op ", int(*op), " is not covered (ncclSum and ncclAvg only)"));
+  if (*op != ncclSum && *op != ncclAvg && *op != ncclMax)
+    return fail(ncclInvalidArgument,
+                cat(call, ": op ", int(*op), " is not covered (ncclSum, ncclAvg and ncclMax only)"));
   if (elem_size(t) == 1) return fail(ncclInvalidArgument, cat(call, ": 8-bit types are not reduced"));
   if (*op == ncclAvg && !is_float(t))
     return fail(ncclInvalidArgument, cat(call, ": ncclAvg on ", type_name(t), " (float types only here)"));
@@ -158,7 +159,8 @@ void store(void* p, size_t i, ncclDataType_t t, W x) {
 }
 
 // Sums `total` elements of send over the ranks in W and stores elements
-// [first, first + n) of the sum into recv (divided by nranks for ncclAvg).
+// [first, first + n) of the sum into recv (divided by nranks for ncclAvg;
+// the max for ncclMax).
 template <class W>
 void reduce_range(ncclComm_t c, const void* send, size_t total, ncclDataType_t t, ncclRedOp_t op, void* recv,
                   size_t first, size_t n) {
@@ -167,7 +169,8 @@ void reduce_range(ncclComm_t c, const void* send, size_t total, ncclDataType_t t
 #if ENGINE_HAVE_MPI
   for (size_t at = 0; c->nranks > 1 && at < total; at += kMaxChunk) {
     const int k = int(std::min(kMaxChunk, total - at));
-    if (int rc = MPI_Allreduce(MPI_IN_PLACE, v.data() + at, k, mpi_type(W{}), MPI_SUM, c->mpi))
+    if (int rc =
+            MPI_Allreduce(MPI_IN_PLACE, v.data() + at, k, mpi_type(W{}), op == ncclMax ? MPI_MAX : MPI_SUM, c->mpi))
       return async_fail(c, cat("MPI_Allreduce failed (MPI error ", rc, ")"));
   }
 #endif

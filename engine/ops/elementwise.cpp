@@ -1,9 +1,10 @@
-// add, sub, mul, scale and the in-place helpers, with their backward.
+// add, sub, mul, scale, add_bias and the in-place helpers, with their backward.
 // cpu tensors run kernels/cpu/elementwise.cpp (f32/f64); emu and cuda tensors
 // run kernels/cuda/elementwise.cu (f32/bf16/f16, fp32 math).
 #include "kernels/cuda/elementwise.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/gemm.h"
 
 namespace eng {
 using namespace detail;
@@ -63,6 +64,34 @@ Tensor scale(const Tensor& x, double s) {
     dispatch_float(t, [&]<typename T>() { cpu::scale(x.data<T>(), T(s), out.data<T>(), x.numel()); });
   record("scale", out, {x},
          [s](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{scale(g, s)}; });
+  return out;
+}
+
+Tensor add_bias(const Tensor& x, const Tensor& b) {
+  const DType t = check_float_inputs("add_bias", {x, b}, GpuKernel::yes);
+  ENGINE_CHECK(x.ndim() >= 1 && b.ndim() == 1 && b.size(0) == x.size(-1), "add_bias: bias ", b.desc(),
+               " does not match the last dim of ", x.desc());
+  const int64_t cols = b.numel(), rows = cols ? x.numel() / cols : 0;
+  Tensor out = empty_like(x);
+  if (on_gpu(x)) {
+    ENGINE_GPU_CALL(x.device(), bias_add_forward, storage_of(t), x.data_ptr(), b.data_ptr(), out.data_ptr(), rows, cols,
+                    nullptr);
+  } else {
+    out.copy_from(x);
+    dispatch_float(t, [&]<typename T>() { cpu::bias_add(out.data<T>(), b.data<T>(), rows, cols); });
+  }
+  record("add_bias", out, {x, b}, [rows, cols](const Tensor& g, const std::vector<bool>& needs) {
+    Tensor db;
+    if (needs[1]) {
+      db = Tensor::empty({cols}, g.dtype(), g.device());
+      if (on_gpu(g))
+        ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), db.data_ptr(), rows, cols,
+                        nullptr);
+      else
+        dispatch_float(g.dtype(), [&]<typename T>() { cpu::bias_backward<T>(g.data<T>(), db.data<T>(), rows, cols); });
+    }
+    return std::vector<Tensor>{g, db};
+  });
   return out;
 }
 

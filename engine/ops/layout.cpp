@@ -1,7 +1,7 @@
-// permute, transpose, concat and split: explicit copies (tensors stay
+// permute, transpose, concat, split and narrow: explicit copies (tensors stay
 // contiguous, as in llm.c), each with the inverse copy as its backward.
 // permute (and so transpose) also runs on emu/cuda (kernels/cuda/permute.cu),
-// and so do concat and split (kernels/cuda/concat.cu).
+// and so do concat, split and narrow (kernels/cuda/concat.cu).
 #include <numeric>
 
 #include "engine/ops/op_common.h"
@@ -89,8 +89,29 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   return out;
 }
 
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
+  const DType t = check_float_inputs("narrow", {x}, GpuKernel::yes);
+  const int d = norm_dim("narrow", dim, x.ndim());
+  ENGINE_CHECK(start >= 0 && length >= 0 && start + length <= x.size(d), "narrow: [", start, ", ", start + length,
+               ") is outside dim ", dim, " of ", x.desc());
+  const int64_t outer = shape_numel(Shape(x.shape().begin(), x.shape().begin() + d));
+  const int64_t inner = shape_numel(Shape(x.shape().begin() + d + 1, x.shape().end()));
+  Shape os = x.shape();
+  os[size_t(d)] = length;
+  Tensor out = Tensor::empty(os, t, x.device());
+  copy_rows(x, start * inner, x.size(d) * inner, out, 0, length * inner, outer, length * inner);
+  // The gradient lands in its slot of a zero tensor.
+  const Shape full = x.shape();
+  record("narrow", out, {x}, [full, outer, inner, d, start, length](const Tensor& g, const std::vector<bool>&) {
+    Tensor dx = Tensor::zeros(full, g.dtype(), g.device());
+    copy_rows(g, 0, length * inner, dx, start * inner, full[size_t(d)] * inner, outer, length * inner);
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim) {
-  const DType t = check_float_inputs("split", {x}, GpuKernel::yes);
+  check_float_inputs("split", {x}, GpuKernel::yes);
   const int d = norm_dim("split", dim, x.ndim());
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -99,26 +120,11 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   ENGINE_CHECK(total == x.size(d), "split: sizes sum to ", total, " but dim ", dim, " of ", x.desc(), " is ",
                x.size(d));
-  const int64_t outer = shape_numel(Shape(x.shape().begin(), x.shape().begin() + d));
-  const int64_t inner = shape_numel(Shape(x.shape().begin() + d + 1, x.shape().end()));
+  // Each piece is its own node (a narrow).
   std::vector<Tensor> outs;
   int64_t start = 0;
   for (int64_t s : sizes) {
-    Shape os = x.shape();
-    os[size_t(d)] = s;
-    Tensor out = Tensor::empty(os, t, x.device());
-    copy_rows(x, start * inner, x.size(d) * inner, out, 0, s * inner, outer, s * inner);
-    // Each piece is its own node: its gradient lands in its slot of a zero tensor.
-    const Shape full = x.shape();
-    const int64_t off = start;
-    record("split", out, {x}, [full, d, off, s](const Tensor& g, const std::vector<bool>&) {
-      Tensor dx = Tensor::zeros(full, g.dtype(), g.device());
-      const int64_t o = shape_numel(Shape(full.begin(), full.begin() + d));
-      const int64_t in = shape_numel(Shape(full.begin() + d + 1, full.end()));
-      copy_rows(g, 0, s * in, dx, off * in, full[size_t(d)] * in, o, s * in);
-      return std::vector<Tensor>{dx};
-    });
-    outs.push_back(out);
+    outs.push_back(narrow(x, d, start, s));
     start += s;
   }
   return outs;

@@ -72,6 +72,20 @@ template <typename T>
 void cross_entropy_backward(const T* logits, const T* lse, const int32_t* targets, T dloss, T* dlogits, int64_t N,
                             int64_t V, int32_t ignore_index);
 
+// cross_entropy_shard.cpp: the vocabulary-sharded cross-entropy's steps
+// (kernels/cuda/cross_entropy_shard.h has the formulas).
+template <typename T>
+void ce_shard_stats(const T* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vv, int64_t start, T* m,
+                    T* s, T* t);
+template <typename T>
+void ce_shard_rescale(const T* m, const T* M, T* s, int64_t N);
+template <typename T>
+void ce_shard_finish(const T* M, const T* S, const T* Tg, const int32_t* targets, int64_t N, int32_t ignore_index,
+                     T* losses, T* lse);
+template <typename T>
+void ce_shard_backward(const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V, int64_t Vv,
+                       int64_t start, int32_t ignore_index, T scale, T* d);
+
 // embedding.cpp: w (V, C); ids (n). Backward zeroes dw, then sums rows.
 template <typename T>
 void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C);

@@ -16,56 +16,13 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/storage.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 
 namespace {
 constexpr int kMaxThreads = 512;
-
-// A partial softmax denominator: m = max of the values seen, s = sum of
-// exp(x - m) over them. Empty: {-inf, 0}.
-struct MaxSum {
-  float m, s;
-};
-
-// Folds one value into a running MaxSum (the "online softmax" update: when the
-// max grows, the sum so far is rescaled to the new max). A -inf logit adds
-// nothing; the guard keeps exp(-inf - -inf) = NaN out of the sum.
-__device__ __forceinline__ void fold(MaxSum& a, float x) {
-  if (x > a.m) {
-    a.s = a.s * expf(a.m - x) + 1.f;
-    a.m = x;
-  } else {
-    a.s += x == -INFINITY ? 0.f : expf(x - a.m);
-  }
-}
-
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.f};  // both empty
-  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
-}
-
-__device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
-  for (int off = 16; off > 0; off >>= 1)
-    v = merge(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)});
-  return v;
-}
-
-// The block's MaxSum, returned to every thread. Each warp merges the warps'
-// partials itself (no broadcast barrier); the closing barrier keeps a fast
-// warp from overwriting smem_part for the next row while others still read.
-// blockDim.x must be a multiple of 32.
-__device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* smem_part) {
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, nwarps = int(blockDim.x) / 32;
-  v = warp_merge(v);
-  if (lane == 0) smem_part[warp] = v;
-  __syncthreads();
-  v = warp_merge(lane < nwarps ? smem_part[lane] : MaxSum{-INFINITY, 0.f});
-  __syncthreads();
-  return v;
-}
 }  // namespace
 
 // The fused classifier. Launch: grid-stride over rows, one block per row,

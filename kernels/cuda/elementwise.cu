@@ -42,6 +42,17 @@ __global__ void fill_kernel(T* dst, float value, int64_t n) {
   for (int64_t i = vec_end + tid; i < n; i += stride) dst[i] = v;
 }
 
+// out[i] = x[i] + bias[i % cols], i < rows cols: one element per thread step
+// (the bias row stays in cache). Launch: grid-stride, 256 threads,
+// grid_for(rows cols). out may alias x.
+// bytes = 2 rows cols sizeof(T) + cols sizeof(T); flops = rows cols.
+template <typename T>
+__global__ void bias_add_kernel(const T* x, const T* __restrict__ bias, T* out, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = from_f32<T>(to_f32(x[i]) + to_f32(bias[i % cols]));
+}
+
 void add_forward(gpu::Storage st, const void* a, const void* b, void* out, int64_t n, void* stream) {
   launch_binary(st, a, b, out, n, stream, AddOp{});
 }
@@ -66,6 +77,15 @@ void fill_inplace(gpu::Storage st, void* dst, float value, int64_t n, void* stre
       LAUNCH_KERNEL(fill_kernel<T, true>, grid, 256, 0, as_stream(stream), pd, value, n);
     else
       LAUNCH_KERNEL(fill_kernel<T, false>, grid, 256, 0, as_stream(stream), pd, value, n);
+  });
+}
+
+void bias_add_forward(gpu::Storage st, const void* x, const void* bias, void* out, int64_t rows, int64_t cols,
+                      void* stream) {
+  if (rows == 0 || cols == 0) return;
+  dispatch_storage(st, [&]<typename T>() {
+    LAUNCH_KERNEL(bias_add_kernel<T>, grid_for(rows * cols, 256), 256, 0, as_stream(stream), static_cast<const T*>(x),
+                  static_cast<const T*>(bias), static_cast<T*>(out), rows, cols);
   });
 }
 

@@ -1,7 +1,8 @@
 // Every collective of both backends against a serial reference computed on
 // each rank from every rank's known inputs: np 1..4 (3 leaves uneven
-// blocks), odd sizes, in place and out of place, sum and avg, f32, bf16,
+// blocks), odd sizes, in place and out of place, sum, avg and max, f32, bf16,
 // f64 and i32, and the MPI backend with tiny chunks (its int-count split).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -67,35 +68,42 @@ Tensor make(const std::vector<float>& v, DType dt, Device dev) {
   return Tensor::from_vector(v, {int64_t(v.size())}, dt, dev);
 }
 
-// The serial reference: element i is the sum over the P ranks of their
-// element first + i, divided by div (P for an average).
-std::vector<double> serial_sum(int P, int64_t first, int64_t n, int div) {
-  std::vector<double> want(size_t(n), 0);
+// The serial reference: element i is the sum (or max) over the P ranks of
+// their element first + i; an average divides the sum by P.
+std::vector<double> serial_reduce(int P, int64_t first, int64_t n, ReduceOp op) {
+  std::vector<double> want(size_t(n), op == ReduceOp::max ? -1e30 : 0);
   for (int r = 0; r < P; ++r)
-    for (int64_t i = 0; i < n; ++i) want[size_t(i)] += value(r, first + i);
-  for (double& w : want) w /= div;
+    for (int64_t i = 0; i < n; ++i) {
+      double& w = want[size_t(i)];
+      w = op == ReduceOp::max ? std::max(w, double(value(r, first + i))) : w + value(r, first + i);
+    }
+  if (op == ReduceOp::avg)
+    for (double& w : want) w /= P;
   return want;
 }
 
 std::string label(const Case& c, DType dt, int64_t n, ReduceOp op, bool in_place) {
-  return c.name + " " + dtype_name(dt) + " n=" + std::to_string(n) + (op == ReduceOp::avg ? " avg" : " sum") +
+  return c.name + " " + dtype_name(dt) + " n=" + std::to_string(n) +
+         (op == ReduceOp::avg   ? " avg"
+          : op == ReduceOp::max ? " max"
+                                : " sum") +
          (in_place ? " in place" : "");
 }
 
 }  // namespace
 
-TEST_CASE("all_reduce matches the serial sum and average", "[dist]") {
+TEST_CASE("all_reduce matches the serial sum, average and max", "[dist]") {
   const Group world = Group::world_group();
   const int P = world.size(), me = world.rank();
   for (const Case& c : cases()) {
     auto comm = make_communicator(world, c.dev, c.backend, c.opt);
     for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i32})
       for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000)})
-        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
           for (bool in_place : {true, false}) {
             if (dt == DType::i32 && op == ReduceOp::avg) continue;
             const std::string what = label(c, dt, n, op, in_place);
-            const std::vector<double> want = serial_sum(P, 0, n, op == ReduceOp::avg ? P : 1);
+            const std::vector<double> want = serial_reduce(P, 0, n, op);
             Tensor in = make(values(me, n), dt, c.dev);
             Tensor out = in_place ? in : Tensor::empty({n}, dt, c.dev);
             comm->all_reduce(in, out, op).wait();
@@ -115,11 +123,11 @@ TEST_CASE("reduce_scatter gives each rank the reduction of its block", "[dist]")
     auto comm = make_communicator(world, c.dev, c.backend, c.opt);
     for (DType dt : {DType::f32, DType::bf16, DType::i32})
       for (int64_t n : {int64_t(1), int64_t(5), int64_t(333)})
-        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
           for (bool in_place : {true, false}) {
             if (dt == DType::i32 && op == ReduceOp::avg) continue;
             const std::string what = label(c, dt, n, op, in_place);
-            const std::vector<double> want = serial_sum(P, me * n, n, op == ReduceOp::avg ? P : 1);
+            const std::vector<double> want = serial_reduce(P, me * n, n, op);
             Tensor in = make(values(me, P * n), dt, c.dev);
             Tensor out = in_place ? in.slice(me * n, (me + 1) * n) : Tensor::empty({n}, dt, c.dev);
             comm->reduce_scatter(in, out, op).wait();
@@ -215,8 +223,9 @@ TEST_CASE("group calls: collectives between group_start and group_end all comple
                             comm->reduce_scatter(whole, part, ReduceOp::sum)};
     works.push_back(comm->group_end());
     for (Work& w : works) w.wait();
-    check_close(a.to_vector(), serial_sum(P, 0, 13, 1), DType::f32, c.name + " grouped all_reduce");
-    check_close(b.to_vector(), serial_sum(P, 0, 6, P), DType::bf16, c.name + " grouped all_reduce avg");
-    check_close(part.to_vector(), serial_sum(P, me * 3, 3, 1), DType::f32, c.name + " grouped reduce_scatter");
+    check_close(a.to_vector(), serial_reduce(P, 0, 13, ReduceOp::sum), DType::f32, c.name + " grouped all_reduce");
+    check_close(b.to_vector(), serial_reduce(P, 0, 6, ReduceOp::avg), DType::bf16, c.name + " grouped all_reduce avg");
+    check_close(part.to_vector(), serial_reduce(P, me * 3, 3, ReduceOp::sum), DType::f32,
+                c.name + " grouped reduce_scatter");
   }
 }

@@ -70,6 +70,8 @@ TEST_CASE("nccl look-alike: group calls run at ncclGroupEnd, in call order", "[d
   CHECK(a.to_vector()[4] == float(P * (P + 1) / 2));
   CHECK(b.to_vector()[2] == float(P + 1));  // avg of 2, 4, ..., 2P
   CHECK(ncclGroupEnd() == ncclInvalidUsage);
-  CHECK(ncclAllReduce(a.data_ptr(), a.data_ptr(), 5, ncclFloat32, ncclMax, c, nullptr) == ncclInvalidArgument);
+  CHECK(ncclAllReduce(a.data_ptr(), a.data_ptr(), 5, ncclFloat32, ncclMax, c, nullptr) == ncclSuccess);
+  CHECK(a.to_vector()[1] == float(P * (P + 1) / 2));  // the max of equal sums
+  CHECK(ncclAllReduce(a.data_ptr(), a.data_ptr(), 5, ncclFloat32, ncclMin, c, nullptr) == ncclInvalidArgument);
   CHECK(ncclCommDestroy(c) == ncclSuccess);
 }

@@ -1,8 +1,11 @@
 // kernels/cuda/elementwise.cu under the emulator against the cpu reference:
-// add, sub, mul, scale forward and backward, the in-place add_ (axpy, which
+// add, sub, mul, scale, add_bias forward and backward, the in-place add_ (axpy, which
 // autograd uses to accumulate gradients), scale_ and fill_, in f32, bf16 and
 // f16 (tolerances: tests/kernels/emu_check.h), on sizes that are not
 // multiples of a 16-byte pack or a block, and on unaligned views.
+#include <cmath>
+#include <utility>
+
 #include "tests/kernels/emu_check.h"
 
 using namespace eng;
@@ -40,6 +43,27 @@ TEST_CASE("emu add/sub/mul/scale: forward and backward match the cpu reference",
       CHECK_EMU_CLOSE(sub(on_emu(a, t), on_emu(b, t)), sub(rounded(a, t), rounded(b, t)), t);
       CHECK_EMU_CLOSE(mul(on_emu(a, t), on_emu(b, t)), mul(rounded(a, t), rounded(b, t)), t);
       CHECK_EMU_CLOSE(scale(on_emu(a, t), -1.75), scale(rounded(a, t), -1.75), t);
+    }
+}
+
+TEST_CASE("emu add_bias: forward and bias gradient match the cpu reference", "[emu][kernels]") {
+  for (DType t : kDtypes)
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {65, 33}, {300, 129}}) {
+      INFO(dtype_name(t) << " rows = " << rows << " cols = " << cols);
+      const Tensor x = Tensor::randn({rows, cols}, uint64_t(rows * cols)), b = Tensor::randn({cols}, uint64_t(cols));
+      const Tensor g = Tensor::randn({rows, cols}, uint64_t(rows + cols));
+      Tensor xr = rounded(x, t).set_requires_grad(true), br = rounded(b, t).set_requires_grad(true);
+      Tensor ref = add_bias(xr, br);
+      ref.backward(rounded(g, t));
+      Tensor xe = on_emu(x, t).set_requires_grad(true), be = on_emu(b, t).set_requires_grad(true);
+      Tensor out = add_bias(xe, be);
+      out.backward(on_emu(g, t));
+      CHECK_EMU_CLOSE(out, ref, t);
+      CHECK_EMU_CLOSE(xe.grad(), xr.grad(), t);
+      // The bias gradient sums `rows` values, rounded once: scale the tolerance by sqrt(rows).
+      const Tol tol = tol_for(t);
+      const double k = std::sqrt(double(rows));
+      CHECK_CLOSE(values(be.grad().to(kCPU)), values(br.grad()), k * tol.atol, k * tol.rtol);
     }
 }
 

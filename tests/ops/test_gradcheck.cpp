@@ -93,6 +93,18 @@ TEST_CASE("gradcheck: add, sub, mul, scale", "[gradcheck]") {
   CHECK_GRADCHECK([](const Inputs& x) { return add(sub(x[0], x[0]), scale(x[0], 0.5)); }, {leaf({7}, 12)});
 }
 
+TEST_CASE("gradcheck: add_bias on 1-D, 2-D and 3-D inputs", "[gradcheck]") {
+  for (const Shape& xs : {Shape{5}, Shape{3, 5}, Shape{2, 3, 5}}) {
+    INFO("x " << shape_str(xs));
+    CHECK_GRADCHECK([](const Inputs& x) { return add_bias(x[0], x[1]); }, {leaf(xs, 15), leaf({5}, 16)});
+  }
+  // The same as linear's bias: linear(x, w, b) == add_bias(linear(x, w), b).
+  const Tensor x = Tensor::randn({4, 3}, 17), w = Tensor::randn({5, 3}, 18), b = Tensor::randn({5}, 19);
+  CHECK(add_bias(linear(x, w), b).to_vector() == linear(x, w, b).to_vector());
+  CHECK_THROWS_WITH(add_bias(x, b),
+                    Catch::Contains("add_bias: bias f32(5,) on cpu does not match the last dim of f32(4, 3)"));
+}
+
 TEST_CASE("gradcheck: gelu and relu away from relu's kink", "[gradcheck]") {
   for (const Shape& s : {Shape{1}, Shape{3, 7}, Shape{2, 3, 5}}) {
     INFO("shape " << shape_str(s));

@@ -78,6 +78,12 @@ TEST_CASE("gradcheck: split, each piece and all pieces together", "[gradcheck]")
         },
         {leaf(s, 41)});
   }
+  // narrow is split's piece; outside the dim it is a one-line error.
+  const Tensor t3 = Tensor::randn({3, 7, 2}, 44);
+  CHECK(narrow(t3, 1, 2, 1).to_vector() == split(t3, sizes, 1)[1].to_vector());
+  CHECK(narrow(t3, 1, 3, 4).to_vector() == split(t3, sizes, 1)[2].to_vector());
+  CHECK(narrow(t3, -1, 1, 1).shape() == Shape{3, 7, 1});
+  CHECK_THROWS_WITH(narrow(t3, 1, 5, 3), Catch::Contains("narrow: [5, 8) is outside dim 1 of f32(3, 7, 2)"));
   // A zero-sized piece and a piece covering the whole dim.
   CHECK_GRADCHECK([](const Inputs& x) { return split(x[0], {0, 3}, 1)[1]; }, {leaf({2, 3}, 42)});
   // split then concat in another order: a permutation of rows.
