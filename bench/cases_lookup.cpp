@@ -67,10 +67,10 @@ static Case embedding_fwd(int64_t n, int64_t V, int64_t C) {
     const Tensor out = Tensor::empty({n, C}, DType::f32, dev);
     auto run = [=] {
       if (dev.type == DeviceType::cpu)
-        cpu::embedding_forward(w.data<float>(), ids.data<int32_t>(), out.data<float>(), n, C);
+        cpu::embedding_forward(w.data<float>(), ids.data<int32_t>(), out.data<float>(), n, C, 0, V);
       else
         ENGINE_GPU_CALL(dev, embedding_forward, gpu::Storage::f32, w.data_ptr(), ids.data<int32_t>(), out.data_ptr(), n,
-                        C, nullptr);
+                        C, 0, V, nullptr);
     };
     return Runner{run, [=] { return host(out); }};
   };
@@ -100,7 +100,7 @@ static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
     const Tensor d_order = Tensor::from_ints(order, {n}, dev), d_row_start = Tensor::from_ints(row_start, {V + 1}, dev);
     auto run = [=] {
       if (dev.type == DeviceType::cpu)
-        cpu::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dw.data<float>(), n, V, C);
+        cpu::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dw.data<float>(), n, V, C, 0);
       else
         ENGINE_GPU_CALL(dev, embedding_backward, gpu::Storage::f32, dout.data_ptr(), d_order.data<int32_t>(),
                         d_row_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);

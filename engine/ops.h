@@ -52,6 +52,13 @@ Tensor softmax(const Tensor& x, Causal causal = Causal::no);
 // PyTorch's scaled_dot_product_attention(is_causal=False) without a mask.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes);
 
+// A vocabulary split over ranks (tensor parallel): this rank's table or
+// logits hold ids [start, start + rows); the whole has `vocab` real ids.
+struct VocabShard {
+  int64_t start = 0;  // first id of this shard
+  int64_t vocab = 0;  // real ids in the whole vocabulary
+};
+
 // Mean over non-ignored rows of -log softmax(logits)[target]; logits (N, V), targets i32 (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
 // cross_entropy when the vocabulary is split over ranks (tensor parallel):
@@ -61,10 +68,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
 // ranks holding the other shards (an all-reduce; nothing for one shard); it
 // is called in the forward only, with max once and sum once. Every rank gets
 // the same loss; the backward is local. Targets: in [0, vocab) or ignored.
-struct VocabShard {
-  int64_t start = 0;  // first id of this shard
-  int64_t vocab = 0;  // real ids in the whole vocabulary
-};
 enum class ShardReduce : uint8_t { max, sum };
 using ShardReduceFn = std::function<void(Tensor&, ShardReduce)>;
 Tensor cross_entropy_sharded(const Tensor& logits, const Tensor& targets, VocabShard shard, const ShardReduceFn& reduce,
@@ -72,6 +75,9 @@ Tensor cross_entropy_sharded(const Tensor& logits, const Tensor& targets, VocabS
 Tensor mse_loss(const Tensor& pred, const Tensor& target);  // mean of squared differences
 // Rows of weight (V, C) picked by ids (i32, any shape) -> (ids..., C).
 Tensor embedding(const Tensor& weight, const Tensor& ids);
+// The same for a shard holding ids [start, start + V) of shard.vocab ids:
+// other ids give zero rows (summed over tp: the vocab-parallel embedding).
+Tensor embedding(const Tensor& weight, const Tensor& ids, VocabShard shard);
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims);
 Tensor transpose(const Tensor& x, int d0, int d1);

@@ -15,14 +15,18 @@
 namespace eng {
 using namespace detail;
 
-// Positions grouped by id in CSR form: the positions of id v are
-// order[row_start[v] .. row_start[v + 1]), increasing (the sort is stable).
-static void bucket_by_id(const int32_t* ids, int64_t n, int64_t V, int32_t* order, int32_t* row_start) {
+// Positions grouped by row in CSR form: the positions of table row v (id
+// start + v) are order[row_start[v] .. row_start[v + 1]), increasing (the
+// sort is stable); ids outside the table are in no bucket.
+static void bucket_by_id(const int32_t* ids, int64_t n, int64_t V, int64_t start, int32_t* order, int32_t* row_start) {
   std::fill(row_start, row_start + V + 1, 0);
-  for (int64_t i = 0; i < n; ++i) ++row_start[ids[i] + 1];
+  auto row = [&](int64_t i) { return int64_t(ids[i]) - start; };
+  for (int64_t i = 0; i < n; ++i)
+    if (row(i) >= 0 && row(i) < V) ++row_start[row(i) + 1];
   for (int64_t v = 0; v < V; ++v) row_start[v + 1] += row_start[v];
   std::vector<int32_t> next(row_start, row_start + V);
-  for (int64_t i = 0; i < n; ++i) order[next[size_t(ids[i])]++] = int32_t(i);
+  for (int64_t i = 0; i < n; ++i)
+    if (row(i) >= 0 && row(i) < V) order[next[size_t(row(i))]++] = int32_t(i);
 }
 
 static void check_id_range(const char* op, const Tensor& ids, int64_t V) {
@@ -33,21 +37,21 @@ static void check_id_range(const char* op, const Tensor& ids, int64_t V) {
                  ")");
 }
 
-static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os) {
+static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os, int64_t start) {
   const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
   Tensor out = Tensor::empty(os, weight.dtype(), weight.device());
   ENGINE_GPU_CALL(weight.device(), embedding_forward, storage_of(weight.dtype()), weight.data_ptr(),
-                  ids.data<int32_t>(), out.data_ptr(), n, C, nullptr);
+                  ids.data<int32_t>(), out.data_ptr(), n, C, start, V, nullptr);
   Tensor sids = needs_record({weight}) ? ids : Tensor();
-  record("embedding", out, {weight}, [sids, V, C, n](const Tensor& g, const std::vector<bool>&) {
+  record("embedding", out, {weight}, [sids, V, C, n, start](const Tensor& g, const std::vector<bool>&) {
     const Device dev = g.device();
     const size_t id_bytes = size_t(n) * 4, start_bytes = size_t(V + 1) * 4;
     std::shared_ptr<void> h_ids = host_staging(dev, id_bytes), h_order = host_staging(dev, id_bytes),
                           h_start = host_staging(dev, start_bytes);
     Tensor d_order = Tensor::empty({n}, DType::i32, dev), d_start = Tensor::empty({V + 1}, DType::i32, dev);
     copy_async(h_ids.get(), kCPU, sids.data_ptr(), dev, id_bytes);
-    host_task(dev, [h_ids, h_order, h_start, n, V] {
-      bucket_by_id(static_cast<const int32_t*>(h_ids.get()), n, V, static_cast<int32_t*>(h_order.get()),
+    host_task(dev, [h_ids, h_order, h_start, n, V, start] {
+      bucket_by_id(static_cast<const int32_t*>(h_ids.get()), n, V, start, static_cast<int32_t*>(h_order.get()),
                    static_cast<int32_t*>(h_start.get()));
     });
     copy_async(d_order.data_ptr(), dev, h_order.get(), kCPU, id_bytes);
@@ -61,10 +65,15 @@ static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  return embedding(weight, ids, VocabShard{0, weight.ndim() == 2 ? weight.size(0) : 0});
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids, VocabShard shard) {
   const DType t = check_float_inputs("embedding", {weight}, GpuKernel::yes);
   ENGINE_CHECK(weight.ndim() == 2, "embedding: weight must be (V, C), got ", weight.desc());
   check_ids("embedding", ids, weight);
-  const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
+  const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel(), start = shard.start;
+  ENGINE_CHECK(start >= 0 && shard.vocab > 0, "embedding: shard start ", start, " of a vocabulary of ", shard.vocab);
   ENGINE_CHECK(n < (int64_t(1) << 31), "embedding: ", n, " ids do not fit the int32 positions of the backward");
   Shape os = ids.shape();
   os.push_back(C);
@@ -72,18 +81,18 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     // Checked on the host: emu memory is host memory; cuda ids are copied
     // back. Not during a graph capture, where ids hold no batch yet: a
     // captured step checks its batches on the host before uploading them.
-    if (!capturing()) check_id_range("embedding", ids, V);
-    return embedding_gpu(weight, ids, os);
+    if (!capturing()) check_id_range("embedding", ids, shard.vocab);
+    return embedding_gpu(weight, ids, os, start);
   }
-  check_id_range("embedding", ids, V);
+  check_id_range("embedding", ids, shard.vocab);
   const int32_t* id = ids.data<int32_t>();
   Tensor out = Tensor::empty(os, t, weight.device());
-  dispatch_float(t, [&]<typename T>() { cpu::embedding_forward(weight.data<T>(), id, out.data<T>(), n, C); });
+  dispatch_float(t, [&]<typename T>() { cpu::embedding_forward(weight.data<T>(), id, out.data<T>(), n, C, start, V); });
   Tensor sids = needs_record({weight}) ? ids : Tensor();
-  record("embedding", out, {weight}, [sids, V, C, n](const Tensor& g, const std::vector<bool>&) {
+  record("embedding", out, {weight}, [sids, V, C, n, start](const Tensor& g, const std::vector<bool>&) {
     Tensor dw = Tensor::empty({V, C}, g.dtype(), g.device());
     dispatch_float(g.dtype(), [&]<typename T>() {
-      cpu::embedding_backward(g.data<T>(), sids.data<int32_t>(), dw.data<T>(), n, V, C);
+      cpu::embedding_backward(g.data<T>(), sids.data<int32_t>(), dw.data<T>(), n, V, C, start);
     });
     return std::vector<Tensor>{dw};
   });

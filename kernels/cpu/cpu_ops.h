@@ -86,11 +86,12 @@ template <typename T>
 void ce_shard_backward(const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V, int64_t Vv,
                        int64_t start, int32_t ignore_index, T scale, T* d);
 
-// embedding.cpp: w (V, C); ids (n). Backward zeroes dw, then sums rows.
+// embedding.cpp: w (V, C) holds ids [start, start + V); ids (n); other ids
+// give zero rows. Backward zeroes dw, then sums rows.
 template <typename T>
-void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C);
+void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C, int64_t start, int64_t V);
 template <typename T>
-void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C);
+void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C, int64_t start);
 
 // reduce.cpp: x viewed as (outer, n, inner); sum over n -> (outer, inner).
 template <typename T>

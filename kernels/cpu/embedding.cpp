@@ -1,4 +1,7 @@
-// Embedding lookup: out[i, :] = w[ids[i], :]; backward dw[ids[i], :] += dout[i, :].
+// Embedding lookup: out[i, :] = w[ids[i] - start, :]; backward
+// dw[ids[i] - start, :] += dout[i, :]. The table holds the V ids
+// [start, start + V) (all of them, or one rank's shard of a vocabulary split
+// over tp); other ids give zero rows and no gradient.
 // The backward runs serially over tokens so repeated ids are summed in a fixed
 // order: deterministic, as the CUDA version must be too.
 // bytes: forward 8*n*C + 4n, backward 8*n*C + 4*V*C (fp32); flops: backward n*C.
@@ -9,24 +12,32 @@
 namespace eng::cpu {
 
 template <typename T>
-void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C) {
+void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C, int64_t start, int64_t V) {
 #pragma omp parallel for if (n * C > 16384)
-  for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * C, w + int64_t(ids[i]) * C, size_t(C) * sizeof(T));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = int64_t(ids[i]) - start;
+    if (id >= 0 && id < V)
+      std::memcpy(out + i * C, w + id * C, size_t(C) * sizeof(T));
+    else
+      std::memset(out + i * C, 0, size_t(C) * sizeof(T));
+  }
 }
 
 template <typename T>
-void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C) {
+void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C, int64_t start) {
   for (int64_t i = 0; i < V * C; ++i) dw[i] = 0;
   for (int64_t i = 0; i < n; ++i) {
-    T* row = dw + int64_t(ids[i]) * C;
+    const int64_t id = int64_t(ids[i]) - start;
+    if (id < 0 || id >= V) continue;
+    T* row = dw + id * C;
     const T* d = dout + i * C;
     for (int64_t c = 0; c < C; ++c) row[c] += d[c];
   }
 }
 
-template void embedding_forward<float>(const float*, const int32_t*, float*, int64_t, int64_t);
-template void embedding_forward<double>(const double*, const int32_t*, double*, int64_t, int64_t);
-template void embedding_backward<float>(const float*, const int32_t*, float*, int64_t, int64_t, int64_t);
-template void embedding_backward<double>(const double*, const int32_t*, double*, int64_t, int64_t, int64_t);
+template void embedding_forward<float>(const float*, const int32_t*, float*, int64_t, int64_t, int64_t, int64_t);
+template void embedding_forward<double>(const double*, const int32_t*, double*, int64_t, int64_t, int64_t, int64_t);
+template void embedding_backward<float>(const float*, const int32_t*, float*, int64_t, int64_t, int64_t, int64_t);
+template void embedding_backward<double>(const double*, const int32_t*, double*, int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace eng::cpu

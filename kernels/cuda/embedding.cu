@@ -1,6 +1,6 @@
 // Embedding lookup and its deterministic backward. Reference:
 // kernels/cpu/embedding.cpp; walk-through: docs/kernels/embedding.md.
-//   forward:  out[i, :] = w[ids[i], :]
+//   forward:  out[i, :] = w[ids[i] - start, :]   (zeros if ids[i] - start is outside [0, V))
 //   backward: dw[v, :]  = sum over positions i with ids[i] == v of dout[i, :]
 // The backward is a gather, not a scatter: one block owns whole rows of dw and
 // sums the rows of dout that hit them in increasing position order, so there
@@ -15,23 +15,27 @@ namespace eng::ENGINE_GPU_NS {
 
 // out = w[ids]. Launch: 1-D grid-stride over the n C output elements, 256
 // threads, grid_for(n C / pack); one 16-byte pack per step when kVec.
-// Preconditions: ids in [0, V) (checked by the engine); kVec only if w and out
+// Preconditions: ids checked by the engine; kVec only if w and out
 // are 16-byte aligned and C % pack == 0, so a pack never straddles two rows.
 // bytes = 2 n C sizeof(T) + 4 n (each id is re-read per pack, from cache);
 // flops = 0 (a copy).
 template <typename T, bool kVec>
 __global__ void embedding_forward_kernel(const T* __restrict__ w, const int32_t* __restrict__ ids, T* __restrict__ out,
-                                         int64_t n, int64_t C) {
+                                         int64_t n, int64_t C, int64_t start, int64_t V) {
   constexpr int P = kVec ? Pack128<T>::size : 1;
   const int64_t total = n * C;
   const int64_t stride = (int64_t(gridDim.x) * blockDim.x) * P;
   for (int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * P; e < total; e += stride) {
-    const int64_t i = e / C, c = e - i * C;
-    const T* src = w + int64_t(ids[i]) * C + c;
-    if constexpr (kVec)
-      store128(out + e, load128(src));
-    else
-      out[e] = *src;
+    const int64_t i = e / C, c = e - i * C, id = int64_t(ids[i]) - start;
+    const bool mine = id >= 0 && id < V;
+    const T* src = w + id * C + c;
+    if constexpr (kVec) {
+      Pack128<T> zero;
+      for (int k = 0; k < P; ++k) zero.v[k] = from_f32<T>(0.f);
+      store128(out + e, mine ? load128(src) : zero);
+    } else {
+      out[e] = mine ? *src : from_f32<T>(0.f);
+    }
   }
 }
 
@@ -74,7 +78,7 @@ __global__ void embedding_backward_kernel(const T* __restrict__ dout, const int3
 }
 
 void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,
-                       void* stream) {
+                       int64_t start, int64_t V, void* stream) {
   if (n == 0 || C == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     constexpr int P = Pack128<T>::size;
@@ -82,10 +86,10 @@ void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void*
     T* po = static_cast<T*>(out);
     if (aligned16(w, out) && C % P == 0)
       LAUNCH_KERNEL(embedding_forward_kernel<T, true>, grid_for(n * C / P, 256), 256, 0, as_stream(stream), pw, ids, po,
-                    n, C);
+                    n, C, start, V);
     else
       LAUNCH_KERNEL(embedding_forward_kernel<T, false>, grid_for(n * C, 256), 256, 0, as_stream(stream), pw, ids, po, n,
-                    C);
+                    C, start, V);
   });
 }
 

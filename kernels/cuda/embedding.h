@@ -1,13 +1,15 @@
 // Launchers of kernels/cuda/embedding.cu: the lookup and its deterministic
 // backward. The backward takes the token positions bucketed by id (CSR form,
 // built on the host by the engine op): positions of id v are
-// d_order[d_row_start[v] .. d_row_start[v + 1]), in increasing order.
+// d_order[d_row_start[v] .. d_row_start[v + 1]), in increasing order. The
+// table holds ids [start, start + V) (a vocabulary shard under tp); other ids
+// give zero rows forward and sit in no bucket backward.
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
 #define ENGINE_EMBEDDING_LAUNCHERS                                                                               \
   void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,    \
-                         void* stream);                                                                          \
+                         int64_t start, int64_t V, void* stream);                                                \
   void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, \
                           void* dw, int64_t V, int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_EMBEDDING_LAUNCHERS)

@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "io/token_file.h"
 #include "models/gpt2/gpt2_io.h"
+#include "models/gpt2/gpt2_tp.h"
 #include "models/gpt2/sample.h"
 
 namespace eng::models {
@@ -39,7 +40,7 @@ std::string decode_bytes(const std::vector<int32_t>& tokens) {
 
 class GPT2Task : public TrainTask {
  public:
-  GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev)
+  GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev, comm::Communicator* tp)
       : cfg_(c),
         plan_(plan),
         g_(gpt2_config(c)),
@@ -49,7 +50,20 @@ class GPT2Task : public TrainTask {
         train_(c.s("train_bin"), g_.vocab_size),
         val_(c.s("val_bin"), g_.vocab_size),
         sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
-        model_(g_, seed_, dev) {
+        dev_(dev) {
+    if (tp && tp->size() > 1) {
+      tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *tp, GPT2TpOptions{c.b("sequence_parallel")});
+      tp_.tp = tp;
+      for (const auto& [name, p] : tp_model_->named_parameters()) {
+        bool rep = false;
+        for (const Tensor& r : tp_model_->replicated_parameters()) rep = rep || r.same(p);
+        (rep ? tp_.replicated : tp_.sharded).push_back(p);
+      }
+      GPT2Tp* m = tp_model_.get();
+      tp_.sync_partial = [m] { m->sync_partial_grads(); };
+    } else {
+      model_ = std::make_unique<GPT2>(g_, seed_, dev);
+    }
     const int64_t val_windows = TokenSampler(val_, plan.micro, T_, TokenSampler::Order::sequential, 0).windows();
     ENGINE_CHECK(val_windows >= plan.micro * plan.dp, val_.path(), ": ", val_windows, " validation windows of ", T_,
                  " tokens, fewer than batch_size x dp = ", plan.micro, " x ", plan.dp,
@@ -60,13 +74,17 @@ class GPT2Task : public TrainTask {
     }
   }
 
-  Module& model() override { return model_; }
+  Module& model() override { return tp_model_ ? static_cast<Module&>(*tp_model_) : *model_; }
   std::string summary() const override {
-    char buf[200];
+    char buf[300];
     std::snprintf(buf, sizeof buf, "GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step",
-                  (long long)g_.n_layer, (long long)g_.n_head, (long long)g_.n_embd,
-                  double(model_.num_parameters()) / 1e6, (long long)items_per_step());
-    return buf;
+                  (long long)g_.n_layer, (long long)g_.n_head, (long long)g_.n_embd, double(full_parameters()) / 1e6,
+                  (long long)items_per_step());
+    if (!tp_model_) return buf;
+    const int P = tp_.tp->size();
+    return cat(buf, "; tensor parallel over ", P, " ranks", cfg_.b("sequence_parallel") ? " (sequence parallel)" : "",
+               ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
+               " heads, vocabulary padded to ", comm::padded_vocab(g_.vocab_size, P), ")");
   }
   std::string data_summary() const override {
     return cat(train_.path(), " (", train_.size(), " tokens), ", val_.path(), " (", val_.size(), " tokens)");
@@ -89,8 +107,9 @@ class GPT2Task : public TrainTask {
     return {x, y};
   }
   Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
-    return model_.loss(x, y, recompute_, ac);
+    return tp_model_ ? tp_model_->loss(x, y, recompute_, ac) : model_->loss(x, y, recompute_, ac);
   }
+  const TpGrads& tp_grads() const override { return tp_; }
 
   // `val_batches` global batches of consecutive windows, split over the dp
   // ranks as the training batches are; the mean over ranks.
@@ -103,26 +122,71 @@ class GPT2Task : public TrainTask {
     for (int64_t k = 0; k < batches; ++k)
       for (int64_t m = 0; m < plan_.accum; ++m) {
         s.batch(plan_.micro_index(k, m), x, y);
-        total += model_.loss(x.to(model_.device()), y.to(model_.device()), Recompute::no, ac).item();
+        const Tensor xd = x.to(dev_), yd = y.to(dev_);
+        total +=
+            (tp_model_ ? tp_model_->loss(xd, yd, Recompute::no, ac) : model_->loss(xd, yd, Recompute::no, ac)).item();
       }
     EvalResult r;
-    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum)) / double(plan_.dp);
+    // Every rank of the world adds its mean; the tp ranks of a dp rank hold the same one.
+    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum)) / double(comm::world().size);
     return r;
   }
-  bool has_samples() const override { return true; }
+  // Under tp the logits are split over ranks and samples are not drawn (not yet).
+  bool has_samples() const override { return !tp_model_; }
   std::string sample(int64_t step) override {
-    const std::vector<int32_t> out = gpt2_generate(model_, {'\n'}, cfg_.i("sample_tokens"), cfg_.f("temperature"),
+    const std::vector<int32_t> out = gpt2_generate(*model_, {'\n'}, cfg_.i("sample_tokens"), cfg_.f("temperature"),
                                                    cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
     return "---- sample at step " + std::to_string(step) + " ----" + decode_bytes(out) + "\n----";
   }
 
-  void init_from(const std::string& path) override { load_gpt2_weights(path, model_); }
+  void init_from(const std::string& path) override {
+    if (!tp_model_) return load_gpt2_weights(path, *model_);
+    GPT2 full(g_, seed_, kCPU);  // every rank reads the file and keeps its shards
+    load_gpt2_weights(path, full);
+    tp_model_->load_full_state(full.named_parameters());
+  }
+
+  // Under tp: the weights gathered into a one-process model on rank 0 (the
+  // file rank 0 writes), and each moment "exp_avg.i" gathered by the name of
+  // parameter i (AdamW numbers parameters in decay-group order).
+  std::vector<std::pair<std::string, Tensor>> gather_for_checkpoint(
+      std::vector<std::pair<std::string, Tensor>> opt_state) override {
+    if (!tp_model_) return opt_state;
+    const auto state = tp_model_->full_state();
+    if (comm::world().rank == 0) {
+      full_ = std::make_unique<GPT2>(g_, seed_, kCPU);
+      for (const auto& [name, p] : full_->named_parameters()) {
+        Tensor dst = p;
+        dst.copy_from(find_state(state, name, p.shape()));
+      }
+    }
+    const std::vector<std::string> names = optimizer_names();
+    for (auto& [key, t] : opt_state) {
+      const size_t i = moment_index(key);
+      if (i != size_t(-1)) t = tp_model_->unshard(names.at(i), t).to(kCPU);
+    }
+    return opt_state;
+  }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
-    models::save_checkpoint(dir, model_, opt_state, step, config, extra);
+    models::save_checkpoint(dir, tp_model_ ? *full_ : *model_, opt_state, step, config, extra);
   }
+  // Under tp: every rank loads the one-process checkpoint into a model and
+  // an AdamW of its own shape on the host, then keeps its shards.
   nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) override {
-    return models::load_checkpoint(dir, model_, opt);
+    if (!tp_model_) return models::load_checkpoint(dir, *model_, opt);
+    GPT2 full(g_, seed_, kCPU);
+    AdamW full_opt(decay_groups(full.parameters(), 0.0), 1.0);
+    const nlohmann::json state = models::load_checkpoint(dir, full, full_opt);
+    tp_model_->load_full_state(full.named_parameters());
+    const std::vector<std::string> names = optimizer_names();
+    std::vector<std::pair<std::string, Tensor>> mine = full_opt.state();
+    for (auto& [key, t] : mine) {
+      const size_t i = moment_index(key);
+      if (i != size_t(-1)) t = tp_model_->shard(names.at(i), t.to(dev_));
+    }
+    opt.load_state(mine);
+    return state;
   }
   nlohmann::json data_state(int64_t done) const override {
     return {
@@ -146,15 +210,43 @@ class GPT2Task : public TrainTask {
   Recompute recompute_;
   TokenFile train_, val_;
   TokenSampler sampler_;
-  GPT2 model_;
+  Device dev_;
+  std::unique_ptr<GPT2> model_;       // one process holds the whole model, or
+  std::unique_ptr<GPT2Tp> tp_model_;  // tp > 1: this rank's shards
+  TpGrads tp_;
+  std::unique_ptr<GPT2> full_;  // rank 0 under tp: the gathered weights being saved
+
+  int64_t full_parameters() const {
+    if (!tp_model_) return model_->num_parameters();
+    // The serial count: per layer 12 C^2 + 13 C, plus the tables and ln_f.
+    const int64_t C = g_.n_embd;
+    return g_.n_layer * (12 * C * C + 13 * C) + (g_.vocab_size + g_.block_size) * C + 2 * C;
+  }
+  // Parameter names in AdamW's order (decay_groups: matrices, then vectors).
+  std::vector<std::string> optimizer_names() const {
+    std::vector<std::string> out;
+    const auto named = tp_model_->named_parameters();
+    for (const ParamGroup& g : decay_groups(tp_model_->parameters(), 0.0))
+      for (const Tensor& p : g.params)
+        for (const auto& [name, q] : named)
+          if (q.same(p)) out.push_back(name);
+    return out;
+  }
+  // i of "exp_avg.i" / "exp_avg_sq.i"; -1 for the other entries (step counts).
+  static size_t moment_index(const std::string& key) {
+    for (const std::string prefix : {"exp_avg.", "exp_avg_sq."})
+      if (key.rfind(prefix, 0) == 0) return size_t(std::stoul(key.substr(prefix.size())));
+    return size_t(-1);
+  }
   int64_t step_ = 0;
   std::vector<Tensor> xs_, ys_;  // the step's micro-batches, on the host
 };
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev) {
-  return std::make_unique<GPT2Task>(c, plan, dev);
+std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
+                                          comm::Communicator* tp) {
+  return std::make_unique<GPT2Task>(c, plan, dev, tp);
 }
 
 }  // namespace eng::models

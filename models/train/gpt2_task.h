@@ -1,10 +1,13 @@
 // GPT-2 as a training task (task.h): flat uint16 token files, random
 // windows for training (io/token_file.h), the validation loss over the first
 // windows of the validation file, text samples, and checkpoints in Hugging
-// Face's GPT-2 layout (models/gpt2/gpt2_io.h).
+// Face's GPT-2 layout (models/gpt2/gpt2_io.h). With a tp communicator of
+// more than one rank the model is split over it (models/gpt2/gpt2_tp.h); its
+// checkpoints are gathered to the same layout, so they load at any tp.
 #pragma once
 #include <memory>
 
+#include "comm/communicator.h"
 #include "models/gpt2/gpt2.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
@@ -15,6 +18,7 @@ namespace eng::models {
 // The model's shape from the config, with the checks every rank makes alike.
 GPT2Config gpt2_config(const TrainConfig& c);
 
-std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev);
+std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
+                                          comm::Communicator* tp = nullptr);
 
 }  // namespace eng::models

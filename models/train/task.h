@@ -22,6 +22,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/precision.h"
 #include "io/loader.h"
+#include "models/train/tp_grads.h"
 
 namespace eng::models {
 
@@ -68,6 +69,20 @@ class TrainTask {
   // Something to show at sample_every steps (GPT-2's text), on rank 0.
   virtual bool has_samples() const { return false; }
   virtual std::string sample(int64_t /*step*/) { return ""; }
+
+  // Tensor parallelism (GPT-2 with tp > 1): how the step treats the
+  // gradients between backward and optimizer; inactive otherwise.
+  virtual const TpGrads& tp_grads() const {
+    static const TpGrads none;
+    return none;
+  }
+  // Every rank, before rank 0 saves: the optimizer state in the checkpoint's
+  // layout. Under tp, a collective: every tensor (the weights too) gathered
+  // to its full shape, so the checkpoint is the one-process layout.
+  virtual std::vector<std::pair<std::string, Tensor>> gather_for_checkpoint(
+      std::vector<std::pair<std::string, Tensor>> opt_state) {
+    return opt_state;
+  }
 
   virtual void init_from(const std::string& path) = 0;  // --init_from weights
   // The checkpoint: weights in the model's own layout, the optimizer state,

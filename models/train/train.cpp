@@ -66,8 +66,18 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.i("warmup_steps") <= c.i("steps"), "config: warmup_steps exceeds steps");
   ENGINE_CHECK(c.f("lr") > 0 && c.f("min_lr") >= 0 && c.f("min_lr") <= c.f("lr"),
                "config: need lr > 0 and 0 <= min_lr <= lr");
-  ENGINE_CHECK(c.i("tp") == 1, "config: tp = ", c.i("tp"),
-               ": tensor parallelism is not built yet (only tp = 1; every rank is a data-parallel rank)");
+  const int64_t tp = c.i("tp");
+  ENGINE_CHECK(tp >= 1, "config: tp must be >= 1, got ", tp);
+  if (tp > 1) {
+    ENGINE_CHECK(c.i("n_head") % tp == 0, "config: n_head = ", c.i("n_head"), " does not divide by tp = ", tp,
+                 " (each tp rank takes whole heads)");
+    ENGINE_CHECK(4 * c.i("n_embd") % tp == 0, "config: the MLP width 4 n_embd = ", 4 * c.i("n_embd"),
+                 " does not divide by tp = ", tp);
+    ENGINE_CHECK(c.i("zero") == 0, "config: zero 1 with tp = ", tp, " is not supported yet (use zero 0)");
+    ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with tp = ", tp,
+                 " is not supported yet (the loss scaler's overflow check would need the tp ranks' agreement); use "
+                 "O2 (bf16)");
+  }
   ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
   ENGINE_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"), ": 0 (off) or 1 (ZeRO-1) only");
   ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
@@ -124,9 +134,14 @@ int run(int argc, char** argv) {
   const int64_t steps = cfg.i("steps");
   if (lead) std::printf("config:\n%s\n", cfg.json().dump(2).c_str());
 
+  const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
+  // Tensor parallel: the model is split over the tp group (adjacent ranks).
+  std::unique_ptr<comm::Communicator> tp_comm;
+  if (grid.tp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
   // The data files are opened here, by every rank: an error names the file.
   std::unique_ptr<TrainTask> task =
-      cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev) : make_vit_task(cfg, plan, dev);
+      cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, tp_comm.get()) : make_vit_task(cfg, plan, dev);
+  const TpGrads& tp_grads = task->tp_grads();
   Module& model = task->model();
   if (!cfg.s("init_from").empty()) task->init_from(cfg.s("init_from"));
   AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
@@ -135,7 +150,6 @@ int run(int argc, char** argv) {
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
   agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model");
   // Data parallel: one replica per dp rank, all starting from rank 0's weights.
-  const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
   std::unique_ptr<comm::Communicator> dp_comm;
   std::unique_ptr<comm::DistributedDataParallel> ddp;
   std::unique_ptr<comm::ZeroAdamW> zero;  // --zero 1 on more than one dp rank
@@ -227,7 +241,7 @@ int run(int argc, char** argv) {
   if (dev.type != DeviceType::cpu && !scaler)
     gpu_step = std::make_unique<GpuTrainStep>(
         model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
-        cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get());
+        cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get(), tp_grads.active() ? &tp_grads : nullptr);
   task->start(start);
   const auto t_start = std::chrono::steady_clock::now();
   double step_time_avg = 0;
@@ -263,6 +277,7 @@ int run(int argc, char** argv) {
         (scaler ? scaler->scale(loss) : loss).backward();
       }
       if (ddp) ddp->finish();  // gradients averaged over dp: the same on every rank
+      if (tp_grads.active()) tp_grads.sync_partial();
       if (scaler) {
         // Clip the unscaled gradients; an overflow skips the step and halves the scale.
         norm = scaler->unscale_(opt);
@@ -275,14 +290,21 @@ int run(int argc, char** argv) {
           zero->set_lr(opt.lr());
           norm = zero->clip_and_step(cfg.f("grad_clip"));  // the global norm over the shards
         } else {
-          norm = clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
+          norm = tp_grads.active() ? tp_clip_grad_norm(tp_grads, cfg.f("grad_clip"))
+                                   : clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
           opt.step();
         }
         ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
       }
     }
-    if (step == start) progress.message(memory_report(model, zero ? zero->shard_optimizer() : opt, precision).str());
-    loss_sum = comm::all_reduce_host(loss_sum) / double(plan.dp);  // the global batch's loss
+    if (step == start) {
+      const std::string mem = memory_report(model, zero ? zero->shard_optimizer() : opt, precision).str();
+      progress.message(grid.tp() > 1 ? cat("tensor parallel: per rank, the shards of tp rank 0 of ", grid.tp(),
+                                           " (the others hold as much)\n", mem)
+                                     : mem);
+    }
+    // The global batch's loss: every rank adds its own; the tp ranks of a dp rank hold the same one.
+    loss_sum = comm::all_reduce_host(loss_sum) / double(world.size);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
@@ -314,6 +336,13 @@ int run(int argc, char** argv) {
     if (cfg.i("check_replicas") > 0 && done % cfg.i("check_replicas") == 0) {
       try {
         comm::check_replicas(model.named_parameters(), grid.dp_group());
+        if (tp_grads.active()) {  // the replicated parameters agree across tp, bit for bit
+          std::vector<std::pair<std::string, Tensor>> rep;
+          for (const auto& [name, p] : model.named_parameters())
+            for (const Tensor& r : tp_grads.replicated)
+              if (r.same(p)) rep.emplace_back(name, p);
+          comm::check_replicas(rep, grid.tp_group());
+        }
       } catch (const comm::ReplicaDrift& e) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }
@@ -338,7 +367,8 @@ int run(int argc, char** argv) {
         const LossScaler::State ls = scaler->state();
         run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
       }
-      const auto opt_state = optim.state();  // ZeRO: gathered, every rank taking part
+      // ZeRO: gathered over dp; tp: gathered to full shapes; every rank taking part.
+      const auto opt_state = task->gather_for_checkpoint(optim.state());
       if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
       comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
     }

@@ -75,15 +75,22 @@ const std::vector<OptionSpec>& train_options() {
        "model.safetensors or timm's names)"},
       {"comm", "auto",
        "collectives backend: auto (nccl on cuda, mpi on cpu/emu) | mpi | nccl (on emu: the look-alike)"},
-      {"tp", 1, "tensor-parallel ranks (world = dp x tp; only 1 until tensor parallelism lands)"},
+      {"tp", 1,
+       "tensor-parallel ranks: heads, MLP and vocabulary split over tp adjacent ranks (world = dp x tp); n_head and "
+       "4 n_embd must divide by tp",
+       "gpt2"},
+      {"sequence_parallel", false,
+       "with tp > 1: layernorms and the residual stream on 1/tp of the token rows (all-gather + reduce-scatter in "
+       "place of all-reduce)",
+       "gpt2"},
       {"bucket_mb", 25.0, "data parallel: gradient bucket size (MiB)"},
       {"comm_timeout", 600.0,
        "distributed: end the job when a collective has not completed after S seconds, naming it (0: off)"},
       {"zero", 0,
        "1: ZeRO-1, AdamW state sharded over the dp ranks (gradients reduce-scattered, weights all-gathered); 0: off"},
       {"check_replicas", 0,
-       "data parallel: every N steps compare the replicas' parameter checksums; drift is an error naming the tensor "
-       "(0: off)"},
+       "every N steps compare the dp replicas' parameter checksums (and, with tp, the replicated parameters across "
+       "tp); drift is an error naming the tensor (0: off)"},
       {"first_bucket_mb", 1.0, "data parallel: the first bucket's size (MiB), small so communication starts early"},
   };
   return specs;

@@ -8,7 +8,7 @@
 namespace eng::models {
 
 GpuTrainStep::GpuTrainStep(std::vector<Tensor> params, AdamW& opt, int64_t accum, LossFn loss, double grad_clip,
-                           bool use_graph, comm::DistributedDataParallel* ddp, comm::ZeroAdamW* zero)
+                           bool use_graph, comm::DistributedDataParallel* ddp, comm::ZeroAdamW* zero, const TpGrads* tp)
     : params_(std::move(params)),
       dev_(params_.empty() ? kCPU : params_[0].device()),
       opt_(opt),
@@ -18,6 +18,7 @@ GpuTrainStep::GpuTrainStep(std::vector<Tensor> params, AdamW& opt, int64_t accum
       use_graph_(use_graph),
       ddp_(ddp),
       zero_(zero),
+      tp_(tp),
       inputs_(size_t(accum)) {
   ENGINE_CHECK(dev_.type != DeviceType::cpu, "GpuTrainStep: needs parameters on a GPU device (cuda or emu), got ",
                dev_.str());
@@ -49,11 +50,12 @@ void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
     loss.backward();
   }
   if (ddp_) ddp_->finish();
+  if (tp_) tp_->sync_partial();
   if (zero_) {
     norm_coef_ = zero_->clip_and_step_device(grad_clip_);  // global norm, sharded AdamW, all-gather
     return;
   }
-  norm_coef_ = clip_coefficient(params_, grad_clip_);
+  norm_coef_ = tp_ ? tp_clip_coefficient(*tp_, grad_clip_) : clip_coefficient(params_, grad_clip_);
   opt_.step(norm_coef_.slice(1, 2));
 }
 

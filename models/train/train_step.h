@@ -37,8 +37,11 @@ class GpuTrainStep {
   using BatchFn = std::function<MicroBatch(int64_t m)>;
 
   // params: the model's parameters (opt's), on the step's device.
+  // tp: the model is split over a tp group (tp_grads.h): partial gradients
+  // summed over it and the norm counted once per parameter, in the step.
   GpuTrainStep(std::vector<Tensor> params, AdamW& opt, int64_t accum, LossFn loss, double grad_clip, bool use_graph,
-               comm::DistributedDataParallel* ddp = nullptr, comm::ZeroAdamW* zero = nullptr);
+               comm::DistributedDataParallel* ddp = nullptr, comm::ZeroAdamW* zero = nullptr,
+               const TpGrads* tp = nullptr);
   struct Result {
     std::vector<double> losses;  // per micro-batch
     double grad_norm = 0;        // before clipping
@@ -61,6 +64,7 @@ class GpuTrainStep {
   bool use_graph_;
   comm::DistributedDataParallel* ddp_;  // averages the gradients over dp (null: one rank)
   comm::ZeroAdamW* zero_;               // --zero 1: steps instead of opt_ (which then only zeroes the gradients)
+  const TpGrads* tp_;                   // tensor parallel: gradient sync and norm over tp (null: none)
   int64_t steps_ = 0;
   std::vector<MicroBatch> inputs_;  // device copies: the same buffers every step (a graph reads them)
   std::vector<Tensor> losses_;      // device scalars written by the step

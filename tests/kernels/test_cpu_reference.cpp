@@ -226,10 +226,10 @@ TEST_CASE("cpu gelu/relu, embedding, reductions, bias and mse against direct for
   const std::vector<float> w = randv(size_t(V * C), 51);
   const std::vector<int32_t> ids{2, 0, 2, 2};
   std::vector<float> e(ids.size() * C), dw(size_t(V * C), 123.f);
-  cpu::embedding_forward(w.data(), ids.data(), e.data(), int64_t(ids.size()), C);
+  cpu::embedding_forward(w.data(), ids.data(), e.data(), int64_t(ids.size()), C, 0, V);
   for (size_t i = 0; i < ids.size(); ++i)
     for (int64_t c = 0; c < C; ++c) CHECK(e[i * C + size_t(c)] == w[size_t(ids[i] * C + c)]);
-  cpu::embedding_backward(e.data(), ids.data(), dw.data(), int64_t(ids.size()), V, C);
+  cpu::embedding_backward(e.data(), ids.data(), dw.data(), int64_t(ids.size()), V, C, 0);
   std::vector<double> dw_ref(size_t(V * C));
   for (size_t i = 0; i < ids.size(); ++i)
     for (int64_t c = 0; c < C; ++c) dw_ref[size_t(ids[i] * C + c)] += e[i * C + size_t(c)];

@@ -3,9 +3,13 @@
 // that are and are not multiples of a 16-byte pack, with repeated ids, more
 // rows of dw than the emulator's 4-block grid holds in one pass, ids absent
 // from the batch (their rows of dw must be zero), bitwise-identical dw across
-// runs, and an unaligned view of the weight.
+// runs, and an unaligned view of the weight; a shard of the vocabulary (tp)
+// against the whole table with the other rows zeroed, on cpu and emu.
 // Tolerances: the forward is a copy (exact); the backward sums in fp32 and
 // rounds once, as the reference sums in f32 on rounded values: emu_check.h's.
+#include <algorithm>
+#include <utility>
+
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "tests/kernels/emu_check.h"
@@ -84,6 +88,30 @@ TEST_CASE("emu embedding: unaligned views take the scalar path", "[emu][kernels]
   const std::vector<int32_t> ids{0, 4, 3, 3, 1};
   CHECK(values(embedding(we, Tensor::from_ints(ids, {5}, kEmu)).to(kCPU)) ==
         values(embedding(wr, Tensor::from_ints(ids, {5}))));
+}
+
+TEST_CASE("embedding of a vocabulary shard: other ids give zero rows and no gradient", "[emu][kernels]") {
+  const int64_t vocab = 13, C = 8, n = 37;
+  const Tensor full = Tensor::randn({vocab, C}, 90), g = Tensor::randn({n, C}, 91);
+  const Tensor ids = Tensor::from_ints(make_ids(n, vocab), {n});
+  for (Device dev : {kCPU, kEmu})
+    for (const auto& [start, rows] : {std::pair<int64_t, int64_t>{0, 5}, {5, 5}, {10, 5}, {16, 4}}) {
+      INFO(dev.str() << " shard [" << start << ", " << start + rows << ")");
+      // The reference: the whole table with the rows outside the shard zeroed (and padded past vocab).
+      Tensor masked = Tensor::zeros({std::max(vocab, start + rows), C});
+      for (int64_t v = start; v < std::min(vocab, start + rows); ++v)
+        masked.slice(v, v + 1).copy_from(full.slice(v, v + 1));
+      masked.set_requires_grad(true);
+      Tensor ref = embedding(masked, ids);
+      ref.backward(g);
+      Tensor shard = narrow(masked.detach(), 0, start, rows).to(dev).detach().set_requires_grad(true);
+      Tensor out = embedding(shard, ids.to(dev), VocabShard{start, vocab});
+      out.backward(g.to(dev));
+      CHECK(values(out.to(kCPU)) == values(ref));  // a copy: exact
+      CHECK_CLOSE(values(shard.grad().to(kCPU)), values(narrow(masked.grad(), 0, start, rows)), 1e-6, 1e-6);
+    }
+  CHECK_THROWS_WITH(embedding(full, Tensor::from_ints({3, 13}, {2}), VocabShard{0, 13}),
+                    Catch::Contains("id 13 at position 1 outside the vocabulary [0, 13)"));
 }
 
 TEST_CASE("emu embedding: ids are checked before the launch", "[emu][kernels]") {

@@ -1,0 +1,191 @@
+// GPT-2 under tensor parallelism (gpt2_tp.h): construction with the serial
+// model's seeds, the forward on local heads and MLP slices, and the
+// name -> shard rules checkpoints use.
+#include "models/gpt2/gpt2_tp.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "comm/tp_mappings.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
+
+namespace eng::models {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// How a parameter of the serial model is split over tp.
+enum class Split : uint8_t { whole, rows, qkv_rows, cols, vocab };
+
+Split split_of(const std::string& name) {
+  if (name == "wte.weight") return Split::vocab;
+  if (ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_attn.bias")) return Split::qkv_rows;
+  if (ends_with(name, "mlp.c_fc.weight") || ends_with(name, "mlp.c_fc.bias")) return Split::rows;
+  if (ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight")) return Split::cols;
+  return Split::whole;
+}
+
+}  // namespace
+
+GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
+                         GPT2TpOptions o)
+    : local_heads_(c.n_head / tp.size()), head_size_(c.n_embd / c.n_head) {
+  // The serial block's seeds (gpt2.cpp), so the full weights are the same.
+  const int64_t C = c.n_embd;
+  const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
+  InitOptions w{s, DType::f32, dev, 0.02f};
+  InitOptions proj = w;
+  proj.std = 0.02f / std::sqrt(2.0f * float(c.n_layer));
+  InitOptions a = w, ap = proj, f = w, mp = proj;
+  a.seed = s + 1, ap.seed = s + 2, f.seed = s + 3, mp.seed = s + 4;
+  comm::TpLinearOptions col, qkv, row;
+  col.sequence_parallel = qkv.sequence_parallel = row.sequence_parallel = o.sequence_parallel;
+  qkv.groups = 3;
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(C, w));
+  c_attn =
+      register_module("attn.c_attn", std::make_shared<comm::ColumnParallelLinear>(C, 3 * C, Bias::yes, a, tp, qkv));
+  attn_proj = register_module("attn.c_proj", std::make_shared<comm::RowParallelLinear>(C, C, Bias::yes, ap, tp, row));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(C, w));
+  c_fc = register_module("mlp.c_fc", std::make_shared<comm::ColumnParallelLinear>(C, 4 * C, Bias::yes, f, tp, col));
+  mlp_proj = register_module("mlp.c_proj", std::make_shared<comm::RowParallelLinear>(4 * C, C, Bias::yes, mp, tp, row));
+}
+
+Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac) const {
+  const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
+  // Attention on the local heads: c_attn gives (B T, 3 Cl) = my q | k | v.
+  Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
+  std::vector<Tensor> parts = split(qkv, {Cl, Cl, Cl}, -1);
+  const Shape heads{B, T, local_heads_, head_size_};
+  Tensor y = ac.cast(attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads)));
+  Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B * T, Cl}), ac)));
+  Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
+  return ac.cast(add(x1, m));
+}
+
+GPT2Tp::GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o)
+    : cfg_(c), tp_(&tp), opt_(o) {
+  c.validate();
+  const int P = tp.size();
+  ENGINE_CHECK(c.n_head % P == 0, "gpt2 --tp ", P, ": n_head ", c.n_head, " does not divide by tp ", P);
+  ENGINE_CHECK((4 * c.n_embd) % P == 0, "gpt2 --tp ", P, ": the MLP width 4 n_embd = ", 4 * c.n_embd,
+               " does not divide by tp ", P);
+  wte = register_module(
+      "wte", std::make_shared<comm::VocabParallelEmbedding>(
+                 c.vocab_size, c.n_embd, InitOptions{seed * 31 + 1, DType::f32, dev, 0.02f}, tp, o.sequence_parallel));
+  wpe = register_module(
+      "wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}));
+  for (int l = 0; l < c.n_layer; ++l)
+    h.push_back(register_module("h." + std::to_string(l), std::make_shared<GPT2TpBlock>(c, l, seed, dev, tp, o)));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
+}
+
+Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& ac) const {
+  ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
+  const int64_t B = ids.size(0), T = ids.size(1), C = cfg_.n_embd;
+  ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
+  ENGINE_CHECK(!opt_.sequence_parallel || (B * T) % tp_->size() == 0, "gpt2 --sequence_parallel: B T = ", B * T,
+               " token rows do not divide by tp ", tp_->size());
+  Tensor pos = wpe->forward(positions_.get(B, T, ids.device())).reshape({B * T, C});
+  if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, *tp_);
+  // The token rows summed over tp (or my block of them), plus the positions, in fp32 then cast (as the serial model).
+  Tensor x = ac.cast(add(wte->forward(ids), pos));
+  for (const auto& block : h) {
+    if (recompute == Recompute::yes) {
+      const GPT2TpBlock* b = block.get();
+      x = checkpoint([b, ac, B, T](const std::vector<Tensor>& in) { return b->forward(in[0], B, T, ac); }, {x});
+    } else {
+      x = block->forward(x, B, T, ac);
+    }
+  }
+  Tensor hf = ln_f->forward(x, ac);
+  // The tied lm_head is column parallel over the vocabulary: my logits only.
+  hf = opt_.sequence_parallel ? comm::gather_from_sp(ac.cast(hf), *tp_) : comm::copy_to_tp(ac.cast(hf), *tp_);
+  return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));
+}
+
+Tensor GPT2Tp::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
+  ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
+  return comm::vocab_parallel_cross_entropy(ac.f32(forward(ids, recompute, ac)), targets.reshape({ids.numel()}),
+                                            cfg_.vocab_size, *tp_);
+}
+
+void GPT2Tp::sync_partial_grads() {
+  if (!opt_.sequence_parallel || tp_->size() == 1) return;
+  std::vector<Tensor> partial;
+  for (const auto& b : h)
+    for (const Tensor& p :
+         {b->ln_1->weight, b->ln_1->bias, b->ln_2->weight, b->ln_2->bias, b->attn_proj->bias, b->mlp_proj->bias})
+      partial.push_back(p);
+  partial.push_back(ln_f->weight);
+  partial.push_back(ln_f->bias);
+  for (Tensor& p : partial) {
+    Tensor g = p.grad();
+    if (g.defined()) tp_->all_reduce(g, comm::ReduceOp::sum).wait();
+  }
+}
+
+std::vector<Tensor> GPT2Tp::replicated_parameters() const {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : named_parameters())
+    if (split_of(name) == Split::whole) out.push_back(p);
+  return out;
+}
+
+Tensor GPT2Tp::unshard(const std::string& name, const Tensor& mine) const {
+  NoGradGuard no_grad;
+  switch (split_of(name)) {
+    case Split::vocab:
+      return wte->unshard(mine);
+    case Split::rows:
+      return comm::unshard_rows(mine, 1, *tp_);
+    case Split::qkv_rows:
+      return comm::unshard_rows(mine, 3, *tp_);
+    case Split::cols:
+      return comm::unshard_cols(mine, *tp_);
+    case Split::whole:
+      break;
+  }
+  return mine.detach();
+}
+
+Tensor GPT2Tp::shard(const std::string& name, const Tensor& full) const {
+  NoGradGuard no_grad;
+  switch (split_of(name)) {
+    case Split::vocab:
+      return wte->shard(full);
+    case Split::rows:
+      return comm::shard_rows(full, 1, *tp_);
+    case Split::qkv_rows:
+      return comm::shard_rows(full, 3, *tp_);
+    case Split::cols:
+      return comm::shard_cols(full, *tp_);
+    case Split::whole:
+      break;
+  }
+  return full.detach();
+}
+
+std::vector<std::pair<std::string, Tensor>> GPT2Tp::full_state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, p] : named_parameters()) out.emplace_back(name, unshard(name, p));
+  return out;
+}
+
+void GPT2Tp::load_full_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  NoGradGuard no_grad;
+  std::vector<std::pair<std::string, Tensor>> params = named_parameters();
+  ENGINE_CHECK(state.size() == params.size(), "gpt2 --tp: a state of ", state.size(), " tensors for ", params.size(),
+               " parameters");
+  for (size_t i = 0; i < params.size(); ++i) {
+    ENGINE_CHECK(state[i].first == params[i].first, "gpt2 --tp: state tensor ", i, " is ", state[i].first,
+                 ", expected ", params[i].first);
+    Tensor dst = params[i].second;
+    dst.copy_from(shard(params[i].first, state[i].second));
+  }
+}
+
+}  // namespace eng::models

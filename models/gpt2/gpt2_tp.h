@@ -1,0 +1,90 @@
+// GPT-2 split over a tp group, Megatron-LM style (comm/tp_layers.h,
+// comm/vocab_parallel.h). What rank r of tp holds:
+//   wte        rows [r Vp/tp, (r+1) Vp/tp) of the token table padded to Vp =
+//              padded_vocab(V, tp); also the tied lm_head's shard
+//   c_attn     heads [r NH/tp, (r+1) NH/tp): their q, k and v rows (3 blocks)
+//   attn.c_proj the same heads' input columns; bias whole
+//   mlp.c_fc   rows [r 4C/tp, (r+1) 4C/tp); mlp.c_proj those input columns
+//   wpe, ln_1, ln_2, ln_f  whole (replicated)
+// Forward: the embedding's partial rows are summed over tp, each block runs
+// attention on its local heads (the fused kernel, unchanged) and an MLP slice,
+// with one all-reduce after each (the row layers), and the loss is the
+// vocab-parallel cross-entropy of the local logits: no rank holds the full
+// logits. Under sequence parallelism the residual stream, layernorms and the
+// position embedding run on 1/tp of the token rows, the all-reduces become
+// all-gather + reduce-scatter, and the layernorm weights and row biases get
+// partial gradients (sync_partial_grads sums them over tp).
+// GPT-2 has no dropout here, so there is no per-rank seed stream to keep.
+// Every rank draws the full weights from the serial model's seeds: tp = N
+// starts where tp = 1 starts. Parameter names are the serial model's, with
+// shards in place of tensors; full_state() gathers them (checkpoints).
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/tp_layers.h"
+#include "comm/vocab_parallel.h"
+#include "models/gpt2/gpt2.h"
+
+namespace eng::models {
+
+struct GPT2TpOptions {
+  bool sequence_parallel = false;
+};
+
+class GPT2TpBlock : public Module {
+ public:
+  GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o);
+  // x: (B T, C) rows, or this rank's (B T / tp, C) under sequence parallelism.
+  Tensor forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac = Autocast()) const;
+  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<comm::ColumnParallelLinear> c_attn, c_fc;
+  std::shared_ptr<comm::RowParallelLinear> attn_proj, mlp_proj;
+
+ private:
+  int64_t local_heads_, head_size_;
+};
+
+class GPT2Tp : public Module {
+ public:
+  // Checks that n_head and 4 n_embd divide by tp (one-line errors naming them).
+  GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o = {});
+  // ids (B, T) i32 -> this rank's logits (B T, Vp / tp).
+  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast()) const;
+  // The mean cross-entropy (vocab parallel, fp32), the same on every tp rank.
+  Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
+              const Autocast& ac = Autocast()) const;
+  // Sums over tp the gradients that are partial per rank (sequence parallel:
+  // layernorms and row biases); nothing otherwise. Call after backward.
+  void sync_partial_grads();
+  // The parameters every tp rank holds whole (their gradients agree across
+  // tp after sync_partial_grads): a global norm counts them once.
+  std::vector<Tensor> replicated_parameters() const;
+  // The serial model's state: every parameter gathered to its full shape
+  // (the vocabulary unpadded), by name. Collective over tp.
+  std::vector<std::pair<std::string, Tensor>> full_state() const;
+  // Loads a full state (names and shapes of the serial model): this rank's shards.
+  void load_full_state(const std::vector<std::pair<std::string, Tensor>>& state);
+  // Parameter `name`'s full tensor <-> this rank's shard, for any tensor of
+  // its shape (the value, its gradient, an optimizer moment). unshard is
+  // collective over tp.
+  Tensor shard(const std::string& name, const Tensor& full) const;
+  Tensor unshard(const std::string& name, const Tensor& mine) const;
+  const GPT2Config& config() const { return cfg_; }
+  comm::Communicator& tp() const { return *tp_; }
+
+  std::shared_ptr<comm::VocabParallelEmbedding> wte;
+  std::shared_ptr<Embedding> wpe;
+  std::vector<std::shared_ptr<GPT2TpBlock>> h;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  GPT2Config cfg_;
+  comm::Communicator* tp_;
+  GPT2TpOptions opt_;
+  PositionIds positions_;
+};
+
+}  // namespace eng::models

@@ -1,0 +1,34 @@
+// The global gradient norm under tensor parallelism (tp_grads.h).
+#include "models/train/tp_grads.h"
+
+#include <cmath>
+
+#include "engine/ops.h"
+#include "engine/optim/optimizer.h"
+
+namespace eng::models {
+
+Tensor tp_clip_coefficient(const TpGrads& g, double max_norm) {
+  const Device dev = g.tp->device();
+  Tensor ss = grad_sum_squares(g.sharded, dev).clone();
+  g.tp->all_reduce(ss, comm::ReduceOp::sum).wait();
+  add_(ss, grad_sum_squares(g.replicated, dev));
+  return clip_coefficient_from(ss, max_norm);
+}
+
+double tp_clip_grad_norm(const TpGrads& g, double max_norm) {
+  const double mine = grad_norm(g.sharded);
+  Tensor ss = Tensor::full({1}, mine * mine, DType::f64);
+  g.tp->all_reduce(ss, comm::ReduceOp::sum).wait();
+  const double rep = grad_norm(g.replicated);
+  const double norm = std::sqrt(ss.to_f64_vector()[0] + rep * rep);
+  if (max_norm > 0 && max_norm / (norm + 1e-6) < 1.0)
+    for (const std::vector<Tensor>* ps : {&g.sharded, &g.replicated})
+      for (const Tensor& p : *ps) {
+        Tensor gr = p.grad();
+        if (gr.defined()) scale_(gr, max_norm / (norm + 1e-6));
+      }
+  return norm;
+}
+
+}  // namespace eng::models

@@ -1,0 +1,30 @@
+// Gradients under tensor parallelism: what a training step does between the
+// backward and the optimizer when the model is split over a tp group.
+//  - Partial gradients (sequence parallel: layernorms, row biases) are summed
+//    over tp (the model's sync_partial_grads).
+//  - The global norm for clipping counts every parameter once: the sharded
+//    parameters' sums of squares are summed over tp, the replicated ones
+//    (the same on every tp rank) are added once.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/tensor.h"
+
+namespace eng::models {
+
+struct TpGrads {
+  comm::Communicator* tp = nullptr;         // null: no tensor parallelism
+  std::vector<Tensor> sharded, replicated;  // every parameter in one of the two
+  std::function<void()> sync_partial;       // sums partial gradients over tp
+  bool active() const { return tp != nullptr; }
+};
+
+// emu/cuda: {norm, factor} on the device (as clip_coefficient), capturable.
+Tensor tp_clip_coefficient(const TpGrads& g, double max_norm);
+// cpu: the same norm, and the gradients scaled by the factor (as
+// clip_grad_norm); returns the norm before clipping.
+double tp_clip_grad_norm(const TpGrads& g, double max_norm);
+
+}  // namespace eng::models
