@@ -94,12 +94,49 @@ void ZeroAdamW::step_shard(const Tensor* grad_scale) {
     inner_->step();
 }
 
+void ZeroAdamW::set_tensor_parallel(Communicator& tp, const std::vector<Tensor>& replicated,
+                                    const std::vector<Tensor>& partial) {
+  tp_ = &tp;
+  auto flags = [&](const std::vector<Tensor>& which) {
+    std::vector<bool> f(params_.size(), false);
+    for (size_t i = 0; i < params_.size(); ++i)
+      for (const Tensor& t : which) f[i] = f[i] || t.same(params_[i]);
+    return f;
+  };
+  replicated_ = flags(replicated);
+  partial_ = flags(partial);
+}
+
+void ZeroAdamW::sum_partial_over_tp() {
+  if (!tp_) return;
+  for (size_t j = 0; j < pieces_.size(); ++j)
+    if (partial_[pieces_[j].param]) {
+      Tensor g = masters_[j].grad();  // a view of this rank's bucket shard
+      tp_->all_reduce(g, ReduceOp::sum).wait();
+    }
+}
+
+std::vector<std::pair<double, std::vector<Tensor>>> ZeroAdamW::norm_terms() const {
+  if (!tp_) return {{1.0, masters_}};
+  // Summed over tp below, a replicated parameter's squares would count tp
+  // times: weigh them by 1/tp.
+  std::vector<Tensor> mine, rep;
+  for (size_t j = 0; j < pieces_.size(); ++j) (replicated_[pieces_[j].param] ? rep : mine).push_back(masters_[j]);
+  return {{1.0, mine}, {1.0 / double(tp_->size()), rep}};
+}
+
 double ZeroAdamW::clip_and_step(double max_norm) {
   NoGradGuard ng;
   load_pieces();
-  const double local = grad_norm(masters_);
-  Tensor ss = Tensor::full({1}, local * local, DType::f64, comm_.device());
+  sum_partial_over_tp();
+  double local = 0;
+  for (const auto& [w, ms] : norm_terms()) {
+    const double n = grad_norm(ms);
+    local += w * n * n;
+  }
+  Tensor ss = Tensor::full({1}, local, DType::f64, comm_.device());
   comm_.all_reduce(ss, ReduceOp::sum).wait();
+  if (tp_) tp_->all_reduce(ss, ReduceOp::sum).wait();
   const double norm = std::sqrt(ss.to_f64_vector()[0]);
   const double coef = max_norm / (norm + 1e-6);  // as clip_grad_norm
   if (max_norm > 0 && coef < 1.0)
@@ -115,8 +152,18 @@ double ZeroAdamW::clip_and_step(double max_norm) {
 Tensor ZeroAdamW::clip_and_step_device(double max_norm) {
   NoGradGuard ng;
   load_pieces();
-  Tensor ss = grad_sum_squares(masters_, comm_.device());
+  sum_partial_over_tp();
+  Tensor ss;
+  for (const auto& [w, ms] : norm_terms()) {
+    Tensor t = grad_sum_squares(ms, comm_.device());
+    if (w != 1.0) scale_(t, w);
+    if (ss.defined())
+      add_(ss, t);
+    else
+      ss = t.clone();
+  }
   comm_.all_reduce(ss, ReduceOp::sum).wait();
+  if (tp_) tp_->all_reduce(ss, ReduceOp::sum).wait();
   Tensor coef = clip_coefficient_from(ss, max_norm);
   Tensor factor = coef.slice(1, 2);
   step_shard(&factor);

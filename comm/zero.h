@@ -35,6 +35,15 @@ class ZeroAdamW : public Optimizer {
   ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& ddp, Communicator& comm, double lr, double beta1,
             double beta2, double eps = 1e-8);
 
+  // Tensor parallel: this optimizer holds one tp rank's shards. The clip
+  // norm then sums the squares over tp too, the `replicated` parameters'
+  // (the same on every tp rank) counted once; the `partial` ones (sequence
+  // parallel: each tp rank's gradient covers its token rows only) are summed
+  // over tp first, in this rank's shard (the tp ranks of one dp rank build
+  // the same buckets, so their shards line up).
+  void set_tensor_parallel(Communicator& tp, const std::vector<Tensor>& replicated,
+                           const std::vector<Tensor>& partial = {});
+
   // Not used: the step needs the clip, below.
   void step() override;
   // cpu: clips to max_norm (the global norm; <= 0: off), steps, gathers the
@@ -59,7 +68,10 @@ class ZeroAdamW : public Optimizer {
     int64_t begin = 0;  // first element of the parameter in this piece
     int64_t len = 0;
   };
-  void load_pieces();    // model weights -> this rank's master shard
+  void load_pieces();  // model weights -> this rank's master shard
+  // The masters' gradients as (weight, pieces) pairs for the norm: 1, or
+  // 1/tp for replicated parameters under tensor parallelism.
+  std::vector<std::pair<double, std::vector<Tensor>>> norm_terms() const;
   void gather_params();  // all-gather the weights, copy them out to the model
   void step_shard(const Tensor* grad_scale);
 
@@ -73,6 +85,9 @@ class ZeroAdamW : public Optimizer {
   std::vector<Piece> pieces_;
   std::vector<Tensor> masters_;  // per piece: a view into weights_ (the inner AdamW's parameters)
   std::unique_ptr<AdamW> inner_;
+  Communicator* tp_ = nullptr;
+  std::vector<bool> replicated_, partial_;  // per params_ entry, under tp
+  void sum_partial_over_tp();
 };
 
 }  // namespace eng::comm

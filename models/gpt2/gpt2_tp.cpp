@@ -113,16 +113,20 @@ Tensor GPT2Tp::loss(const Tensor& ids, const Tensor& targets, Recompute recomput
                                             cfg_.vocab_size, *tp_);
 }
 
-void GPT2Tp::sync_partial_grads() {
-  if (!opt_.sequence_parallel || tp_->size() == 1) return;
+std::vector<Tensor> GPT2Tp::partial_parameters() const {
   std::vector<Tensor> partial;
+  if (!opt_.sequence_parallel || tp_->size() == 1) return partial;
   for (const auto& b : h)
     for (const Tensor& p :
          {b->ln_1->weight, b->ln_1->bias, b->ln_2->weight, b->ln_2->bias, b->attn_proj->bias, b->mlp_proj->bias})
       partial.push_back(p);
   partial.push_back(ln_f->weight);
   partial.push_back(ln_f->bias);
-  for (Tensor& p : partial) {
+  return partial;
+}
+
+void GPT2Tp::sync_partial_grads() {
+  for (const Tensor& p : partial_parameters()) {
     Tensor g = p.grad();
     if (g.defined()) tp_->all_reduce(g, comm::ReduceOp::sum).wait();
   }

@@ -59,6 +59,8 @@ class GPT2Tp : public Module {
   // Sums over tp the gradients that are partial per rank (sequence parallel:
   // layernorms and row biases); nothing otherwise. Call after backward.
   void sync_partial_grads();
+  // The parameters sync_partial_grads sums (none without sequence parallelism).
+  std::vector<Tensor> partial_parameters() const;
   // The parameters every tp rank holds whole (their gradients agree across
   // tp after sync_partial_grads): a global norm counts them once.
   std::vector<Tensor> replicated_parameters() const;

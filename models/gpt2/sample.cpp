@@ -12,14 +12,23 @@ namespace eng::models {
 
 std::vector<int32_t> gpt2_generate(const GPT2& model, std::vector<int32_t> tokens, int64_t n_new, double temperature,
                                    int64_t top_k, uint64_t seed) {
+  const LogitsFn logits = [&model](const std::vector<int32_t>& window) {
+    return model.forward(Tensor::from_ints(window, {1, int64_t(window.size())}, model.device())).to_vector();
+  };
+  return generate(logits, model.config().vocab_size, model.config().block_size, std::move(tokens), n_new, temperature,
+                  top_k, seed);
+}
+
+std::vector<int32_t> generate(const LogitsFn& logits_of, int64_t V, int64_t ctx, std::vector<int32_t> tokens,
+                              int64_t n_new, double temperature, int64_t top_k, uint64_t seed) {
   ENGINE_CHECK(!tokens.empty(), "generate: empty prompt");
   ENGINE_CHECK(temperature > 0, "generate: temperature must be > 0, got ", temperature);
   NoGradGuard ng;
-  const int64_t V = model.config().vocab_size, ctx = model.config().block_size;
   for (int64_t k = 0; k < n_new; ++k) {
     const int64_t T = std::min<int64_t>(int64_t(tokens.size()), ctx);
     std::vector<int32_t> window(tokens.end() - T, tokens.end());
-    const std::vector<float> logits = model.forward(Tensor::from_ints(window, {1, T}, model.device())).to_vector();
+    const std::vector<float> logits = logits_of(window);
+    ENGINE_CHECK(int64_t(logits.size()) == T * V, "generate: ", logits.size(), " logits for ", T, " x ", V);
     // Last position's logits, scaled by 1/temperature, softmaxed over the top k.
     std::vector<std::pair<double, int32_t>> scored(static_cast<size_t>(V));
     for (int64_t v = 0; v < V; ++v)

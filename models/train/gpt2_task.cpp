@@ -1,11 +1,14 @@
 // GPT-2 on token files as a training task (see gpt2_task.h).
 #include "models/train/gpt2_task.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/error.h"
+#include "comm/tp_mappings.h"
 #include "comm/world.h"
 #include "engine/autograd.h"
+#include "engine/ops.h"
 #include "io/token_file.h"
 #include "models/gpt2/gpt2_io.h"
 #include "models/gpt2/gpt2_tp.h"
@@ -59,6 +62,7 @@ class GPT2Task : public TrainTask {
         for (const Tensor& r : tp_model_->replicated_parameters()) rep = rep || r.same(p);
         (rep ? tp_.replicated : tp_.sharded).push_back(p);
       }
+      tp_.partial = tp_model_->partial_parameters();
       GPT2Tp* m = tp_model_.get();
       tp_.sync_partial = [m] { m->sync_partial_grads(); };
     } else {
@@ -131,11 +135,34 @@ class GPT2Task : public TrainTask {
     r.loss = comm::all_reduce_host(total / double(batches * plan_.accum)) / double(comm::world().size);
     return r;
   }
-  // Under tp the logits are split over ranks and samples are not drawn (not yet).
-  bool has_samples() const override { return !tp_model_; }
+  bool has_samples() const override { return true; }
+  // Under tp every rank of a tp group runs the loop: the logits are gathered over tp.
+  bool sample_on_every_rank() const override { return tp_model_ != nullptr; }
   std::string sample(int64_t step) override {
-    const std::vector<int32_t> out = gpt2_generate(*model_, {'\n'}, cfg_.i("sample_tokens"), cfg_.f("temperature"),
-                                                   cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
+    LogitsFn logits = [this](const std::vector<int32_t>& window) {
+      const int64_t T = int64_t(window.size()), V = g_.vocab_size;
+      if (!tp_model_) return model_->forward(Tensor::from_ints(window, {1, T}, dev_)).to_vector();
+      // Sequence parallel needs T rows divisible by tp: pad on the right
+      // (causal: later positions change nothing before them), or, at the
+      // full context, drop the oldest few tokens (their rows stay 0; the
+      // loop reads the last row only).
+      const int64_t P = cfg_.b("sequence_parallel") ? tp_model_->tp().size() : 1, Tp = (T + P - 1) / P * P;
+      std::vector<int32_t> w = window;
+      const int64_t drop = Tp > g_.block_size ? T % P : 0;
+      if (drop > 0)
+        w.erase(w.begin(), w.begin() + drop);
+      else
+        w.resize(size_t(Tp), 0);
+      const Tensor ids = Tensor::from_ints(w, {1, int64_t(w.size())}, dev_);
+      const Tensor all = comm::gather_from_tp(tp_model_->forward(ids), tp_model_->tp());  // (rows, padded)
+      const std::vector<float> got = narrow(all, 1, 0, V).to_vector();
+      std::vector<float> out(size_t(T * V), 0.f);
+      const int64_t rows = T - drop;  // the real rows, which end at the last token
+      std::copy(got.begin(), got.begin() + rows * V, out.begin() + drop * V);
+      return out;
+    };
+    const std::vector<int32_t> out = generate(logits, g_.vocab_size, g_.block_size, {'\n'}, cfg_.i("sample_tokens"),
+                                              cfg_.f("temperature"), cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
     return "---- sample at step " + std::to_string(step) + " ----" + decode_bytes(out) + "\n----";
   }
 
@@ -163,7 +190,7 @@ class GPT2Task : public TrainTask {
     const std::vector<std::string> names = optimizer_names();
     for (auto& [key, t] : opt_state) {
       const size_t i = moment_index(key);
-      if (i != size_t(-1)) t = tp_model_->unshard(names.at(i), t).to(kCPU);
+      if (i != size_t(-1)) t = tp_model_->unshard(names.at(i), t.to(dev_)).to(kCPU);
     }
     return opt_state;
   }

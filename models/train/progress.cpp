@@ -64,7 +64,9 @@ void Progress::step(const StepStats& s) {
                    {"grad_norm", s.grad_norm},
                    {unit_ == "tok" ? "tokens_per_s" : "images_per_s", s.items_per_s},
                    {"flops_per_s", s.flops_per_s},
-                   {"mfu", s.mfu >= 0 ? nlohmann::json(s.mfu) : nlohmann::json()}};
+                   {"mfu", s.mfu >= 0 ? nlohmann::json(s.mfu) : nlohmann::json()},
+                   {"mem_peak_bytes", s.mem_bytes}};
+  j.update(s.extra);
   if (s.data) {
     j["data_wait_ms"] = 1e3 * s.data->wait_s;
     j["data_mb_per_s"] = s.data->read_mb_per_s();

@@ -25,7 +25,8 @@ struct StepStats {
   double items_per_s = 0, flops_per_s = 0, eta_s = 0;  // items: tokens or images
   double mfu = -1;  // < 0: no peak to compare with (emu, an unknown GPU, a peak found wrong): FLOP/s shown instead
   size_t mem_bytes = 0;
-  std::optional<LoaderStats> data;  // the loader's counters over this step
+  std::optional<LoaderStats> data;                  // the loader's counters over this step
+  nlohmann::json extra = nlohmann::json::object();  // more keys for this step's metrics line
 };
 
 class Progress {

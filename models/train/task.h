@@ -66,8 +66,10 @@ class TrainTask {
 
   // Validation on every dp rank (a collective); the same result everywhere.
   virtual EvalResult evaluate(const Autocast& ac) = 0;
-  // Something to show at sample_every steps (GPT-2's text), on rank 0.
+  // Something to show at sample_every steps (GPT-2's text), on rank 0, or on
+  // every rank when drawing it is a collective (a tensor-parallel model).
   virtual bool has_samples() const { return false; }
+  virtual bool sample_on_every_rank() const { return false; }
   virtual std::string sample(int64_t /*step*/) { return ""; }
 
   // Tensor parallelism (GPT-2 with tp > 1): how the step treats the

@@ -17,7 +17,8 @@ namespace eng::models {
 struct TpGrads {
   comm::Communicator* tp = nullptr;         // null: no tensor parallelism
   std::vector<Tensor> sharded, replicated;  // every parameter in one of the two
-  std::function<void()> sync_partial;       // sums partial gradients over tp
+  std::vector<Tensor> partial;              // replicated ones whose gradients are partial (sequence parallel)
+  std::function<void()> sync_partial;       // sums their gradients over tp (without ZeRO; ZeRO does it in its shard)
   bool active() const { return tp != nullptr; }
 };
 

@@ -73,7 +73,6 @@ void validate(const TrainConfig& c) {
                  " (each tp rank takes whole heads)");
     ENGINE_CHECK(4 * c.i("n_embd") % tp == 0, "config: the MLP width 4 n_embd = ", 4 * c.i("n_embd"),
                  " does not divide by tp = ", tp);
-    ENGINE_CHECK(c.i("zero") == 0, "config: zero 1 with tp = ", tp, " is not supported yet (use zero 0)");
     ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with tp = ", tp,
                  " is not supported yet (the loss scaler's overflow check would need the tp ranks' agreement); use "
                  "O2 (bf16)");
@@ -164,6 +163,7 @@ int run(int argc, char** argv) {
     if (zero_stage == 1)
       zero = std::make_unique<comm::ZeroAdamW>(decay_groups(model.parameters(), cfg.f("weight_decay")), *ddp, *dp_comm,
                                                cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
+    if (zero && tp_grads.active()) zero->set_tensor_parallel(*tp_grads.tp, tp_grads.replicated, tp_grads.partial);
   }
   Optimizer& optim = zero ? static_cast<Optimizer&>(*zero) : opt;  // what steps, saves and loads
   const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
@@ -276,8 +276,8 @@ int run(int argc, char** argv) {
         if (ddp) ddp->set_sync(m + 1 == accum);  // only the last micro-step communicates
         (scaler ? scaler->scale(loss) : loss).backward();
       }
-      if (ddp) ddp->finish();  // gradients averaged over dp: the same on every rank
-      if (tp_grads.active()) tp_grads.sync_partial();
+      if (ddp) ddp->finish();                                   // gradients averaged over dp: the same on every rank
+      if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
       if (scaler) {
         // Clip the unscaled gradients; an overflow skips the step and halves the scale.
         norm = scaler->unscale_(opt);
@@ -297,11 +297,19 @@ int run(int argc, char** argv) {
         ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
       }
     }
+    nlohmann::json mem_json = nlohmann::json::object();
     if (step == start) {
-      const std::string mem = memory_report(model, zero ? zero->shard_optimizer() : opt, precision).str();
+      const MemoryReport mr = memory_report(model, zero ? zero->shard_optimizer() : opt, precision);
       progress.message(grid.tp() > 1 ? cat("tensor parallel: per rank, the shards of tp rank 0 of ", grid.tp(),
-                                           " (the others hold as much)\n", mem)
-                                     : mem);
+                                           " (the others hold as much)\n", mr.str())
+                                     : mr.str());
+      // The first step's metrics line carries rank 0's memory (what tp and ZeRO buy).
+      mem_json = {{"memory_per_rank",
+                   {{"parameters", mr.params},
+                    {"weights_bytes", mr.weights + mr.master},
+                    {"grads_bytes", mr.grads},
+                    {"optimizer_bytes", mr.optimizer},
+                    {"peak_bytes", allocator_for(dev).stats().peak_bytes}}}};
     }
     // The global batch's loss: every rank adds its own; the tp ranks of a dp rank hold the same one.
     loss_sum = comm::all_reduce_host(loss_sum) / double(world.size);
@@ -331,6 +339,7 @@ int run(int argc, char** argv) {
     s.mfu = peak.flops > 0 ? s.flops_per_s / double(world.size) / peak.flops : -1;  // per device
     s.eta_s = step_time_avg * double(steps - step - 1);
     s.mem_bytes = allocator_for(dev).stats().peak_bytes;
+    s.extra = mem_json;
     progress.step(s);
     const int64_t done = step + 1;
     if (cfg.i("check_replicas") > 0 && done % cfg.i("check_replicas") == 0) {
@@ -350,9 +359,14 @@ int run(int argc, char** argv) {
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
     if ((ve > 0 && done % ve == 0) || done == steps) validation(done);
     if (task->has_samples() && ((se > 0 && done % se == 0) || done == steps)) {
-      if (lead) progress.message(task->sample(done));
-      // The others wait here, not in a collective the watchdog would time.
-      comm::barrier_world();
+      if (task->sample_on_every_rank()) {
+        const std::string text = task->sample(done);
+        if (lead) progress.message(text);
+      } else {
+        if (lead) progress.message(task->sample(done));
+        // The others wait here, not in a collective the watchdog would time.
+        comm::barrier_world();
+      }
     }
     if ((ce > 0 && done % ce == 0) || done == end) {
       // The samplers and the RNGs are counter-based: their positions are

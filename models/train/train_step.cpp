@@ -50,7 +50,7 @@ void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
     loss.backward();
   }
   if (ddp_) ddp_->finish();
-  if (tp_) tp_->sync_partial();
+  if (tp_ && !zero_) tp_->sync_partial();  // ZeRO sums them in its shard
   if (zero_) {
     norm_coef_ = zero_->clip_and_step_device(grad_clip_);  // global norm, sharded AdamW, all-gather
     return;

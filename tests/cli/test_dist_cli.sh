@@ -202,7 +202,8 @@ PY
     # replicated parameters (layernorms, wpe, row biases) bit-identical
     # across the tp ranks, after every step.
     tp=("${common[@]}" --n_head 4)
-    OMP_NUM_THREADS=1 "$train" "${tp[@]}" --out_dir "$work/g11" >/dev/null
+    OMP_NUM_THREADS=1 "$train" "${tp[@]}" --out_dir "$work/g11" >"$work/log11"
+    sample() { sed -n '/^---- sample at step 10/,/^----$/p' "$1"; }
     for grid in "2 2" "4 2" "4 4" "2 2 sp" "4 2 sp"; do
       read -r np t sp <<<"$grid"
       extra=(); [[ -n $sp ]] && extra=(--sequence_parallel)
@@ -211,8 +212,28 @@ PY
         >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
       grep -q "distributed: $np ranks (dp $(( np / t )) x tp $t)" "$work/log" || fail "$name: no grid summary"
       grep -q "tensor parallel over $t ranks" "$work/log" || fail "$name: no tensor-parallel summary"
+      # The text sample: every tp rank draws it from the gathered logits, the same text as 1x1.
+      [[ -n $(sample "$work/log") && $(sample "$work/log") == "$(sample "$work/log11")" ]] ||
+        fail "$name: sample differs: $(sample "$work/log") vs $(sample "$work/log11")"
       echo "dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
     done
+    # The per-rank report: at tp 2 a rank holds about half the parameters and moments.
+    python3 - "$work/g11/metrics.jsonl" "$work/g2x2/metrics.jsonl" <<'PY'
+import json, sys
+one, two = [next(json.loads(l) for l in open(p) if "memory_per_rank" in l)["memory_per_rank"] for p in sys.argv[1:]]
+for k in ("parameters", "optimizer_bytes"):
+    assert two[k] < 0.6 * one[k], (k, one[k], two[k])
+print(f"ok: per rank at tp 2: {two['parameters']} of {one['parameters']} parameters, "
+      f"{two['optimizer_bytes']} of {one['optimizer_bytes']} optimizer bytes")
+PY
+    # ZeRO-1 on each tp rank's dp group (2x2) against plain DDP on the same grid.
+    # With sequence parallelism ZeRO sums the partial gradients over tp in its shard.
+    mpi -np 4 "$train" "${tp[@]}" --tp 2 --zero 1 --check_replicas 1 --out_dir "$work/z22" >"$work/log" ||
+      fail "zero 2x2 failed: $(tail -3 "$work/log")"
+    echo "dp 2 x tp 2 zero 1 vs plain DDP: $(close "$work/g4x2/metrics.jsonl" "$work/z22/metrics.jsonl" 1e-4)"
+    mpi -np 4 "$train" "${tp[@]}" --tp 2 --sequence_parallel --zero 1 --check_replicas 1 --out_dir "$work/zs22" \
+      >"$work/log" || fail "zero 2x2 sequence parallel failed: $(tail -3 "$work/log")"
+    echo "dp 2 x tp 2 sequence parallel zero 1 vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/zs22/metrics.jsonl" 1e-4)"
     # The emulated device: the sharded kernels, both backends, eager O0 and
     # O3 (bf16, the step captured as a graph with its tp collectives inside).
     # bf16 rounds in other places when split: 2e-3 (observed 6e-4).
@@ -243,6 +264,10 @@ PY
     OMP_NUM_THREADS=1 "$train" "${tp[@]}" --stop_after 4 --out_dir "$work/d" >/dev/null
     mpi -np 2 "$train" "${tp[@]}" --tp 2 --sequence_parallel --resume --out_dir "$work/d" >/dev/null
     echo "tp1 -> resume at tp2 (sequence parallel): $(close "$work/a/metrics.jsonl" "$work/d/metrics.jsonl" 1e-4)"
+    # A ZeRO-1 checkpoint on 2x2 (moments gathered over dp, then over tp) resumed on one process.
+    mpi -np 4 "$train" "${tp[@]}" --tp 2 --zero 1 --stop_after 4 --out_dir "$work/z" >/dev/null
+    OMP_NUM_THREADS=1 "$train" "${tp[@]}" --resume --out_dir "$work/z" >/dev/null
+    echo "2x2 zero -> resume at 1x1: $(close "$work/a/metrics.jsonl" "$work/z/metrics.jsonl" 1e-4)"
     # --init_from a Hugging Face layout file (a tp=2 checkpoint's weights) at
     # tp=4: its validation loss before any step is the tp=2 run's final one.
     mpi -np 4 "$train" "${tp[@]}" --tp 4 --init_from "$work/a/checkpoint/model.safetensors" --steps 2 \
