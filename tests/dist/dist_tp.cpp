@@ -7,7 +7,7 @@
 //    without sequence parallelism, and c_attn's three-block column split.
 //    Outputs and every gradient (shards gathered) within fp32 tolerance:
 //    1e-5 absolute + 1e-5 relative (the sums over tp change the order of
-//    the additions, nothing else);
+//    the additions, nothing else); the vocab-parallel embedding likewise;
 //  - the vocab-parallel cross-entropy with a padded vocabulary (97 ids
 //    padded to 128 tp) against cross_entropy over the real columns of the
 //    full logits: loss and every rank's slice of dlogits, the padding's
@@ -247,5 +247,35 @@ TEST_CASE("tp vocab-parallel cross-entropy equals the serial loss over a padded 
       if (pad_here > 0)
         CHECK(test::values(narrow(x.grad(), 1, Vs - pad_here, pad_here).to(kCPU)) ==
               std::vector<double>(size_t(N * pad_here), 0.0));
+    }
+}
+
+TEST_CASE("tp vocab-parallel embedding equals the serial embedding, with and without sequence parallel", "[dist][tp]") {
+  const Group world = Group::world_group();
+  const int P = world.size(), me = world.rank();
+  const int64_t vocab = 97, C = 8, B = 3, T = 4;  // B T = 12 rows divide by 1..4
+  std::vector<int32_t> idv(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < idv.size(); ++i) idv[i] = int32_t((i * 41 + 3) % vocab);
+  for (const auto& s : setups())
+    for (bool sp : {false, true}) {
+      INFO(s.name() << (sp ? " sequence parallel" : ""));
+      auto tp = make_communicator(world, s.dev, s.backend);
+      const InitOptions init{41, DType::f32, s.dev, 0.02f};
+      Embedding serial(vocab, C, init);
+      VocabParallelEmbedding emb(vocab, C, init, *tp, sp);
+      CHECK(emb.weight.size(0) == padded_vocab(vocab, P) / P);
+      check_close(emb.full_weight(), serial.weight, "table at init");
+      const Tensor ids = Tensor::from_ints(idv, {B, T}, s.dev), g = Tensor::randn({B * T, C}, 42).to(s.dev);
+      Tensor ys = serial.forward(ids).reshape({B * T, C});
+      ys.backward(g);
+      const int64_t k = B * T / P;
+      Tensor y = emb.forward(ids);
+      check_close(y, sp ? narrow(ys, 0, me * k, k) : ys, "output rows");
+      y.backward(sp ? narrow(g, 0, me * k, k) : g);
+      check_close(emb.unshard(emb.weight.grad()), serial.weight.grad(), "table gradient");
+      // The padding rows (ids >= vocab) get no gradient.
+      const Tensor all = unshard_rows(emb.weight.grad(), 1, *tp);
+      CHECK(test::values(narrow(all, 0, vocab, all.size(0) - vocab).to(kCPU)) ==
+            std::vector<double>(size_t((all.size(0) - vocab) * C), 0.0));
     }
 }
