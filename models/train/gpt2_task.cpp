@@ -57,10 +57,11 @@ class GPT2Task : public TrainTask {
     if (tp && tp->size() > 1) {
       tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *tp, GPT2TpOptions{c.b("sequence_parallel")});
       tp_.tp = tp;
-      for (const auto& [name, p] : tp_model_->named_parameters()) {
+      tp_.replicated = tp_model_->replicated_parameters();
+      for (const Tensor& p : tp_model_->parameters()) {
         bool rep = false;
-        for (const Tensor& r : tp_model_->replicated_parameters()) rep = rep || r.same(p);
-        (rep ? tp_.replicated : tp_.sharded).push_back(p);
+        for (const Tensor& r : tp_.replicated) rep = rep || r.same(p);
+        if (!rep) tp_.sharded.push_back(p);
       }
       tp_.partial = tp_model_->partial_parameters();
       GPT2Tp* m = tp_model_.get();

@@ -141,6 +141,10 @@ int run(int argc, char** argv) {
   std::unique_ptr<TrainTask> task =
       cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, tp_comm.get()) : make_vit_task(cfg, plan, dev);
   const TpGrads& tp_grads = task->tp_grads();
+  std::vector<std::pair<std::string, Tensor>> tp_replicated;  // by name, for --check_replicas across tp
+  for (const auto& [name, p] : task->model().named_parameters())
+    for (const Tensor& r : tp_grads.replicated)
+      if (r.same(p)) tp_replicated.emplace_back(name, p);
   Module& model = task->model();
   if (!cfg.s("init_from").empty()) task->init_from(cfg.s("init_from"));
   AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
@@ -345,13 +349,8 @@ int run(int argc, char** argv) {
     if (cfg.i("check_replicas") > 0 && done % cfg.i("check_replicas") == 0) {
       try {
         comm::check_replicas(model.named_parameters(), grid.dp_group());
-        if (tp_grads.active()) {  // the replicated parameters agree across tp, bit for bit
-          std::vector<std::pair<std::string, Tensor>> rep;
-          for (const auto& [name, p] : model.named_parameters())
-            for (const Tensor& r : tp_grads.replicated)
-              if (r.same(p)) rep.emplace_back(name, p);
-          comm::check_replicas(rep, grid.tp_group());
-        }
+        // The replicated parameters agree across tp, bit for bit.
+        if (tp_grads.active()) comm::check_replicas(tp_replicated, grid.tp_group());
       } catch (const comm::ReplicaDrift& e) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }

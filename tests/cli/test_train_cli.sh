@@ -29,18 +29,8 @@ common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --ba
 # Training losses ("loss" lines of metrics.jsonl) exactly as written.
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 
-# Runs train expecting failure; checks the message mentions $1 and no out_dir appeared.
-expect_error() {
-  local want=$1; shift
-  local out="$work/bad_out"
-  if "$train" "${common[@]}" --out_dir "$out" "$@" >"$work/stdout" 2>"$work/stderr"; then
-    fail "train succeeded with bad input: $*"
-  fi
-  grep -qF -- "$want" "$work/stderr" || fail "error does not mention '$want': $(cat "$work/stderr")"
-  [[ $(wc -l <"$work/stderr") -eq 1 ]] || fail "error is not one line: $(cat "$work/stderr")"
-  [[ ! -e $out ]] || fail "out_dir was created despite the error"
-  echo "ok: $(cat "$work/stderr")"
-}
+train_args=("${common[@]}")
+source "$(dirname "$0")/expect_error.sh"
 
 case $case_name in
   resume_bitexact)

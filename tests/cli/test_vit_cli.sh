@@ -30,17 +30,7 @@ losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 # The last value of a metrics key.
 last() { grep -o "\"$2\":[^,}]*" "$1/metrics.jsonl" | tail -1 | cut -d: -f2; }
 
-expect_error() {
-  local want=$1; shift
-  local out="$work/bad_out"
-  if "$train" --out_dir "$out" "$@" >"$work/stdout" 2>"$work/stderr"; then
-    fail "train succeeded with bad input: $*"
-  fi
-  grep -qF -- "$want" "$work/stderr" || fail "error does not mention '$want': $(cat "$work/stderr")"
-  [[ $(wc -l <"$work/stderr") -eq 1 ]] || fail "error is not one line: $(cat "$work/stderr")"
-  [[ ! -e $out ]] || fail "out_dir was created despite the error"
-  echo "ok: $(cat "$work/stderr")"
-}
+source "$(dirname "$0")/expect_error.sh"
 
 case $case_name in
   fmnist_short)

@@ -23,16 +23,10 @@
 
 using namespace eng;
 using namespace eng::comm;
+using dist_test::setups;
 using dist_test::values;
 
 namespace {
-
-struct TpCase {
-  Device dev;
-  std::unique_ptr<Communicator> comm;
-};
-
-std::vector<dist_test::Setup> setups() { return dist_test::setups(); }
 
 Tensor ints(int r, const Shape& s, Device dev, int64_t first = 0) {
   return Tensor::from_vector(values(r, shape_numel(s), first), s, DType::f32, dev);
