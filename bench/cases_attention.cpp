@@ -12,14 +12,27 @@
 //                     flops = 8 B NH HS 16^2 P
 //             dQ:     bytes = 4 B NH HS (3 T + 32 P) + 8 B NH T
 //                     flops = 6 B NH HS 16^2 P
+// with 4 = sizeof(T) of the q/k/v/out terms in f32 (2 in bf16/f16: the
+// cases come in all three storage types; lse and delta stay fp32).
 // The cpu path moves more (kernels/cpu/attention.cpp: 4 (4 B T NH HS) + 4 B NH T^2
 // per pass) and, its GEMMs computing the full square for both masks, does
-// twice the causal flops (the same as the unmasked ones).
+// twice the causal flops (the same as the unmasked ones). In bf16/f16 the cpu
+// reference is f32 math on the rounded inputs.
+// cuDNN (kernels/cudnn/, bf16 and f16 only: it has no fp32 fused attention)
+// is the vendor row: its tiling is not ours to know, so its bytes are the
+// minimum traffic, sizeof(T) (4 B T NH HS) + 4 B NH T forward (q, k, v read,
+// out written, stats) and sizeof(T) (8 B T NH HS) + 4 B NH T backward (q, k,
+// v, out, dout read, dq, dk, dv written, stats), and the flops are ours, so
+// the printed ours/cudnn ratio is a ratio of times.
 #include <string>
 
 #include "bench/cases.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cudnn/cudnn.h"
+#if defined(ENGINE_HAVE_CUDA)
+#include "engine/gpu_context.h"
+#endif
 
 namespace eng::bench {
 
@@ -27,28 +40,43 @@ namespace {
 struct Dims {
   int64_t B, T, NH, HS;
   gpu::AttentionMask mask;
+  DType st = DType::f32;
   bool causal() const { return mask == gpu::AttentionMask::causal; }
   double pairs() const {  // (query, key) tile pairs visited: at or below the diagonal, or all
     const double n = double((T + 15) / 16);
     return causal() ? n * (n + 1) / 2 : n * n;
   }
   double bnh() const { return double(B * NH); }
+  double elem() const { return double(dtype_size(st)); }
   std::string str() const {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
            " HS=" + std::to_string(HS) + (causal() ? "" : " full");
   }
   cpu::AttentionMask cpu_mask() const { return causal() ? cpu::AttentionMask::causal : cpu::AttentionMask::none; }
+  SdpaShape sdpa() const {
+    SdpaShape s;
+    s.B = B, s.T = T, s.NH = NH, s.HS = HS, s.st = gpu::storage_of(st), s.mask = mask;
+    return s;
+  }
 };
 
-// q, k, v, out and the forward's saved state on one device: att (cpu) or lse (emu/cuda).
+// A seeded input rounded to the case's storage: f32 values on the cpu (the
+// reference's input), the storage type on a GPU.
+Tensor input(const Dims& d, uint64_t seed, Device dev) {
+  const Tensor x = Tensor::randn({d.B, d.T, d.NH, d.HS}, seed, 1.f).to(d.st);
+  return dev.type == DeviceType::cpu ? x.to(DType::f32) : x.to(dev);
+}
+Tensor output(const Dims& d, Device dev) {
+  return Tensor::empty({d.B, d.T, d.NH, d.HS}, dev.type == DeviceType::cpu ? DType::f32 : d.st, dev);
+}
+
+// q, k, v, out and the forward's saved state on one device: att (cpu) or lse (emu/cuda/cudnn).
 struct AttnState {
   Tensor q, k, v, out, att, lse;
 };
 
 AttnState forward_inputs(Device dev, const Dims& d) {
-  const Shape s{d.B, d.T, d.NH, d.HS};
-  AttnState a{randn(s, 31, dev), randn(s, 32, dev), randn(s, 33, dev), Tensor::empty(s, DType::f32, dev),
-              Tensor(),          Tensor()};
+  AttnState a{input(d, 31, dev), input(d, 32, dev), input(d, 33, dev), output(d, dev), Tensor(), Tensor()};
   if (dev.type == DeviceType::cpu)
     a.att = Tensor::empty({d.B, d.NH, d.T, d.T}, DType::f32, dev);
   else
@@ -61,22 +89,74 @@ void forward(Device dev, const AttnState& a, const Dims& d) {
     cpu::attention_forward(a.q.data<float>(), a.k.data<float>(), a.v.data<float>(), a.out.data<float>(),
                            a.att.data<float>(), d.B, d.T, d.NH, d.HS, d.cpu_mask());
   else
-    ENGINE_GPU_CALL(dev, attention_forward, gpu::Storage::f32, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(),
+    ENGINE_GPU_CALL(dev, attention_forward, gpu::storage_of(d.st), a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(),
                     a.out.data_ptr(), a.lse.data<float>(), d.B, d.T, d.NH, d.HS, d.mask, nullptr);
+}
+
+// The tolerances: f32 a different summation order; bf16/f16 the forward one
+// rounding of the output (2x tests/kernels/emu_check.h's), the backward 4x
+// that (tests/kernels/test_attention_emu.cpp says why).
+double tol(const Dims& d, bool backward) {
+  const double base = d.st == DType::bf16 ? 1.6e-2 : d.st == DType::f16 ? 2e-3 : 1e-4;
+  return backward && d.st != DType::f32 ? 4 * base : base;
+}
+
+// The cuDNN row of a case: missing for f32, else bind runs cuDNN on the GPU.
+ImplRow cudnn_row(const Dims& d, bool backward) {
+  ImplRow row;
+  row.impl = Impl::cudnn;
+  row.dtype = dtype_name(d.st);
+  row.bound = Bound::compute_bf16_fp16;
+  row.atol = row.rtol = tol(d, backward);
+  const double bthh = double(d.B * d.T * d.NH * d.HS);
+  row.bytes = d.elem() * (backward ? 8.0 : 4.0) * bthh + 4.0 * d.bnh() * double(d.T);
+  if (d.st == DType::f32) {
+    row.missing = "cuDNN has no fp32 fused attention (see the bf16 and f16 rows)";
+    return row;
+  }
+#if defined(ENGINE_HAVE_CUDA)
+  row.bind = [d, backward](Device dev) {
+    CudnnContext* ctx = &gpu_context(dev.index).cudnn();  // per device, lives for the process
+    const SdpaShape s = d.sdpa();
+    auto buffer = [&](SdpaPass p) {
+      const size_t n = cudnn_sdpa_workspace(*ctx, s, p);
+      return n ? Tensor::empty({int64_t((n + 3) / 4)}, DType::f32, dev) : Tensor();
+    };
+    const Tensor ws_f = buffer(SdpaPass::forward);
+    AttnState a = forward_inputs(dev, d);
+    auto fwd = [=] {
+      cudnn_sdpa_forward(*ctx, s, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(),
+                         ws_f.defined() ? ws_f.data_ptr() : nullptr, nullptr);
+    };
+    if (!backward) return Runner{fwd, [=] { return host(a.out); }};
+    fwd();
+    const Tensor ws_b = buffer(SdpaPass::backward);
+    const Tensor dout = input(d, 34, dev), dq = output(d, dev), dk = output(d, dev), dv = output(d, dev);
+    auto bwd = [=] {
+      cudnn_sdpa_backward(*ctx, s, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), dout.data_ptr(),
+                          a.lse.data<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                          ws_b.defined() ? ws_b.data_ptr() : nullptr, nullptr);
+    };
+    return Runner{bwd, [=] { return concat({host(dq), host(dk), host(dv)}); }};
+  };
+#endif
+  return row;
 }
 
 Case attention_fwd(const Dims& d) {
   Case c;
   c.name = "attention_fwd";
   c.shape = d.str();
-  c.bytes = 4.0 * d.bnh() * double(d.HS) * (2.0 * double(d.T) + 32.0 * d.pairs()) + 4.0 * d.bnh() * double(d.T);
+  c.dtype = dtype_name(d.st);
+  c.bytes = d.elem() * d.bnh() * double(d.HS) * (2.0 * double(d.T) + 32.0 * d.pairs()) + 4.0 * d.bnh() * double(d.T);
   c.flops = 4.0 * d.bnh() * double(d.HS) * 256.0 * d.pairs();
   c.bound = Bound::compute;
-  c.atol = c.rtol = 1e-4;  // a different summation order over T keys
+  c.atol = c.rtol = tol(d, false);
   c.bind = [d](Device dev) {
     AttnState a = forward_inputs(dev, d);
     return Runner{[=] { forward(dev, a, d); }, [=] { return host(a.out); }};
   };
+  c.vendor.push_back(cudnn_row(d, false));
   return c;
 }
 
@@ -84,19 +164,19 @@ Case attention_bwd(const Dims& d) {
   Case c;
   c.name = "attention_bwd";
   c.shape = d.str();
-  const double bthh = double(d.B * d.T * d.NH * d.HS), bnht = d.bnh() * double(d.T);
-  const double tile_bytes = 4.0 * d.bnh() * double(d.HS) * 32.0 * d.pairs();
-  c.bytes = (8.0 * bthh + 4.0 * bnht) +  // delta
-            (16.0 * bthh + tile_bytes + 8.0 * d.bnh() * 16.0 * d.pairs()) + (12.0 * bthh + tile_bytes + 8.0 * bnht);
+  c.dtype = dtype_name(d.st);
+  const double bthh = double(d.B * d.T * d.NH * d.HS), bnht = d.bnh() * double(d.T), e = d.elem();
+  const double tile_bytes = e * d.bnh() * double(d.HS) * 32.0 * d.pairs();
+  c.bytes = (2.0 * e * bthh + 4.0 * bnht) +  // delta
+            (4.0 * e * bthh + tile_bytes + 8.0 * d.bnh() * 16.0 * d.pairs()) +
+            (3.0 * e * bthh + tile_bytes + 8.0 * bnht);
   c.flops = 2.0 * bthh + 14.0 * d.bnh() * double(d.HS) * 256.0 * d.pairs();
   c.bound = Bound::compute;
-  c.atol = c.rtol = 1e-4;
+  c.atol = c.rtol = tol(d, true);
   c.bind = [d](Device dev) {
     AttnState a = forward_inputs(dev, d);
     forward(dev, a, d);
-    const Shape s{d.B, d.T, d.NH, d.HS};
-    const Tensor dout = randn(s, 34, dev), dq = Tensor::empty(s, DType::f32, dev);
-    const Tensor dk = Tensor::empty(s, DType::f32, dev), dv = Tensor::empty(s, DType::f32, dev);
+    const Tensor dout = input(d, 34, dev), dq = output(d, dev), dk = output(d, dev), dv = output(d, dev);
     const Tensor delta = dev.type == DeviceType::cpu ? Tensor() : Tensor::empty({d.B, d.NH, d.T}, DType::f32, dev);
     auto run = [=] {
       if (dev.type == DeviceType::cpu)
@@ -104,12 +184,13 @@ Case attention_bwd(const Dims& d) {
                                 a.att.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(), d.B, d.T,
                                 d.NH, d.HS, d.cpu_mask());
       else
-        ENGINE_GPU_CALL(dev, attention_backward, gpu::Storage::f32, dout.data_ptr(), a.q.data_ptr(), a.k.data_ptr(),
+        ENGINE_GPU_CALL(dev, attention_backward, gpu::storage_of(d.st), dout.data_ptr(), a.q.data_ptr(), a.k.data_ptr(),
                         a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(), delta.data<float>(), dq.data_ptr(),
                         dk.data_ptr(), dv.data_ptr(), d.B, d.T, d.NH, d.HS, d.mask, nullptr);
     };
     return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
   };
+  c.vendor.push_back(cudnn_row(d, true));
   return c;
 }
 }  // namespace
@@ -117,11 +198,20 @@ Case attention_bwd(const Dims& d) {
 // Causal: GPT-2 124M, 12 heads of 64 at T = 1024. Unmasked: ViT-B/16 at
 // 224 x 224, 12 heads of 64 over 197 tokens (196 patches + the class token),
 // B = 32 for a comparable amount of work. quick: a ragged last tile, B*NH > 1.
+// Each in f32 (what ours runs at O0/O1) and in bf16 and f16 (O2/O3, and
+// where cuDNN has its rows).
 std::vector<Case> attention_cases(bool quick) {
   constexpr auto causal = gpu::AttentionMask::causal, none = gpu::AttentionMask::none;
-  const Dims gpt = quick ? Dims{1, 37, 2, 16, causal} : Dims{2, 1024, 12, 64, causal};
-  const Dims vit = quick ? Dims{1, 37, 2, 16, none} : Dims{32, 197, 12, 64, none};
-  return {attention_fwd(gpt), attention_bwd(gpt), attention_fwd(vit), attention_bwd(vit)};
+  std::vector<Case> cases;
+  for (DType st : {DType::f32, DType::bf16, DType::f16}) {
+    const Dims gpt = quick ? Dims{1, 37, 2, 16, causal, st} : Dims{2, 1024, 12, 64, causal, st};
+    const Dims vit = quick ? Dims{1, 37, 2, 16, none, st} : Dims{32, 197, 12, 64, none, st};
+    for (const Dims& d : {gpt, vit}) {
+      cases.push_back(attention_fwd(d));
+      cases.push_back(attention_bwd(d));
+    }
+  }
+  return cases;
 }
 
 }  // namespace eng::bench

@@ -143,6 +143,7 @@ static void run_cublaslt(Device dev, ComputeMode mode, const GemmCall& g, const 
 
 static ImplRow cublaslt_row(const GemmCall& g, const LtMode& m) {
   ImplRow row;
+  row.impl = Impl::cublaslt;
   row.dtype = m.name;
   row.bytes = lt_bytes(g, m.storage);
   row.bound = m.bound;
@@ -178,7 +179,7 @@ static Case gemm_case(const std::string& name, const std::string& what, Trans ta
     return Runner{[=] { run_gemm(dev, g, o); }, [=] { return host(o.c); }};
   };
   for (const LtMode& m : kLtModes)
-    if (m.storage == st) c.cublaslt.push_back(cublaslt_row(g, m));
+    if (m.storage == st) c.vendor.push_back(cublaslt_row(g, m));
   return c;
 }
 

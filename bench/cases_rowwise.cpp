@@ -8,6 +8,10 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/softmax.h"
+#include "kernels/cudnn/cudnn.h"
+#if defined(ENGINE_HAVE_CUDA)
+#include "engine/gpu_context.h"
+#endif
 
 namespace eng::bench {
 
@@ -37,6 +41,51 @@ static void ln_forward(Device dev, const LnInputs& t, int64_t N, int64_t C) {
 
 static std::string nc(int64_t N, int64_t C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
 
+// cuDNN's layernorm (kernels/cudnn/cudnn_layernorm.cpp, the frontend's
+// layernorm / layernorm_backward nodes) as the vendor row of the layernorm
+// cases: the same outputs (y, mean, rstd; dx, dw, db), the same bytes and
+// flops as ours, so the ratio is one of times; validated against the same cpu
+// reference. (PyTorch's own layernorm kernels are not cuDNN's; this is the
+// vendor library's.)
+static ImplRow cudnn_layernorm_row(int64_t N, int64_t C, bool backward, double bytes, double tol) {
+  ImplRow row;
+  row.impl = Impl::cudnn;
+  row.dtype = "f32";
+  row.bound = Bound::memory;
+  row.bytes = bytes;
+  row.atol = row.rtol = tol;
+#if defined(ENGINE_HAVE_CUDA)
+  row.bind = [N, C, backward](Device dev) {
+    CudnnContext* ctx = &gpu_context(dev.index).cudnn();  // per device, lives for the process
+    auto workspace = [&](LayernormPass p) {
+      const size_t n = cudnn_layernorm_workspace(*ctx, N, C, p);
+      return n ? Tensor::empty({int64_t((n + 3) / 4)}, DType::f32, dev) : Tensor();
+    };
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+    LnInputs t = ln_inputs(dev, N, C);
+    const Tensor ws_f = workspace(LayernormPass::forward);
+    auto fwd = [=] {
+      cudnn_layernorm_forward(*ctx, t.x.data<float>(), t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
+                              t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps, ptr(ws_f), nullptr);
+    };
+    if (!backward) return Runner{fwd, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
+    fwd();
+    const Tensor ws_b = workspace(LayernormPass::backward);
+    const Tensor dout = randn({N, C}, 4, dev), dx = Tensor::empty({N, C}, DType::f32, dev);
+    const Tensor dw = Tensor::empty({C}, DType::f32, dev), db = Tensor::empty({C}, DType::f32, dev);
+    auto bwd = [=] {
+      cudnn_layernorm_backward(*ctx, dout.data<float>(), t.x.data<float>(), t.w.data<float>(), t.mean.data<float>(),
+                               t.rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C,
+                               ptr(ws_b), nullptr);
+    };
+    return Runner{bwd, [=] { return concat({host(dx), host(dw), host(db)}); }};
+  };
+#else
+  (void)N, (void)C, (void)backward;
+#endif
+  return row;
+}
+
 // layernorm.cu: forward bytes = N C (2 sizeof(T)) + 2 C sizeof(T) + 8 N, flops ~ 8 N C.
 static Case layernorm_fwd(int64_t N, int64_t C) {
   Case c;
@@ -48,6 +97,7 @@ static Case layernorm_fwd(int64_t N, int64_t C) {
     LnInputs t = ln_inputs(dev, N, C);
     return Runner{[=] { ln_forward(dev, t, N, C); }, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
   };
+  c.vendor.push_back(cudnn_layernorm_row(N, C, false, c.bytes, c.atol));
   return c;
 }
 
@@ -82,6 +132,7 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
     };
     return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };
+  c.vendor.push_back(cudnn_layernorm_row(N, C, true, c.bytes, c.atol));
   return c;
 }
 
@@ -97,6 +148,38 @@ static std::string rc(int64_t rows, int64_t C, bool causal) {
   return "rows=" + std::to_string(rows) + " C=" + std::to_string(C) + (causal ? " causal" : "");
 }
 
+// cuDNN's softmax (kernels/cudnn/cudnn_softmax.cpp) as the vendor row of the
+// unmasked cases, with the same bytes and flops (the same traffic: read x,
+// write y; read y and dy, write dx), so the ratio is one of times. It has no
+// causal mask: the causal cases say so on their cuDNN row.
+static ImplRow cudnn_softmax_row(int64_t rows, int64_t C, bool causal, bool backward) {
+  ImplRow row;
+  row.impl = Impl::cudnn;
+  row.dtype = "f32";
+  row.bound = Bound::memory;
+  row.bytes = (backward ? 12.0 : 8.0) * double(rows * C);
+  row.atol = row.rtol = 1e-5;
+  if (causal) {
+    row.missing = "cuDNN's softmax has no causal mask";
+    return row;
+  }
+#if defined(ENGINE_HAVE_CUDA)
+  row.bind = [rows, C, backward](Device dev) {
+    CudnnContext* ctx = &gpu_context(dev.index).cudnn();  // per device, lives for the process
+    const Tensor x = randn({rows, C}, 5, dev, 2.f), y = Tensor::empty({rows, C}, DType::f32, dev);
+    auto fwd = [=] { cudnn_softmax_forward(*ctx, gpu::Storage::f32, x.data_ptr(), y.data_ptr(), rows, C, nullptr); };
+    if (!backward) return Runner{fwd, [=] { return host(y); }};
+    fwd();
+    const Tensor dy = randn({rows, C}, 6, dev), dx = Tensor::empty({rows, C}, DType::f32, dev);
+    auto bwd = [=] {
+      cudnn_softmax_backward(*ctx, gpu::Storage::f32, y.data_ptr(), dy.data_ptr(), dx.data_ptr(), rows, C, nullptr);
+    };
+    return Runner{bwd, [=] { return host(dx); }};
+  };
+#endif
+  return row;
+}
+
 // softmax.cu: forward bytes = rows C (2 sizeof(T)) (about half the reads when
 // causal; the formula counts them all), flops ~ 5 rows C.
 static Case softmax_fwd(int64_t rows, int64_t C, bool causal) {
@@ -109,6 +192,7 @@ static Case softmax_fwd(int64_t rows, int64_t C, bool causal) {
     const Tensor x = randn({rows, C}, 5, dev, 2.f), y = Tensor::empty({rows, C}, DType::f32, dev);
     return Runner{[=] { softmax_fwd_on(dev, x, y, rows, C, causal); }, [=] { return host(y); }};
   };
+  c.vendor.push_back(cudnn_softmax_row(rows, C, causal, false));
   return c;
 }
 
@@ -132,14 +216,19 @@ static Case softmax_bwd(int64_t rows, int64_t C, bool causal) {
     };
     return Runner{run, [=] { return host(dx); }};
   };
+  c.vendor.push_back(cudnn_softmax_row(rows, C, causal, true));
   return c;
 }
 
 std::vector<Case> layernorm_softmax_cases(bool quick) {
   // quick: ragged sizes (not multiples of a warp or a 16-byte pack), several T x T blocks.
   const int64_t N = quick ? 37 : 4096, C = quick ? 83 : 768, T = quick ? 45 : 1024, blocks = quick ? 3 : 8;
-  return {layernorm_fwd(N, C), layernorm_bwd(N, C), softmax_fwd(blocks * T, T, true), softmax_bwd(blocks * T, T, true),
-          softmax_fwd(N, quick ? 101 : 50257 / 8, false)};
+  return {layernorm_fwd(N, C),
+          layernorm_bwd(N, C),
+          softmax_fwd(blocks * T, T, true),
+          softmax_bwd(blocks * T, T, true),
+          softmax_fwd(N, quick ? 101 : 50257 / 8, false),
+          softmax_bwd(N, quick ? 101 : 50257 / 8, false)};
 }
 
 }  // namespace eng::bench

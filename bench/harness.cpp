@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "engine/cuda_runtime.h"
+#include "kernels/cudnn/cudnn.h"
 
 namespace eng::bench {
 
@@ -25,6 +26,8 @@ const char* impl_name(Impl impl) {
       return "cuda";
     case Impl::cublaslt:
       return "cublaslt";
+    case Impl::cudnn:
+      return "cudnn";
   }
   return "?";
 }
@@ -133,6 +136,8 @@ static void print(const Result& r) {
 
 void Workbench::report(Result r, double bytes, double flops, Bound bound, Impl impl) {
   const double s = r.median_ms / 1e3;
+  r.bytes = bytes;
+  r.flops = flops;
   if (s > 0) {
     r.gbps = bytes / s / 1e9;
     r.tflops = flops / s / 1e12;
@@ -177,6 +182,19 @@ std::string cublaslt_skip_note() {
          (cuda_built() ? "no GPU answers" : "this build has no CUDA") + ")";
 }
 
+std::string cudnn_skip_note(const std::string& why) {
+  return "cudnn: the cuDNN rows (attention bf16/fp16, layernorm, softmax) need a GPU with cuDNN 9; skipped (" + why +
+         ")";
+}
+
+std::string Workbench::vendor_unavailable(const ImplRow& row) const {
+  if (row.impl == Impl::cudnn) {
+    const std::string why = cudnn_unavailable_reason();
+    return why.empty() ? "" : cudnn_skip_note(why);
+  }
+  return row.bind && cuda_available() ? "" : cublaslt_skip_note();
+}
+
 void Workbench::note_once(const std::string& text) {
   if (std::find(notes_.begin(), notes_.end(), text) != notes_.end()) return;
   std::printf("%s\n", text.c_str());
@@ -184,7 +202,7 @@ void Workbench::note_once(const std::string& text) {
   notes_.push_back(text);
 }
 
-void Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref) {
+double Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref) {
   Runner runner = row.bind(impl_device(impl));
   runner.run();
   const std::vector<float> out = runner.output();
@@ -213,6 +231,7 @@ void Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vecto
     r.median_ms = median_ms(runner.run, impl_device(impl), opt_.warmup, opt_.repeats);
   }
   report(r, row.bytes, c.flops, row.bound, impl);
+  return r.median_ms;
 }
 
 void Workbench::run_case(const Case& c) {
@@ -220,7 +239,10 @@ void Workbench::run_case(const Case& c) {
   std::vector<Impl> impls{Impl::cpu};
   if (opt_.emu) impls.push_back(Impl::emu);
   impls.push_back(Impl::cuda);
-  const ImplRow ours{c.dtype, c.bytes, c.bound, c.atol, c.rtol, c.bind};
+  ImplRow ours;
+  ours.dtype = c.dtype, ours.bytes = c.bytes, ours.bound = c.bound, ours.atol = c.atol, ours.rtol = c.rtol;
+  ours.bind = c.bind;
+  double ours_cuda_ms = 0;
   for (Impl impl : impls) {
     const char* name = impl_name(impl);
     if (impl != Impl::cpu && !c.gpu_missing.empty()) {
@@ -236,15 +258,31 @@ void Workbench::run_case(const Case& c) {
       note_only(c, name, "skipped: too large for the emulator (run --quick --emu)");
       continue;
     }
-    measure(c, impl, ours, ref);
+    const double ms = measure(c, impl, ours, ref);
+    if (impl == Impl::cuda) ours_cuda_ms = ms;
   }
-  // cuBLASLt has no emulated twin: without a GPU its rows are skipped, said once per run.
-  for (const ImplRow& row : c.cublaslt) {
-    if (!row.bind || !cuda_available()) {
-      note_once(cublaslt_skip_note());
+  // The vendors have no emulated twin: without a GPU (or without the
+  // library) their rows are skipped, said once per run; a kernel the vendor
+  // does not have is said on its row.
+  for (const ImplRow& row : c.vendor) {
+    if (!row.missing.empty()) {
+      note_only(c, impl_name(row.impl), row.missing);
       continue;
     }
-    measure(c, Impl::cublaslt, row, ref);
+    const std::string why = vendor_unavailable(row);
+    if (!why.empty()) {
+      note_once(why);
+      continue;
+    }
+    const double ms = measure(c, row.impl, row, ref);
+    if (ours_cuda_ms > 0 && ms > 0) {
+      VendorRatio v{c.name, c.shape, impl_name(row.impl), row.dtype, ours_cuda_ms, ms, ours_cuda_ms / ms};
+      std::printf("%-15s %-8s %-28s %-4s ours/%s time ratio %.2f (ours %.4f ms, %s %.4f ms)\n", c.name.c_str(), "ratio",
+                  c.shape.c_str(), row.dtype.c_str(), v.vendor.c_str(), v.ratio, v.ours_ms, v.vendor.c_str(),
+                  v.vendor_ms);
+      std::fflush(stdout);
+      vendor_ratios_.push_back(v);
+    }
   }
 }
 
@@ -255,10 +293,10 @@ bool Workbench::all_pass() const {
 void write_json(const std::string& path, const Workbench& wb) {
   nlohmann::json results = nlohmann::json::array();
   for (const Result& r : wb.results()) {
-    nlohmann::json j{{"name", r.name},           {"impl", r.impl},           {"shape", r.shape},
-                     {"dtype", r.dtype},         {"median_ms", r.median_ms}, {"gbps", r.gbps},
-                     {"tflops", r.tflops},       {"pct_peak", r.pct_peak},   {"peak", r.peak},
-                     {"validated", r.validated}, {"pass", r.pass},           {"note", r.note}};
+    nlohmann::json j{{"name", r.name},           {"impl", r.impl},   {"shape", r.shape},   {"dtype", r.dtype},
+                     {"median_ms", r.median_ms}, {"gbps", r.gbps},   {"tflops", r.tflops}, {"pct_peak", r.pct_peak},
+                     {"peak", r.peak},           {"bytes", r.bytes}, {"flops", r.flops},   {"validated", r.validated},
+                     {"pass", r.pass},           {"note", r.note}};
     j["max_err"] = r.validated ? nlohmann::json(r.max_err) : nlohmann::json(nullptr);
     j["max_rel"] = r.validated ? nlohmann::json(r.max_rel) : nlohmann::json(nullptr);
     results.push_back(j);
@@ -270,11 +308,27 @@ void write_json(const std::string& path, const Workbench& wb) {
                          {"cpu_threads", p.cpu.threads},
                          {"gpu", p.gpu_name},
                          {"gpu_peak", p.gpu ? p.gpu->label : ""}};
+  // The datasheet rates the percentages divide by, for the roofline (scripts/plot.py).
+  if (p.gpu)
+    machine["gpu_peaks"] = {{"hbm_gbps", p.gpu->hbm_gbps},
+                            {"fp32_tflops", p.gpu->fp32_tflops},
+                            {"tf32_tflops", p.gpu->tf32_tflops},
+                            {"bf16_tflops", p.gpu->bf16_tflops}};
   const Options& o = wb.options();
   nlohmann::json doc{{"machine", machine},
                      {"options", {{"quick", o.quick}, {"warmup", o.warmup}, {"repeats", o.repeats}, {"emu", o.emu}}},
                      {"results", results},
                      {"notes", wb.notes()}};
+  nlohmann::json vr = nlohmann::json::array();
+  for (const Workbench::VendorRatio& v : wb.vendor_ratios())
+    vr.push_back({{"name", v.name},
+                  {"shape", v.shape},
+                  {"vendor", v.vendor},
+                  {"dtype", v.dtype},
+                  {"ours_ms", v.ours_ms},
+                  {"vendor_ms", v.vendor_ms},
+                  {"ratio", v.ratio}});
+  doc["vendor_ratios"] = vr;
   doc["gemm_sweep"] = nullptr;
   if (o.gemm_sweep) {
     nlohmann::json impls = nlohmann::json::array(), ratios = nlohmann::json::array();

@@ -28,9 +28,10 @@ struct Peaks {
 };
 
 // Implementations: the engine's cpu kernels (the reference), the hand-written
-// CUDA kernels under the emulator, the same kernels on a real GPU, and NVIDIA's
-// cuBLASLt on a real GPU (GEMMs only: the yardstick for our tiled GEMM).
-enum class Impl : uint8_t { cpu, emu, cuda, cublaslt };
+// CUDA kernels under the emulator, the same kernels on a real GPU, and the
+// vendor libraries on a real GPU: NVIDIA's cuBLASLt (the yardstick for our
+// tiled GEMM) and cuDNN (fused attention, softmax; kernels/cudnn/).
+enum class Impl : uint8_t { cpu, emu, cuda, cublaslt, cudnn };
 const char* impl_name(Impl impl);
 Device impl_device(Impl impl);
 
@@ -49,10 +50,12 @@ struct Runner {
 };
 
 // How one implementation of a case is run and judged. Ours (cpu, emu, cuda)
-// take the Case's own fields; each cuBLASLt compute mode has its own (mode,
-// inputs, tolerance, peak) and runs on a GPU only.
+// take the Case's own fields; each vendor row (a cuBLASLt compute mode, a
+// cuDNN call) has its own (inputs, tolerance, peak) and runs on a GPU only.
 struct ImplRow {
-  std::string dtype;  // its compute mode, printed in the dtype column: "tf32"
+  Impl impl = Impl::cublaslt;  // for a vendor row: whose
+  std::string missing;         // non-empty: the vendor has no such kernel, and why (printed instead)
+  std::string dtype;           // its compute mode, printed in the dtype column: "tf32"
   double bytes = 0;
   Bound bound = Bound::compute;
   double atol = 0, rtol = 0;
@@ -68,14 +71,15 @@ struct Case {
   double atol = 1e-5, rtol = 1e-5;  // validation: |x - ref| <= atol + rtol |ref|
   std::string gpu_missing;          // non-empty: no emu/cuda kernel yet, and why
   std::function<Runner(Device)> bind;
-  std::vector<ImplRow> cublaslt;  // validated against the same cpu reference
+  std::vector<ImplRow> vendor;  // cuBLASLt / cuDNN rows, validated against the same cpu reference
 };
 
 struct Result {
   std::string name, impl, shape, dtype;
   double median_ms = 0, gbps = 0, tflops = 0, pct_peak = 0;
-  std::string peak;        // what pct_peak is a percent of, "" when none
-  bool validated = false;  // compared against the reference (or is it)
+  double bytes = 0, flops = 0;  // per run, the formulas the rates came from (the roofline's intensity)
+  std::string peak;             // what pct_peak is a percent of, "" when none
+  bool validated = false;       // compared against the reference (or is it)
   bool pass = true;
   double max_err = 0, max_rel = 0;
   std::string note;
@@ -135,6 +139,12 @@ class Workbench {
   void note_once(const std::string& text);
   void add_sweep(const SweepSummary& s) { sweep_.push_back(s); }
   void add_ratio(const SweepRatio& r) { ratios_.push_back(r); }
+  // Our cuda row's time over each vendor row's, per case, measured in the same run (JSON "vendor_ratios").
+  struct VendorRatio {
+    std::string name, shape, vendor, dtype;
+    double ours_ms = 0, vendor_ms = 0, ratio = 0;
+  };
+  const std::vector<VendorRatio>& vendor_ratios() const { return vendor_ratios_; }
   const std::vector<Result>& results() const { return results_; }
   const std::vector<std::string>& notes() const { return notes_; }
   const std::vector<SweepSummary>& sweep() const { return sweep_; }
@@ -146,20 +156,25 @@ class Workbench {
  private:
   void note_only(const Case& c, const char* impl, const std::string& note);
   // One row: bind on impl's device, run once, validate against ref (the cpu
-  // row becomes ref), time, report.
-  void measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref);
+  // row becomes ref), time, report; returns the median time (ms).
+  double measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref);
+  // Why a vendor row cannot run here ("" when it can).
+  std::string vendor_unavailable(const ImplRow& row) const;
   const Options& opt_;
   const Peaks& peaks_;
   std::vector<Result> results_;
   std::vector<std::string> notes_;
   std::vector<SweepSummary> sweep_;
   std::vector<SweepRatio> ratios_;
+  std::vector<VendorRatio> vendor_ratios_;
 };
 
 void write_json(const std::string& path, const Workbench& wb);
 
 // The once-per-run line that says why the cuBLASLt rows are skipped.
 std::string cublaslt_skip_note();
+// The same for the cuDNN rows, with cuDNN's reason (kernels/cudnn/cudnn.h).
+std::string cudnn_skip_note(const std::string& why);
 
 // Host helpers for the cases.
 std::vector<float> host(const Tensor& t);  // t's values as floats, any device

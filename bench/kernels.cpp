@@ -1,5 +1,6 @@
 // bench/kernels: the kernel workbench. For every kernel family and every
-// implementation (cpu, emu with --emu, cuda when a GPU answers) it validates
+// implementation (cpu, emu with --emu, cuda when a GPU answers, and the
+// vendors' cuBLASLt and cuDNN on a GPU) it validates
 // against the cpu reference, then times it and prints time, GB/s, TFLOP/s and
 // percent of peak; --gemm-sweep times GEMMs over ranges of shapes; --json
 // writes every result. Exit status: 0, or 1 if any validation failed (or an
@@ -35,9 +36,11 @@ void usage() {
       "  --k-range R\n"
       "  --help           this text\n"
       "On a GPU the matmul cases and the sweep also run cuBLASLt (fp32, tf32, bf16, fp16), and\n"
-      "the sweep prints each mode's median TFLOP/s over ours in the same storage type.\n"
+      "the sweep prints each mode's median TFLOP/s over ours in the same storage type. The attention\n"
+      "(bf16, f16), layernorm and softmax cases also run cuDNN (libcudnn.so.9, or ENGINE_CUDNN_LIBRARY).\n"
+      "After every vendor row a 'ratio' line gives our cuda time over the vendor's for that case.\n"
       "Kernels: matmul (fwd, weight grad; f32, bf16, f16), layernorm, softmax, gelu (fwd, bwd), cross_entropy,\n"
-      "embedding (fwd, bwd), adamw_step, attention (fwd, bwd). Percent of peak: on the cpu, of\n"
+      "embedding (fwd, bwd), adamw_step, attention (fwd, bwd; f32, bf16, f16). Percent of peak: on the cpu, of\n"
       "this machine's measured copy bandwidth or SGEMM rate; on A100/H100/H200, of the datasheet.\n");
 }
 

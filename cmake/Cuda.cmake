@@ -3,6 +3,7 @@
 # Architectures default to 80;90 (A100, H100); override with
 # -DCMAKE_CUDA_ARCHITECTURES=80 to build one while iterating.
 set(ENGINE_HAVE_CUDA OFF)
+set(ENGINE_HAVE_CUDNN OFF)
 if(NOT ENGINE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -27,10 +28,20 @@ if(NOT ENGINE_CUDA STREQUAL "OFF")
         message(FATAL_ERROR "CUDA toolkit found but lib${lib} is missing from it")
       endif()
     endforeach()
-    find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
-    if(NOT CUDNN_LIBRARY)
-      message(STATUS "cuDNN not found: the optional cuDNN attention path will be unavailable")
+    # cuDNN (kernels/cudnn/): the build needs cudnn.h and the header-only cuDNN
+    # frontend (scripts/fetch_cudnn_frontend.sh, called by setup.sh, puts it
+    # in .deps/); libcudnn itself is loaded at run time, so a binary built
+    # here starts on machines without it and says so when asked for cuDNN.
+    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+    find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend/include
+              NO_DEFAULT_PATH)
+    if(CUDNN_INCLUDE_DIR AND CUDNN_FRONTEND_INCLUDE_DIR)
+      set(ENGINE_HAVE_CUDNN ON)
+      message(STATUS "cuDNN path enabled (frontend headers ${CUDNN_FRONTEND_INCLUDE_DIR}; libcudnn loaded at run time)")
+    else()
+      message(STATUS "cuDNN path off: cudnn.h or the cuDNN frontend headers are missing (run scripts/setup.sh); "
+                     "--attention cudnn and the workbench's cuDNN rows will say so")
     endif()
     if(NOT NCCL_LIBRARY)
       message(STATUS "NCCL not found: multi-GPU runs will use MPI collectives")

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "comm/watchdog.h"
 #include "engine/graph.h"
+#include "engine/profile.h"
 
 namespace eng::comm {
 
@@ -44,7 +45,9 @@ struct DistributedDataParallel::State {
     while (next_start < buckets.size() && flight[next_start].ready == buckets[next_start].params.size()) {
       DdpBucket& b = buckets[next_start];
       Flight& f = flight[next_start++];
-      set_op_label(cat("gradient bucket ", next_start, " of ", buckets.size()));  // for the watchdog's message
+      const std::string label = cat("gradient bucket ", next_start, " of ", buckets.size());
+      const profile::Range r(label);  // the launch, on the profiler's timeline inside backward
+      set_op_label(label);            // for the watchdog's message
       f.work = shard ? comm->reduce_scatter(b.flat, b.shard, ReduceOp::avg) : comm->all_reduce(b.flat, ReduceOp::avg);
       set_op_label("");
       f.started = true;

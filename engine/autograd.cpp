@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 
 namespace eng {
 
@@ -28,6 +29,7 @@ bool needs_record(const std::vector<Tensor>& inputs) {
 void record_always(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn) {
   auto node = std::make_shared<Node>();
   node->name = name;
+  node->layer = profile::current_layer();
   for (const Tensor& t : inputs) {
     Edge e;
     if (t.defined() && t.requires_grad()) {
@@ -151,9 +153,11 @@ void run_backward(const Tensor& root, const Tensor& grad) {
 
   std::vector<std::shared_ptr<Node>> ready{root.impl()->grad_fn};
   ready.back()->grad_out = seed;
+  profile::BackwardLayers layers;  // a profiler range per layer, as its nodes run
   while (!ready.empty()) {
     std::shared_ptr<Node> n = std::move(ready.back());
     ready.pop_back();
+    layers.enter(n->layer);
     std::vector<bool> needs;
     for (const Edge& e : n->next) needs.push_back(e.live());
     std::vector<Tensor> grads = n->backward(n->grad_out, needs);

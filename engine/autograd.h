@@ -36,6 +36,7 @@ struct Node {
   // Set by checkpoint(): this node's backward runs a nested backward that
   // adds into leaves the outer graph has no edges to.
   bool nested_backward = false;
+  int layer = 0;  // the profiler's layer it was recorded in (engine/profile.h; 0: none)
 };
 
 bool grad_enabled();

@@ -13,6 +13,11 @@ CublasLtContext& GpuContext::cublaslt() {
   return *cublaslt_;
 }
 
+CudnnContext& GpuContext::cudnn() {
+  if (!cudnn_) cudnn_ = std::make_unique<CudnnContext>(device_);
+  return *cudnn_;
+}
+
 GpuContext& gpu_context(int device) {
   ENGINE_CHECK(device >= 0, "gpu_context: bad cuda device index ", device);
   // Created on first use and never destroyed (see the header).

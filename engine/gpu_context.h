@@ -1,7 +1,8 @@
-// Per-device state of the cuda device: today the cuBLASLt context (handle,
-// workspace, heuristic cache) every GEMM on that device goes through, and the
-// compute mode f32 GEMMs run in. CUDA builds only (gpu_context.cpp); code
-// that uses it sits behind ENGINE_HAVE_CUDA.
+// Per-device state of the cuda device: the cuBLASLt context (handle,
+// workspace, heuristic cache) every GEMM on that device goes through, the
+// compute mode f32 GEMMs run in, and the cuDNN context (--attention cudnn).
+// CUDA builds only (gpu_context.cpp); code that uses it sits behind
+// ENGINE_HAVE_CUDA.
 //
 // Why a function returning a per-device object rather than a global in a
 // header (STYLE.md #11):
@@ -22,6 +23,7 @@
 #pragma once
 #include <memory>
 
+#include "kernels/cudnn/cudnn.h"
 #include "kernels/gemm/cublaslt.h"
 
 namespace eng {
@@ -32,6 +34,9 @@ class GpuContext {
   int device() const { return device_; }
   // Created on first use (needs a working GPU).
   CublasLtContext& cublaslt();
+  // The cuDNN handle and its attention plans (kernels/cudnn/cudnn.h), created
+  // on first use; throws, saying why, where cuDNN cannot run.
+  CudnnContext& cudnn();
   // The compute mode of GEMMs on f32 storage: fp32 (precision O0) or tf32
   // (O1, set by the precision code). bf16/f16 storage always accumulates in
   // fp32 (ComputeMode::bf16 / fp16).
@@ -40,6 +45,7 @@ class GpuContext {
  private:
   int device_;
   std::unique_ptr<CublasLtContext> cublaslt_;
+  std::unique_ptr<CudnnContext> cudnn_;
 };
 
 // The context of cuda device `device`, created on first use. Thread-safe to

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -50,7 +51,16 @@ Tensor softmax(const Tensor& x, Causal causal = Causal::no);
 // 1/sqrt(HS). Causal::yes (a decoder, GPT-2): query i attends to keys 0..i.
 // Causal::no (an encoder, ViT): every query attends to all T keys, as
 // PyTorch's scaled_dot_product_attention(is_causal=False) without a mask.
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes);
+// AttentionImpl::ours runs our kernels (cpu reference, or the fused
+// kernels/cuda/attention.cu on emu and cuda); AttentionImpl::cudnn runs
+// cuDNN's fused attention (kernels/cudnn/), on the cuda device in bf16/f16
+// only, and is an error, saying why, anywhere else: never a silent fallback.
+enum class AttentionImpl : uint8_t { ours, cudnn };
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes,
+                 AttentionImpl impl = AttentionImpl::ours);
+// "ours" / "cudnn", and back (an error naming the accepted values).
+const char* attention_impl_name(AttentionImpl impl);
+AttentionImpl parse_attention_impl(const std::string& name);
 
 // A vocabulary split over ranks (tensor parallel): this rank's table or
 // logits hold ids [start, start + rows); the whole has `vocab` real ids.

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the engine builds and tests with. Idempotent:
-# packages already present are skipped, so re-running costs one dpkg query.
+# Installs the Debian packages the engine builds and tests with, and, where
+# the CUDA toolkit is, the cuDNN frontend's headers (fetch_cudnn_frontend.sh).
+# Idempotent: what is present is skipped, so re-running costs one dpkg query.
 # Usage: scripts/setup.sh [--torch]   (--torch adds python3-torch, needed only
 # to regenerate the committed PyTorch fixtures with scripts/make_fixtures.py)
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libopenblas-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-dev zlib1g-dev
-      nlohmann-json3-dev catch2 clang-format python3 python3-h5py fortunes dataset-fashion-mnist)
+      nlohmann-json3-dev catch2 clang-format python3 python3-pip python3-h5py python3-matplotlib fortunes dataset-fashion-mnist)
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy); fi
 
 missing=()
@@ -21,3 +22,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: all packages present"
+# The cuDNN frontend's headers (PyPI, pinned and hash-checked) for the CUDA
+# build's cuDNN path; nothing to fetch without a CUDA toolkit.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  bash "$(dirname "$0")/fetch_cudnn_frontend.sh"
+fi

@@ -5,7 +5,8 @@
 // and the fp32 logsumexp (B, NH, T), and backward recomputes the
 // probabilities tile by tile. kernels/ cannot see the engine's Causal, so it
 // is mapped onto each layer's own AttentionMask here; backward uses the
-// forward's mask.
+// forward's mask. AttentionImpl::cudnn is cuDNN's fused attention on the
+// cuda device (attention_cudnn.cpp).
 #include "kernels/cuda/attention.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -40,11 +41,26 @@ Tensor attention_gpu(const Tensor& q, const Tensor& k, const Tensor& v, DType t,
 
 }  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
+const char* attention_impl_name(AttentionImpl impl) { return impl == AttentionImpl::cudnn ? "cudnn" : "ours"; }
+
+AttentionImpl parse_attention_impl(const std::string& name) {
+  if (name == "ours") return AttentionImpl::ours;
+  if (name == "cudnn") return AttentionImpl::cudnn;
+  ENGINE_FAIL("attention implementation '", name, "': ours or cudnn");
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal, AttentionImpl impl) {
   const DType t = check_float_inputs("attention", {q, k, v}, GpuKernel::yes);
   ENGINE_CHECK(q.ndim() == 4, "attention: q must be (B, T, NH, HS), got ", q.desc());
   ENGINE_CHECK(k.shape() == q.shape() && v.shape() == q.shape(),
                "attention: q, k, v shapes differ: ", descs({q, k, v}));
+  if (impl == AttentionImpl::cudnn) {
+    ENGINE_CHECK(q.device().type == DeviceType::cuda, "attention (cudnn): cuDNN runs on the cuda device only, got ",
+                 q.device().str(), " (use --attention ours there)");
+#if defined(ENGINE_HAVE_CUDA)
+    return attention_cudnn(q, k, v, causal);
+#endif
+  }
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2), HS = q.size(3);
   if (on_gpu(q)) {
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",

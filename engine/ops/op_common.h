@@ -76,5 +76,7 @@ inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dt
 // dx = gelu'(x) * g on the tensors' device (engine/ops/activation.cpp); gelu's
 // backward, and linear_gelu's with x = the saved pre-activation.
 Tensor gelu_grad(const Tensor& x, const Tensor& g);
+// attention(..., AttentionImpl::cudnn) on a cuda tensor (attention_cudnn.cpp, CUDA builds).
+Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal);
 
 }  // namespace eng::detail

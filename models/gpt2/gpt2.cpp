@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 
 namespace eng::models {
 
@@ -26,7 +27,8 @@ double gpt2_flops_per_token(const GPT2Config& c, int64_t T) {
   return 6.0 * n + 12.0 * L * C * double(T);
 }
 
-GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev) : n_head(c.n_head), n_embd(c.n_embd) {
+GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev)
+    : n_head(c.n_head), n_embd(c.n_embd), attention(c.attention), range("h." + std::to_string(layer)) {
   const int64_t C = c.n_embd;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
   InitOptions w{s, DType::f32, dev, 0.02f};
@@ -45,12 +47,14 @@ GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev) 
 }
 
 Tensor GPT2Block::forward(const Tensor& x, const Autocast& ac) const {
+  const profile::LayerRange r(range);
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, NH = n_head;
   // Attention: qkv projection, split into heads laid out (B, T, NH, HS).
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
   std::vector<Tensor> parts = split(qkv, {C, C, C}, -1);
   const Shape heads{B, T, NH, C / NH};
-  Tensor y = ac.cast(attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads)));
+  Tensor y = ac.cast(eng::attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads),
+                                    Causal::yes, attention));
   Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B, T, C}), ac)));
   // MLP with 4C hidden units; c_fc's GELU runs in its GEMM's epilogue.
   Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
@@ -74,7 +78,11 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac)
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
   // The embeddings are gathered from the fp32 tables and the sum cast: casting
   // the (V, C) table would copy all of it for B*T rows.
-  Tensor x = ac.cast(add(wte->forward(ids), wpe->forward(positions_.get(B, T, ids.device()))));
+  Tensor x;
+  {
+    const profile::LayerRange r("embeddings");
+    x = ac.cast(add(wte->forward(ids), wpe->forward(positions_.get(B, T, ids.device()))));
+  }
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       // Saves only the block's input; its activations are recomputed in backward.
@@ -84,13 +92,16 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac)
       x = block->forward(x, ac);
     }
   }
+  const profile::LayerRange r("lm_head");
   Tensor hf = ln_f->forward(x, ac).reshape({B * T, cfg_.n_embd});
   return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));  // lm_head tied to wte
 }
 
 Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
-  return cross_entropy(ac.f32(forward(ids, recompute, ac)), targets.reshape({ids.numel()}));
+  Tensor logits = ac.f32(forward(ids, recompute, ac));
+  const profile::LayerRange r("loss");
+  return cross_entropy(logits, targets.reshape({ids.numel()}));
 }
 
 bool gpt2_is_conv1d_weight(const std::string& name) {

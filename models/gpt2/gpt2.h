@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/nn/layers.h"
+#include "engine/ops.h"
 #include "models/position_ids.h"
 
 namespace eng::models {
@@ -26,7 +27,8 @@ struct GPT2Config {
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;
-  void validate() const;  // errors name the offending field
+  AttentionImpl attention = AttentionImpl::ours;  // ours or cuDNN's fused attention (--attention)
+  void validate() const;                          // errors name the offending field
 };
 
 // Multiply-adds per token for a forward pass, llm.c's accounting: 6*N per
@@ -40,6 +42,8 @@ class GPT2Block : public Module {
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<Linear> c_attn, attn_proj, c_fc, mlp_proj;
   int64_t n_head, n_embd;
+  AttentionImpl attention;
+  std::string range;  // "h.3": its profiler range (engine/profile.h)
 };
 
 enum class Recompute : uint8_t { no, yes };  // activation checkpointing per block

@@ -9,6 +9,7 @@
 #include "comm/tp_mappings.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 
 namespace eng::models {
 
@@ -33,7 +34,10 @@ Split split_of(const std::string& name) {
 
 GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
                          GPT2TpOptions o)
-    : local_heads_(c.n_head / tp.size()), head_size_(c.n_embd / c.n_head) {
+    : local_heads_(c.n_head / tp.size()),
+      head_size_(c.n_embd / c.n_head),
+      attention_(c.attention),
+      range_("h." + std::to_string(layer)) {
   // The serial block's seeds (gpt2.cpp), so the full weights are the same.
   const int64_t C = c.n_embd;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
@@ -55,12 +59,14 @@ GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device d
 }
 
 Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac) const {
+  const profile::LayerRange r(range_);
   const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
   // Attention on the local heads: c_attn gives (B T, 3 Cl) = my q | k | v.
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
   std::vector<Tensor> parts = split(qkv, {Cl, Cl, Cl}, -1);
   const Shape heads{B, T, local_heads_, head_size_};
-  Tensor y = ac.cast(attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads)));
+  Tensor y = ac.cast(
+      attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads), Causal::yes, attention_));
   Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B * T, Cl}), ac)));
   Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
   return ac.cast(add(x1, m));

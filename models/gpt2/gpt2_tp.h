@@ -45,6 +45,8 @@ class GPT2TpBlock : public Module {
 
  private:
   int64_t local_heads_, head_size_;
+  AttentionImpl attention_;
+  std::string range_;  // "h.3": its profiler range
 };
 
 class GPT2Tp : public Module {

@@ -23,6 +23,7 @@ GPT2Config gpt2_config(const TrainConfig& c) {
   g.n_layer = c.i("n_layer");
   g.n_head = c.i("n_head");
   g.n_embd = c.i("n_embd");
+  g.attention = parse_attention_impl(c.s("attention"));
   g.validate();
   ENGINE_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= g.block_size, "config: seq_len ", c.i("seq_len"),
                " must be in [1, block_size = ", g.block_size, "]");

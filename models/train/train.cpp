@@ -36,7 +36,9 @@
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
 #include "engine/peaks.h"
+#include "engine/profile.h"
 #include "kernels/gemm/gemm.h"
+#include "models/train/attention_option.h"
 #include "models/train/gpt2_task.h"
 #include "models/train/progress.h"
 #include "models/train/task.h"
@@ -83,6 +85,8 @@ void validate(const TrainConfig& c) {
                "config: zero 1 with O2-fp16 is not supported ",
                "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
   ENGINE_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
+  profile::parse_step_window(c.s("profile_steps"), c.i("steps"), "config: profile_steps");
+  check_attention_option(c);
   if (model == "gpt2")
     gpt2_config(c);
   else
@@ -124,6 +128,11 @@ int run(int argc, char** argv) {
   // so they train on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
   const Device dev = rank_device(Device::parse(cfg.s("device")));
+  // The device type is every rank's; cuDNN's presence is each rank's own (an error there ends the job).
+  alike([&] { check_attention_device(cfg, dev); });
+  check_cudnn_loads(cfg);
+  // NVTX ranges (engine/profile.h) on the cuda device.
+  profile::enable_nvtx(dev.type == DeviceType::cuda);
   if (dev.type == DeviceType::emu && lead)
     std::printf("device emu: the CUDA kernels run in the emulator, one fiber per GPU thread (slow)\n");
   const BatchPlan plan = alike([&] {
@@ -131,6 +140,8 @@ int run(int argc, char** argv) {
   });
   const int64_t accum = plan.accum;
   const int64_t steps = cfg.i("steps");
+  // --profile_steps A:B (checked in validate): the CUDA profiler records steps A to B.
+  const profile::StepWindow window = profile::parse_step_window(cfg.s("profile_steps"), steps, "profile_steps");
   if (lead) std::printf("config:\n%s\n", cfg.json().dump(2).c_str());
 
   const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
@@ -253,6 +264,13 @@ int run(int argc, char** argv) {
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
     inject_fault(step + 1);
+    if (step + 1 == window.first) {
+      profile::profiler_start();
+      progress.message(
+          cat("profiler: recording steps ", window.first, " to ", window.last,
+              dev.type == DeviceType::cuda ? "" : " (no CUDA profiler on this device: nothing to record)"));
+    }
+    const profile::Range step_range("step " + std::to_string(step + 1));
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0, norm = 0;
     auto add_loss = [&](double l) {
@@ -260,7 +278,12 @@ int run(int argc, char** argv) {
       loss_sum += l;
     };
     if (gpu_step) {
-      const GpuTrainStep::Result r = gpu_step->run([&](int64_t m) { return task->next(m); }, sched.lr_at(step));
+      const GpuTrainStep::Result r = gpu_step->run(
+          [&](int64_t m) {
+            const profile::Range data("data");
+            return task->next(m);
+          },
+          sched.lr_at(step));
       if (r.replayed && !replay_reported) {
         progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
                          "; every step from now on is one graph replay");
@@ -273,15 +296,28 @@ int run(int argc, char** argv) {
       opt.set_lr(sched.lr_at(step));
       opt.zero_grad();
       for (int64_t m = 0; m < accum; ++m) {
-        const MicroBatch b = task->next(m);
-        Tensor loss = task->loss(b.x.to(dev), b.y.to(dev), ac);
-        add_loss(loss.item());
+        MicroBatch b;
+        {
+          const profile::Range r("data");
+          b = task->next(m);
+        }
+        Tensor loss;
+        {
+          const profile::Range r("forward");
+          loss = task->loss(b.x.to(dev), b.y.to(dev), ac);
+          add_loss(loss.item());
+        }
         if (accum > 1) loss = scale(loss, 1.0 / double(accum));
         if (ddp) ddp->set_sync(m + 1 == accum);  // only the last micro-step communicates
+        const profile::Range r("backward");
         (scaler ? scaler->scale(loss) : loss).backward();
       }
-      if (ddp) ddp->finish();                                   // gradients averaged over dp: the same on every rank
-      if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
+      {
+        const profile::Range r("communication");
+        if (ddp) ddp->finish();                                   // gradients averaged over dp: the same on every rank
+        if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
+      }
+      const profile::Range opt_range("optimizer");
       if (scaler) {
         // Clip the unscaled gradients; an overflow skips the step and halves the scale.
         norm = scaler->unscale_(opt);
@@ -356,8 +392,12 @@ int run(int argc, char** argv) {
       }
     }
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
-    if ((ve > 0 && done % ve == 0) || done == steps) validation(done);
+    if ((ve > 0 && done % ve == 0) || done == steps) {
+      const profile::Range r("validation");
+      validation(done);
+    }
     if (task->has_samples() && ((se > 0 && done % se == 0) || done == steps)) {
+      const profile::Range r("sample");
       if (task->sample_on_every_rank()) {
         const std::string text = task->sample(done);
         if (lead) progress.message(text);
@@ -368,6 +408,7 @@ int run(int argc, char** argv) {
       }
     }
     if ((ce > 0 && done % ce == 0) || done == end) {
+      const profile::Range r("checkpoint");
       // The samplers and the RNGs are counter-based: their positions are
       // functions of the step, recorded here so the file says so explicitly.
       const uint64_t seed = uint64_t(cfg.i("seed"));
@@ -385,12 +426,19 @@ int run(int argc, char** argv) {
       if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
       comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
     }
+    if (done == window.last || (done == end && done >= window.first && done < window.last)) {
+      profile::profiler_stop();  // the step's work is done: its results were read above
+      progress.message(cat("profiler: stopped after step ", done));
+    }
   }
   progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (lead)
-    std::printf("done: %lld steps in %.1f s; checkpoint %s (%s)\n", (long long)(end - start), secs, ckpt_dir.c_str(),
-                task->checkpoint_note().c_str());
+    std::printf(
+        "done: %lld steps in %.1f s; checkpoint %s (%s)\nplot: /usr/bin/python3 scripts/plot.py metrics %s/metrics.jsonl -o "
+        "%s/metrics.png\n",
+        (long long)(end - start), secs, ckpt_dir.c_str(), task->checkpoint_note().c_str(), out_dir.c_str(),
+        out_dir.c_str());
   return 0;
 }
 

@@ -57,6 +57,9 @@ const std::vector<OptionSpec>& train_options() {
       {"loss_scale_growth_interval", 2000, "O2-fp16: clean steps before the loss scale doubles"},
       {"seed", 1337, "seed for initialisation, batches and sampling"},
       {"recompute", false, "activation checkpointing: recompute each block in backward", "gpt2"},
+      {"attention", "ours",
+       "ours (our fused FlashAttention-2 style kernel) | cudnn (cuDNN's fused attention: the cuda device at "
+       "precision O2, O2-fp16 or O3; an error elsewhere, never a fallback)"},
       {"precision", "O0",
        "O0 fp32 | O1 TF32 GEMMs (cuda) | O2 bf16 autocast | O2-fp16 fp16 + dynamic loss scaling | O3 O2 + the step "
        "captured as a CUDA graph (cuda; emulated on emu; O2 on cpu); docs/precision.md"},
@@ -88,6 +91,10 @@ const std::vector<OptionSpec>& train_options() {
        "distributed: end the job when a collective has not completed after S seconds, naming it (0: off)"},
       {"zero", 0,
        "1: ZeRO-1, AdamW state sharded over the dp ranks (gradients reduce-scattered, weights all-gathered); 0: off"},
+      {"profile_steps", "",
+       "A:B: the CUDA profiler records steps A to B only (cudaProfilerStart/Stop; nsys "
+       "--capture-range=cudaProfilerApi, "
+       "ncu --profile-from-start off); NVTX ranges name each step, phase and layer on cuda; docs/profiling.md"},
       {"check_replicas", 0,
        "every N steps compare the dp replicas' parameter checksums (and, with tp, the replicated parameters across "
        "tp); drift is an error naming the tensor (0: off)"},

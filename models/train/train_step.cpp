@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 
 namespace eng::models {
 
@@ -43,14 +44,23 @@ void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
   losses_.clear();
   for (int64_t m = 0; m < accum_; ++m) {
     const MicroBatch b = batch(m);
-    Tensor loss = loss_(b.x, b.y);
+    Tensor loss;
+    {
+      const profile::Range r("forward");
+      loss = loss_(b.x, b.y);
+    }
     losses_.push_back(loss.detach());
     if (accum_ > 1) loss = scale(loss, 1.0 / double(accum_));
     if (ddp_) ddp_->set_sync(m == accum_ - 1);  // only the last micro-step communicates
+    const profile::Range r("backward");
     loss.backward();
   }
-  if (ddp_) ddp_->finish();
-  if (tp_ && !zero_) tp_->sync_partial();  // ZeRO sums them in its shard
+  {
+    const profile::Range r("communication");
+    if (ddp_) ddp_->finish();
+    if (tp_ && !zero_) tp_->sync_partial();  // ZeRO sums them in its shard
+  }
+  const profile::Range r("optimizer");
   if (zero_) {
     norm_coef_ = zero_->clip_and_step_device(grad_clip_);  // global norm, sharded AdamW, all-gather
     return;
@@ -107,7 +117,10 @@ GpuTrainStep::Result GpuTrainStep::run(const BatchFn& next, double lr) {
       zero_->prepare_replay();
     else
       opt_.prepare_replay();
-    graph_->replay();
+    {
+      const profile::Range replay("graph replay");  // the whole step: one launch, no ranges inside
+      graph_->replay();
+    }
     r.replayed = true;
   }
   ++steps_;

@@ -89,6 +89,7 @@ class ViTTask : public TrainTask {
     ViTConfig v;
     v.in_channels = in[0], v.img_h = in[1], v.img_w = in[2], v.patch = c.i("patch");
     v.embed = c.i("n_embd"), v.depth = c.i("n_layer"), v.heads = c.i("n_head");
+    v.attention = parse_attention_impl(c.s("attention"));
     v.head = weather_ ? ViTHead::dense : ViTHead::classify;
     if (weather_)
       v.out_channels = out[0];

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 
 namespace eng::models {
 
@@ -18,7 +19,8 @@ void ViTConfig::validate() const {
   ENGINE_CHECK(head != ViTHead::dense || out_channels > 0, "vit config: out_channels must be > 0, got ", out_channels);
 }
 
-ViTBlock::ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev) : heads(c.heads), embed(c.embed) {
+ViTBlock::ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev)
+    : heads(c.heads), embed(c.embed), attention(c.attention), range("blocks." + std::to_string(layer)) {
   const int64_t C = c.embed;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
   auto w = [&](uint64_t k) { return InitOptions{s + k, DType::f32, dev, 0.02f}; };
@@ -31,10 +33,12 @@ ViTBlock::ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev) : h
 }
 
 Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
+  const profile::LayerRange r(range);
   const int64_t B = x.size(0), N = x.size(1), C = embed;
   std::vector<Tensor> parts = split(qkv->forward(norm1->forward(x, ac), ac), {C, C, C}, -1);
   const Shape h{B, N, heads, C / heads};
-  Tensor y = ac.cast(attention(parts[0].reshape(h), parts[1].reshape(h), parts[2].reshape(h), Causal::no));
+  Tensor y =
+      ac.cast(eng::attention(parts[0].reshape(h), parts[1].reshape(h), parts[2].reshape(h), Causal::no, attention));
   Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B, N, C}), ac)));
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
@@ -76,9 +80,14 @@ Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
   const int64_t B = images.size(0);
   // The sum in fp32, as torch's type promotion makes it (a 16-bit patch
   // embedding plus the fp32 position table), then the compute dtype.
-  Tensor x = ac.cast(add(ac.f32(patch_embed->forward(patchify(ac.cast(images), c.patch), ac)),
-                         pos_embed->forward(positions_.get(B, c.tokens(), images.device()))));
+  Tensor x;
+  {
+    const profile::LayerRange r("patch_embed");
+    x = ac.cast(add(ac.f32(patch_embed->forward(patchify(ac.cast(images), c.patch), ac)),
+                    pos_embed->forward(positions_.get(B, c.tokens(), images.device()))));
+  }
   for (const auto& b : blocks) x = b->forward(x, ac);
+  const profile::LayerRange r("head");
   Tensor h = norm->forward(x, ac);
   if (c.head == ViTHead::classify) return ac.cast(head->forward(mean(h, 1), ac));
   return unpatchify(head->forward(h, ac), c.patch, c.out_channels, c.img_h, c.img_w);
@@ -86,6 +95,7 @@ Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
 
 Tensor ViT::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
   Tensor out = ac.f32(forward(images, ac));
+  const profile::LayerRange r("loss");
   if (cfg_.head == ViTHead::classify) {
     ENGINE_CHECK(targets.dtype() == DType::i32 && targets.ndim() == 1 && targets.size(0) == images.size(0),
                  "vit: labels must be i32 (", images.size(0), "), got ", targets.desc());

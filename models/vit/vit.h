@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/nn/layers.h"
+#include "engine/ops.h"
 #include "models/position_ids.h"
 
 namespace eng::models {
@@ -30,9 +31,10 @@ struct ViTConfig {
   int64_t in_channels = 1, img_h = 28, img_w = 28, patch = 4;
   int64_t embed = 64, depth = 4, heads = 4, mlp_ratio = 4;
   ViTHead head = ViTHead::classify;
-  int64_t classes = 10;      // classify
-  int64_t out_channels = 1;  // dense
-  void validate() const;     // errors name the offending field
+  int64_t classes = 10;                           // classify
+  int64_t out_channels = 1;                       // dense
+  AttentionImpl attention = AttentionImpl::ours;  // ours or cuDNN's fused attention (--attention)
+  void validate() const;                          // errors name the offending field
   int64_t tokens() const { return (img_h / patch) * (img_w / patch); }
 };
 
@@ -43,6 +45,8 @@ class ViTBlock : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<Linear> qkv, proj, fc1, fc2;
   int64_t heads, embed;
+  AttentionImpl attention;
+  std::string range;  // "blocks.3": its profiler range (engine/profile.h)
 };
 
 class ViT : public Module {

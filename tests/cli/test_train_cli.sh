@@ -152,5 +152,49 @@ PY
       fail "O3 weights differ from O2's"
     echo "ok: O3 (graph replays) matches O2 (eager) exactly: $(losses "$work/o3" | tr '\n' ' ')"
     ;;
+  profile)
+    # The profiler's ranges (engine/profile.h), logged on the host: every
+    # step, phase and layer range opens and closes in order (a cpu run and an
+    # emu run at O3, where the replayed step is one "graph replay" range);
+    # --profile_steps opens and closes the profiler's window at the steps
+    # asked; malformed windows are one-line errors.
+    make_data
+    check_ranges() {  # LOG: nesting, and the names that must appear
+      awk '$1 == "push" { stack[++n] = substr($0, 6) } $1 == "pop" { if (n == 0) { print "pop with nothing open at line " NR; exit 1 } n-- }
+           END { if (n != 0) { print n " range(s) left open: " stack[n]; exit 1 } }' "$1" || fail "ranges do not nest: $1"
+      for name in "${@:2}"; do grep -qxF "push $name" "$1" || fail "no '$name' range in $1"; done
+    }
+    ENGINE_RANGE_LOG=$work/cpu.log "$train" "${common[@]}" --steps 3 --profile_steps 2:3 --out_dir "$work/p" >"$work/log"
+    check_ranges "$work/cpu.log" "step 1" "step 3" data forward backward communication optimizer embeddings h.0 h.1 \
+      lm_head loss "h.1 backward" "h.0 backward" "embeddings backward" checkpoint
+    grep -q "profiler: recording steps 2 to 3" "$work/log" || fail "the window did not open at step 2: $(cat "$work/log")"
+    grep -q "profiler: stopped after step 3" "$work/log" || fail "the window did not close after step 3"
+    grep -qF "plot: /usr/bin/python3 scripts/plot.py metrics $work/p/metrics.jsonl" "$work/log" || fail "no plot command at the end"
+    # The backward of a layer runs after the next layer's backward (reverse order).
+    [[ $(grep -n "push h.1 backward" "$work/cpu.log" | head -1 | cut -d: -f1) -lt \
+       $(grep -n "push h.0 backward" "$work/cpu.log" | head -1 | cut -d: -f1) ]] || fail "layer backward ranges out of order"
+    small=(--n_layer 1 --batch_size 2 --seq_len 16 --block_size 16 --val_batches 1 --device emu --steps 3)
+    ENGINE_RANGE_LOG=$work/emu.log "$train" "${common[@]}" "${small[@]}" --precision O3 --out_dir "$work/e" >/dev/null
+    check_ranges "$work/emu.log" "step 1" "step 3" "graph replay" forward backward optimizer "h.0 backward"
+    expect_error "profile_steps '3-5': expected A:B" --steps 10 --profile_steps 3-5
+    expect_error "profile_steps '5:2'" --steps 10 --profile_steps 5:2
+    expect_error "profile_steps '0:2'" --steps 10 --profile_steps 0:2
+    expect_error "profile_steps '2:11': expected A:B, steps A to B (1-based, inclusive) with 1 <= A <= B <= 10" \
+      --steps 10 --profile_steps 2:11
+    echo "ok: ranges nest and close on cpu and emu O3; the profiler window opens at 2 and closes after 3"
+    ;;
+  attention_cudnn)
+    # --attention cudnn where it cannot run: an error saying why, before
+    # anything is written; never a silent fallback to our kernel.
+    make_data
+    expect_error "attention 'flash': ours or cudnn" --attention flash
+    expect_error "attention cudnn runs in bf16/fp16 only: precision O2, O2-fp16 or O3 (got O0)" --attention cudnn
+    expect_error "n_embd / n_head = 12: head size 12 is not a multiple of 8" --attention cudnn --precision O2 \
+      --n_embd 24 --n_head 2
+    expect_error "attention cudnn needs the cuda device" --attention cudnn --precision O2
+    expect_error "attention cudnn needs the cuda device (cuDNN runs on NVIDIA GPUs); this run is on emu" \
+      --attention cudnn --precision O3 --device emu
+    echo "ok: --attention cudnn off a GPU is refused with its reason"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac

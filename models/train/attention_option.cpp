@@ -1,0 +1,34 @@
+// --attention checks (models/train/attention_option.h).
+#include "models/train/attention_option.h"
+
+#include "base/error.h"
+#include "engine/precision.h"
+#include "kernels/cudnn/cudnn.h"
+
+namespace eng::models {
+
+void check_attention_option(const TrainConfig& c) {
+  const std::string name = c.s("attention");
+  ENGINE_CHECK(name == "ours" || name == "cudnn", "config: attention '", name, "': ours or cudnn");
+  if (name != "cudnn") return;
+  const Precision p = parse_precision(c.s("precision"));
+  ENGINE_CHECK(p == Precision::O2 || p == Precision::O2_fp16 || p == Precision::O3, "config: attention cudnn runs ",
+               "in bf16/fp16 only: precision O2, O2-fp16 or O3 (got ", c.s("precision"), ")");
+  SdpaShape s;
+  s.B = s.T = 1, s.NH = c.i("n_head"), s.HS = c.i("n_head") > 0 ? c.i("n_embd") / c.i("n_head") : 0;
+  const std::string why = cudnn_sdpa_unsupported(s);
+  ENGINE_CHECK(why.empty(), "config: attention cudnn: n_embd / n_head = ", s.HS, ": ", why);
+}
+
+void check_attention_device(const TrainConfig& c, Device dev) {
+  if (c.s("attention") != "cudnn") return;
+  ENGINE_CHECK(dev.type == DeviceType::cuda, "config: attention cudnn needs the cuda device (cuDNN runs on NVIDIA ",
+               "GPUs); this run is on ", dev.str(), " (use --attention ours there)");
+}
+void check_cudnn_loads(const TrainConfig& c) {
+  if (c.s("attention") != "cudnn") return;
+  const std::string why = cudnn_unavailable_reason();
+  ENGINE_CHECK(why.empty(), "attention cudnn: cuDNN is unavailable: ", why);
+}
+
+}  // namespace eng::models

@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Plots of the engine's two machine-readable outputs, as PNG files.
+
+  plot.py metrics RUN.jsonl [RUN2.jsonl ...] [--labels a,b] -o loss.png
+      The metrics.jsonl of models/train (docs/train.md, "Output"), one or
+      more runs overlaid: train and val loss, tokens/s (the ViT: images/s)
+      and MFU against the step. 15 x 4.5 in at 100 dpi: 1500 x 450 px.
+  plot.py roofline kernels.json [--impl cpu,cuda,cublaslt] -o roofline.png
+      The --json file of bench/kernels (docs/bench.md) on a log-log
+      roofline, one panel per device: 7 x 5.5 in each at 100 dpi, so
+      700 x 550 px for the cpu alone, 1400 x 550 px with a GPU panel.
+
+Why: runs (O0 vs O2, np=1 vs 2, our attention vs cuDNN) compare at a glance
+on one figure, and a roofline shows which kernels are far from their limit.
+Sizes are fixed (no bbox_inches="tight"): the pixel size depends only on the
+input (tests/cli/test_plot_cli.sh checks it). Bad input: one line on stderr,
+"plot: FILE[:LINE]: why", exit status 1, and no PNG (it is written to a
+temporary name beside the output and renamed once complete).
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+DPI = 100
+METRICS_SIZE = (15, 4.5)  # inches; x DPI = pixels
+ROOFLINE_PANEL = (7, 5.5)
+IMPL_STYLE = {"cpu": ("o", "C0"), "cuda": ("s", "C1"), "cublaslt": ("^", "C2"), "cudnn": ("D", "C3")}  # marker, colour
+
+
+class PlotError(Exception):
+    """Bad input: main prints it as the one-line error."""
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlotError(f"{path}: {getattr(e, 'strerror', None) or e}")
+    if not text.strip():
+        raise PlotError(f"{path}: empty file")
+    return text
+
+
+def load_metrics(path):
+    """Returns (train lines, val lines) of one metrics.jsonl as dicts."""
+    train, val = [], []
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            j = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PlotError(f"{path}:{n}: not JSON ({e.msg})")
+        if not isinstance(j, dict) or "step" not in j:
+            raise PlotError(f"{path}:{n}: not a metrics object with a step")
+        if "loss" in j:
+            train.append(j)
+        elif "val_loss" in j:
+            val.append(j)
+    if not train:
+        raise PlotError(f"{path}: no training lines (objects with step and loss)")
+    return train, val
+
+
+def run_names(paths):
+    """The run's directory name (out/gpt2-tiny/metrics.jsonl -> gpt2-tiny), or
+    the file's stem when it is not called metrics.jsonl; more of the path
+    while two names are the same."""
+    parts = []
+    for p in paths:
+        comps = [c for c in os.path.abspath(p).split(os.sep) if c]
+        last = comps.pop()
+        if last != "metrics.jsonl" or not comps:
+            comps.append(os.path.splitext(last)[0])
+        parts.append(comps)
+    for k in range(1, max(len(c) for c in parts) + 1):
+        names = ["/".join(c[-k:]) for c in parts]
+        if len(set(names)) == len(names):
+            break
+    return names
+
+
+def series(lines, key):
+    """(steps, values) of the lines where key holds a number (mfu may be null)."""
+    pts = [(j["step"], j[key]) for j in lines if isinstance(j.get(key), (int, float))]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_metrics(plt, args):
+    runs = [load_metrics(p) for p in args.files]
+    names = args.labels.split(",") if args.labels else run_names(args.files)
+    fig, (ax_loss, ax_rate, ax_mfu) = plt.subplots(1, 3, figsize=METRICS_SIZE, dpi=DPI)
+    units, no_mfu = set(), []
+    for i, ((train, val), name) in enumerate(zip(runs, names)):
+        color = f"C{i % 10}"  # one colour per run across the three panels
+        ax_loss.plot(*series(train, "loss"), color=color, lw=1, alpha=0.8, label=f"{name} train")
+        if val:
+            ax_loss.plot(*series(val, "val_loss"), "o--", color=color, ms=4, label=f"{name} val")
+        key = "images_per_s" if "images_per_s" in train[0] else "tokens_per_s"
+        units.add("images/s" if key == "images_per_s" else "tokens/s")
+        ax_rate.plot(*series(train, key), color=color, lw=1, label=name)
+        steps, mfu = series(train, "mfu")
+        if mfu:
+            ax_mfu.plot(steps, [100 * m for m in mfu], color=color, lw=1, label=name)
+        else:
+            no_mfu.append(name)
+    ax_loss.set(title="loss", xlabel="step", ylabel="loss")
+    ax_rate.set(title="throughput", xlabel="step", ylabel=" or ".join(sorted(units)))
+    ax_mfu.set(title="MFU", xlabel="step", ylabel="% of peak FLOP/s")
+    if no_mfu:  # mfu is null where the device's peak is unknown (train prints GFLOP/s then)
+        everyone = len(no_mfu) == len(runs)
+        ax_mfu.text(0.5, 0.5 if everyone else 0.05, "no MFU" + ("" if everyone else ": " + ", ".join(no_mfu)),
+                    ha="center", va="center" if everyone else "bottom", transform=ax_mfu.transAxes)
+        if everyone:
+            ax_mfu.set(xticks=[], yticks=[])
+    for ax in (ax_loss, ax_rate, ax_mfu):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def load_bench(path):
+    try:
+        doc = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{path}:{e.lineno}: not JSON ({e.msg})")
+    if not (isinstance(doc, dict) and isinstance(doc.get("results"), list) and isinstance(doc.get("machine"), dict)):
+        raise PlotError(f'{path}: not a bench/kernels --json file (no "results" list or "machine")')
+    return doc
+
+
+def device_of(impl):
+    return "cpu" if impl == "cpu" else "gpu"
+
+
+def draw_roof(ax, x_lo, x_hi, bw_label, bw_gbps, per_gbps, ceilings, unit):
+    """The slope y = bw x intensity (per_gbps: GB/s x FLOP/byte to the unit) up to
+    the highest ceiling, then each ceiling flat from its ridge point."""
+    slope = bw_gbps * per_gbps
+    top = max(c[1] for c in ceilings)
+    ax.plot([x_lo, top / slope], [slope * x_lo, top], "k-", lw=1.2)
+    texts = [ax.text(x_lo * 1.2, slope * x_lo * 1.5, f"{bw_label} {bw_gbps:,.0f} GB/s", fontsize=8)]
+    for label, peak in ceilings:
+        ax.plot([peak / slope, x_hi], [peak, peak], "k-" if peak == top else "k--", lw=1)
+        # Right-aligned under the line: the points crowd the ridge, the far right is empty.
+        texts.append(ax.text(x_hi / 1.1, peak / 1.06, f"{label} {peak:,.3g} {unit}", ha="right", va="top",
+                             fontsize=8))
+    return texts
+
+
+def place_labels(ax, points, taken):
+    """Greedy: a label takes the first of four spots that overlaps no earlier text
+    (taken: the roof's), or is left out (counted); a name already written within
+    12 px is not repeated (a kernel's shapes and dtypes often share a spot)."""
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in taken]
+    named, left_out = [], 0  # (name, pixel position) of the labelled points
+    for name, x, y in points:
+        px, py = ax.transData.transform((x, y))
+        if any(n == name and abs(px - qx) < 12 and abs(py - qy) < 12 for n, qx, qy in named):
+            continue
+        for dx, dy in ((3, 2), (3, -2), (-3, 2), (-3, -2)):
+            t = ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=6,
+                            ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top")
+            box = t.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in boxes):
+                boxes.append(box)
+                named.append((name, px, py))
+                break
+            t.remove()
+        else:
+            left_out += 1
+    return left_out
+
+
+def plot_roofline(plt, args):
+    doc = load_bench(args.file)
+    m = doc["machine"]
+    impls = args.impl.split(",") if args.impl else None
+    rows, emu, empty = [], 0, 0
+    for r in doc["results"]:
+        if impls and r.get("impl") not in impls:
+            continue
+        if r.get("impl") == "emu":
+            emu += 1
+        elif not (r.get("median_ms", 0) > 0 and r.get("bytes", 0) > 0 and r.get("flops", 0) > 0):
+            empty += 1  # a note-only row (no GPU answers), or no FLOPs (embedding_fwd): no point on a log axis
+        else:
+            rows.append(r)
+    for n, what in ((emu, "emu rows: emulated times are not GPU times"),
+                    (empty, "rows without a time, bytes or flops")):
+        if n:
+            print(f"roofline: left out {n} {what}")
+    gpu_peaks = m.get("gpu_peaks")
+    if impls:
+        devices = sorted({device_of(i) for i in impls if i != "emu"}) or ["cpu"]
+    else:
+        devices = ["cpu"] + (["gpu"] if gpu_peaks or any(device_of(r["impl"]) == "gpu" for r in rows) else [])
+    w, h = ROOFLINE_PANEL
+    fig, axes = plt.subplots(1, len(devices), figsize=(w * len(devices), h), dpi=DPI, squeeze=False)
+    labels = []  # (axes, [(name, x, y)], the roof's texts): named once the layout is final
+    for ax, dev in zip(axes[0], devices):
+        pts = [r for r in rows if device_of(r["impl"]) == dev]
+        if dev == "cpu":
+            unit, scale, bw_label, bw = "GFLOP/s", 1e3, "copy", m.get("cpu_copy_gbps", 0)
+            ceilings = [("SGEMM", 1e3 * m.get("cpu_sgemm_tflops", 0))]
+            ax.set_title(f"cpu, {m.get('cpu_threads', '?')} threads: measured peaks (copy, SGEMM)", fontsize=10)
+        else:
+            unit, scale, bw_label, bw, ceilings = "TFLOP/s", 1.0, "HBM", 0, []
+            if gpu_peaks:
+                bw = gpu_peaks["hbm_gbps"]
+                ceilings = [("FP32", gpu_peaks["fp32_tflops"]), ("TF32", gpu_peaks["tf32_tflops"]),
+                            ("BF16/FP16", gpu_peaks["bf16_tflops"])]
+            peaks = f"datasheet peaks ({m.get('gpu_peak')})" if gpu_peaks else "no datasheet peaks for it"
+            ax.set_title(f"{m.get('gpu') or 'GPU'}: {peaks}", fontsize=10)
+        per_gbps = scale / 1e3  # GB/s x FLOP/byte = GFLOP/s; scale takes TFLOP/s to the unit
+        has_roof = bw > 0 and ceilings and all(c[1] > 0 for c in ceilings)
+        # The x range covers the points and every ridge point, with room for the labels.
+        xs = [r["flops"] / r["bytes"] for r in pts]
+        xs += [c[1] / (bw * per_gbps) for c in ceilings] if has_roof else []
+        x_lo, x_hi = (min(xs) / 2, max(xs) * 10) if xs else (0.01, 100)
+        texts = draw_roof(ax, x_lo, x_hi, bw_label, bw, per_gbps, ceilings, unit) if has_roof else []
+        for impl in sorted({r["impl"] for r in pts}):
+            mine = [r for r in pts if r["impl"] == impl]
+            marker, color = IMPL_STYLE.get(impl, ("x", "C3"))
+            ax.scatter([r["flops"] / r["bytes"] for r in mine], [r["tflops"] * scale for r in mine],
+                       marker=marker, color=color, s=22, label=impl, zorder=3)
+        labels.append((ax, [(r["name"], r["flops"] / r["bytes"], r["tflops"] * scale) for r in pts], texts))
+        if not pts:
+            ax.text(0.5, 0.5, "no measured rows", ha="center", va="center", transform=ax.transAxes)
+        ax.set(xscale="log", yscale="log", xlim=(x_lo, x_hi), xlabel="arithmetic intensity (FLOP/byte)",
+               ylabel=f"achieved {unit}")
+        ax.grid(which="both", alpha=0.2)
+        if pts:
+            ax.legend(fontsize=8, loc="lower right")
+    quick = " --quick" if doc.get("options", {}).get("quick") else ""
+    fig.suptitle(f"bench/kernels{quick}: roofline, median times", fontsize=11)
+    fig.tight_layout()  # first, so the labels are placed in the final pixels
+    left_out = sum(place_labels(ax, points, texts) for ax, points, texts in labels)
+    if left_out:
+        print(f"roofline: {left_out} point labels left out where they would overlap")
+    return fig
+
+
+def save(fig, out):
+    """Writes to a temporary file beside out and renames it, so an error
+    leaves no half-written PNG."""
+    fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=os.path.dirname(os.path.abspath(out)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=DPI)
+        umask = os.umask(0)  # mkstemp made it 0600; give it a new file's usual mode
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    w, h = fig.get_size_inches() * DPI
+    print(f"wrote {out} ({round(w)} x {round(h)} px)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    pm = sub.add_parser("metrics", help="loss, throughput and MFU of metrics.jsonl files")
+    pm.add_argument("files", nargs="+", metavar="RUN.jsonl")
+    pm.add_argument("--labels", help="comma-separated run names, one per file (default: their directories)")
+    pm.add_argument("-o", "--out", required=True, help="the PNG to write")
+    pr = sub.add_parser("roofline", help="a roofline of bench/kernels --json FILE")
+    pr.add_argument("file", metavar="kernels.json")
+    pr.add_argument("--impl", help="comma-separated impls to show (cpu, cuda, cublaslt; default: all)")
+    pr.add_argument("-o", "--out", required=True, help="the PNG to write")
+    args = ap.parse_args()
+    if args.cmd == "metrics" and args.labels and len(args.labels.split(",")) != len(args.files):
+        pm.error(f"--labels has {len(args.labels.split(','))} names for {len(args.files)} files")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # no display: write files only
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit(f"plot: matplotlib is missing from {sys.executable}: run scripts/setup.sh (installs Debian's "
+                 "python3-matplotlib) and use /usr/bin/python3")
+    try:
+        fig = (plot_metrics if args.cmd == "metrics" else plot_roofline)(plt, args)
+        save(fig, args.out)
+    except PlotError as e:
+        sys.exit(f"plot: {e}")
+    except OSError as e:  # the inputs were read by then: this is the output
+        sys.exit(f"plot: {args.out}: cannot write ({e.strerror or e})")
+
+
+if __name__ == "__main__":
+    main()
