@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -202,7 +203,7 @@ void Workbench::note_once(const std::string& text) {
   notes_.push_back(text);
 }
 
-double Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref) {
+Result Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref) {
   Runner runner = row.bind(impl_device(impl));
   runner.run();
   const std::vector<float> out = runner.output();
@@ -231,7 +232,7 @@ double Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vec
     r.median_ms = median_ms(runner.run, impl_device(impl), opt_.warmup, opt_.repeats);
   }
   report(r, row.bytes, c.flops, row.bound, impl);
-  return r.median_ms;
+  return results_.back();
 }
 
 void Workbench::run_case(const Case& c) {
@@ -242,7 +243,7 @@ void Workbench::run_case(const Case& c) {
   ImplRow ours;
   ours.dtype = c.dtype, ours.bytes = c.bytes, ours.bound = c.bound, ours.atol = c.atol, ours.rtol = c.rtol;
   ours.bind = c.bind;
-  double ours_cuda_ms = 0;
+  Result ours_cuda;  // our cuda row, for the vendor ratios
   for (Impl impl : impls) {
     const char* name = impl_name(impl);
     if (impl != Impl::cpu && !c.gpu_missing.empty()) {
@@ -258,8 +259,8 @@ void Workbench::run_case(const Case& c) {
       note_only(c, name, "skipped: too large for the emulator (run --quick --emu)");
       continue;
     }
-    const double ms = measure(c, impl, ours, ref);
-    if (impl == Impl::cuda) ours_cuda_ms = ms;
+    const Result r = measure(c, impl, ours, ref);
+    if (impl == Impl::cuda) ours_cuda = r;
   }
   // The vendors have no emulated twin: without a GPU (or without the
   // library) their rows are skipped, said once per run; a kernel the vendor
@@ -274,8 +275,18 @@ void Workbench::run_case(const Case& c) {
       note_once(why);
       continue;
     }
-    const double ms = measure(c, row.impl, row, ref);
-    if (ours_cuda_ms > 0 && ms > 0) {
+    // A vendor that refuses a case (cuDNN: no engine for a shape) says so on
+    // its row and the run goes on; a wrong result is a FAIL like ours.
+    Result v_row;
+    try {
+      v_row = measure(c, row.impl, row, ref);
+    } catch (const std::exception& e) {
+      note_only(c, impl_name(row.impl), std::string("not run: ") + e.what());
+      continue;
+    }
+    // Ratios of validated rows only: a time of a wrong result compares nothing.
+    if (ours_cuda.pass && ours_cuda.median_ms > 0 && v_row.pass && v_row.median_ms > 0) {
+      const double ms = v_row.median_ms, ours_cuda_ms = ours_cuda.median_ms;
       VendorRatio v{c.name, c.shape, impl_name(row.impl), row.dtype, ours_cuda_ms, ms, ours_cuda_ms / ms};
       std::printf("%-15s %-8s %-28s %-4s ours/%s time ratio %.2f (ours %.4f ms, %s %.4f ms)\n", c.name.c_str(), "ratio",
                   c.shape.c_str(), row.dtype.c_str(), v.vendor.c_str(), v.ratio, v.ours_ms, v.vendor.c_str(),

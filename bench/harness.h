@@ -156,8 +156,8 @@ class Workbench {
  private:
   void note_only(const Case& c, const char* impl, const std::string& note);
   // One row: bind on impl's device, run once, validate against ref (the cpu
-  // row becomes ref), time, report; returns the median time (ms).
-  double measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref);
+  // row becomes ref), time, report; returns the row's result.
+  Result measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref);
   // Why a vendor row cannot run here ("" when it can).
   std::string vendor_unavailable(const ImplRow& row) const;
   const Options& opt_;

@@ -29,6 +29,12 @@ struct EnvLog {
     const char* p = std::getenv("ENGINE_RANGE_LOG");
     if (!p || !*p) return;
     path = p;
+    // Under mpirun (Open MPI, MPICH/Slurm's PMI) each rank its own file.
+    for (const char* rank_var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+      if (const char* r = std::getenv(rank_var); r && *r) {
+        path += std::string(".rank") + r;
+        break;
+      }
     g_log = &events;
     std::atexit([] { env_log().write(); });
   }
@@ -67,17 +73,22 @@ std::string backward_name(int id) {
   return g_layer_names[size_t(id - 1)];
 }
 
-void push(const char* name) {
+// Pushes to whichever outputs are on and says which; pop takes the same.
+void push(const char* name, bool& nvtx, bool& logged) {
+  nvtx = g_nvtx;
+  logged = g_log != nullptr;
 #if defined(ENGINE_HAVE_CUDA)
-  if (g_nvtx) nvtxRangePushA(name);
+  if (nvtx) nvtxRangePushA(name);
 #endif
-  if (g_log) g_log->push_back({true, name});
+  if (logged) g_log->push_back({true, name});
 }
-void pop() {
+void pop(bool nvtx, bool logged) {
 #if defined(ENGINE_HAVE_CUDA)
-  if (g_nvtx) nvtxRangePop();
+  if (nvtx) nvtxRangePop();
+#else
+  (void)nvtx;
 #endif
-  if (g_log) g_log->push_back({false, ""});
+  if (logged && g_log) g_log->push_back({false, ""});
 }
 
 }  // namespace
@@ -85,29 +96,28 @@ void pop() {
 void enable_nvtx(bool on) { g_nvtx = on; }
 bool nvtx_enabled() { return g_nvtx; }
 
-// A range opened while neither NVTX nor a log is on stays closed for good, so
-// switching either on mid-range never pops what was not pushed.
-Range::Range(const char* name) : open_(g_nvtx || g_log) {
-  if (open_) push(name);
+// A range is popped from the outputs it was pushed to: switching NVTX or the
+// log on or off while it is open never pops what was not pushed.
+Range::Range(const char* name) : nvtx_(false), logged_(false) {
+  if (g_nvtx || g_log) push(name, nvtx_, logged_);
 }
-Range::~Range() {
-  if (open_) pop();
-}
+Range::~Range() { pop(nvtx_, logged_); }
 
-LayerRange::LayerRange(const std::string& name) : range_(name), prev_(t_layer) { t_layer = layer_id(name); }
-LayerRange::~LayerRange() { t_layer = prev_; }
+Layer::Layer(const std::string& name) : name_(name), id_(layer_id(name)) {}
+
+LayerTag::LayerTag(const Layer& layer) : prev_(t_layer) { t_layer = layer.id(); }
+LayerTag::~LayerTag() { t_layer = prev_; }
 
 int current_layer() { return t_layer; }
 
 void BackwardLayers::enter(int layer) {
-  if (layer == layer_ || !(g_nvtx || g_log)) return;
-  if (layer_ != 0) pop();
+  if (layer == layer_) return;
+  pop(nvtx_, logged_);
+  nvtx_ = logged_ = false;
   layer_ = layer;
-  if (layer_ != 0) push(backward_name(layer_).c_str());
+  if (layer_ != 0 && (g_nvtx || g_log)) push(backward_name(layer_).c_str(), nvtx_, logged_);
 }
-BackwardLayers::~BackwardLayers() {
-  if (layer_ != 0 && (g_nvtx || g_log)) pop();
-}
+BackwardLayers::~BackwardLayers() { pop(nvtx_, logged_); }
 
 void set_range_log(std::vector<RangeEvent>* log) { g_log = log; }
 

@@ -15,8 +15,9 @@
 // shows per layer too, in the order it runs them.
 //
 // The range log (set_range_log, or ENGINE_RANGE_LOG=FILE for a whole
-// process, written at exit) records every push and pop on the host whatever
-// the device: it is how the tests check that ranges nest and close.
+// process, written at exit; under mpirun each rank writes FILE.rankN)
+// records every push and pop on the host whatever the device: it is how the
+// tests check that ranges nest and close.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -38,20 +39,48 @@ class Range {
   Range& operator=(const Range&) = delete;
 
  private:
-  bool open_;
+  // Where it was pushed, so it is popped there: NVTX or the log may be
+  // switched on while it is open.
+  bool nvtx_, logged_;
+};
+
+// A layer's name, registered once (a model keeps one per block) so that
+// opening its range costs no lookup.
+class Layer {
+ public:
+  explicit Layer(const std::string& name);
+  const std::string& name() const { return name_; }
+  int id() const { return id_; }
+
+ private:
+  std::string name_;
+  int id_;
+};
+
+// Makes `layer` the one the autograd nodes recorded in its scope belong to,
+// without a range (activation checkpointing tags its node so; the block's
+// own LayerRange is inside).
+class LayerTag {
+ public:
+  explicit LayerTag(const Layer& layer);
+  ~LayerTag();
+  LayerTag(const LayerTag&) = delete;
+  LayerTag& operator=(const LayerTag&) = delete;
+
+ private:
+  int prev_;
 };
 
 // A Range that is also the layer the autograd nodes recorded inside it belong to.
 class LayerRange {
  public:
-  explicit LayerRange(const std::string& name);
-  ~LayerRange();
+  explicit LayerRange(const Layer& layer) : range_(layer.name()), tag_(layer) {}
   LayerRange(const LayerRange&) = delete;
   LayerRange& operator=(const LayerRange&) = delete;
 
  private:
   Range range_;
-  int prev_;
+  LayerTag tag_;
 };
 
 // The innermost open layer's id (0: none), for autograd nodes to keep.
@@ -70,6 +99,7 @@ class BackwardLayers {
 
  private:
   int layer_ = 0;
+  bool nvtx_ = false, logged_ = false;  // where the open "... backward" range was pushed
 };
 
 // Every push (with its name) and pop while a log is set, in order.

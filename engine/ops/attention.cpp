@@ -59,6 +59,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
                  q.device().str(), " (use --attention ours there)");
 #if defined(ENGINE_HAVE_CUDA)
     return attention_cudnn(q, k, v, causal);
+#else
+    ENGINE_FAIL("attention (cudnn): this build has no CUDA");
 #endif
   }
   const int64_t B = q.size(0), T = q.size(1), NH = q.size(2), HS = q.size(3);

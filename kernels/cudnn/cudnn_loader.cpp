@@ -93,8 +93,14 @@ CudnnContext::CudnnContext(int device) : impl_(std::make_unique<Impl>()) {
   const std::string why = cudnn_unavailable_reason();
   ENGINE_CHECK(why.empty(), "cuDNN: ", why);
   impl_->device = device;
-  ENGINE_CHECK(cudaSetDevice(device) == cudaSuccess, "cuDNN: cannot select cuda device ", device);
-  CUDNN_CHECK(cudnnCreate, &impl_->handle);
+  // cudnnCreate binds the handle to the current device: select ours, then restore the caller's.
+  int prev = 0;
+  ENGINE_CHECK(cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(device) == cudaSuccess,
+               "cuDNN: cannot select cuda device ", device);
+  const cudnnStatus_t status = ENGINE_CUDNN_FN(cudnnCreate)(&impl_->handle);
+  cudaSetDevice(prev);
+  ENGINE_CHECK(status == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnCreate on cuda device ", device,
+               " failed: ", cudnn_status_name(status));
 }
 
 CudnnContext::~CudnnContext() {

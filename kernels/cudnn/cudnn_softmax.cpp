@@ -34,22 +34,36 @@ struct RowsDesc {
 }  // namespace
 
 // alpha and beta are float for every data type but double (cuDNN's scaling rule).
+// Errors name the call and the shape.
+template <typename F>
+void with_shape(const char* what, int64_t rows, int64_t C, F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    ENGINE_FAIL("cuDNN ", what, " (rows=", rows, " C=", C, "): ", e.what());
+  }
+}
+
 void cudnn_softmax_forward(CudnnContext& ctx, gpu::Storage st, const void* x, void* y, int64_t rows, int64_t C,
                            void* stream) {
-  const RowsDesc desc(st, rows, C);
-  const float alpha = 1.f, beta = 0.f;
-  cudnn_set_stream(ctx, stream);
-  CUDNN_CHECK(cudnnSoftmaxForward, ctx.impl().handle, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
-              desc.d, x, &beta, desc.d, y);
+  with_shape("softmax forward", rows, C, [&] {
+    const RowsDesc desc(st, rows, C);
+    const float alpha = 1.f, beta = 0.f;
+    cudnn_set_stream(ctx, stream);
+    CUDNN_CHECK(cudnnSoftmaxForward, ctx.impl().handle, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                desc.d, x, &beta, desc.d, y);
+  });
 }
 
 void cudnn_softmax_backward(CudnnContext& ctx, gpu::Storage st, const void* y, const void* dy, void* dx, int64_t rows,
                             int64_t C, void* stream) {
-  const RowsDesc desc(st, rows, C);
-  const float alpha = 1.f, beta = 0.f;
-  cudnn_set_stream(ctx, stream);
-  CUDNN_CHECK(cudnnSoftmaxBackward, ctx.impl().handle, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
-              desc.d, y, desc.d, dy, &beta, desc.d, dx);
+  with_shape("softmax backward", rows, C, [&] {
+    const RowsDesc desc(st, rows, C);
+    const float alpha = 1.f, beta = 0.f;
+    cudnn_set_stream(ctx, stream);
+    CUDNN_CHECK(cudnnSoftmaxBackward, ctx.impl().handle, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                desc.d, y, desc.d, dy, &beta, desc.d, dx);
+  });
 }
 
 }  // namespace eng

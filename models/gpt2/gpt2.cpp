@@ -28,7 +28,7 @@ double gpt2_flops_per_token(const GPT2Config& c, int64_t T) {
 }
 
 GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev)
-    : n_head(c.n_head), n_embd(c.n_embd), attention(c.attention), range("h." + std::to_string(layer)) {
+    : n_head(c.n_head), n_embd(c.n_embd), range("h." + std::to_string(layer)) {
   const int64_t C = c.n_embd;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
   InitOptions w{s, DType::f32, dev, 0.02f};
@@ -46,7 +46,7 @@ GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev)
   mlp_proj = register_module("mlp.c_proj", std::make_shared<Linear>(4 * C, C, Bias::yes, mp));
 }
 
-Tensor GPT2Block::forward(const Tensor& x, const Autocast& ac) const {
+Tensor GPT2Block::forward(const Tensor& x, const Autocast& ac, AttentionImpl attention) const {
   const profile::LayerRange r(range);
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, NH = n_head;
   // Attention: qkv projection, split into heads laid out (B, T, NH, HS).
@@ -72,7 +72,10 @@ GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) 
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
 }
 
-Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac) const {
+Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
+                     std::optional<AttentionImpl> attention) const {
+  static const profile::Layer embeddings("embeddings"), lm_head("lm_head");
+  const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
@@ -80,19 +83,22 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac)
   // the (V, C) table would copy all of it for B*T rows.
   Tensor x;
   {
-    const profile::LayerRange r("embeddings");
+    const profile::LayerRange r(embeddings);
     x = ac.cast(add(wte->forward(ids), wpe->forward(positions_.get(B, T, ids.device()))));
   }
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       // Saves only the block's input; its activations are recomputed in backward.
+      // The checkpoint node belongs to the block's layer, so its backward
+      // (the recompute and the block's backward) shows inside "h.N backward".
       const GPT2Block* b = block.get();
-      x = checkpoint([b, ac](const std::vector<Tensor>& in) { return b->forward(in[0], ac); }, {x});
+      const profile::LayerTag tag(b->range);
+      x = checkpoint([b, ac, attn](const std::vector<Tensor>& in) { return b->forward(in[0], ac, attn); }, {x});
     } else {
-      x = block->forward(x, ac);
+      x = block->forward(x, ac, attn);
     }
   }
-  const profile::LayerRange r("lm_head");
+  const profile::LayerRange r(lm_head);
   Tensor hf = ln_f->forward(x, ac).reshape({B * T, cfg_.n_embd});
   return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));  // lm_head tied to wte
 }
@@ -100,7 +106,8 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac)
 Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
   Tensor logits = ac.f32(forward(ids, recompute, ac));
-  const profile::LayerRange r("loss");
+  static const profile::Layer loss_layer("loss");
+  const profile::LayerRange r(loss_layer);
   return cross_entropy(logits, targets.reshape({ids.numel()}));
 }
 

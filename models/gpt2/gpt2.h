@@ -12,11 +12,13 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/nn/layers.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 #include "models/position_ids.h"
 
 namespace eng::models {
@@ -38,12 +40,12 @@ double gpt2_flops_per_token(const GPT2Config& c, int64_t T);
 class GPT2Block : public Module {
  public:
   GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev);
-  Tensor forward(const Tensor& x, const Autocast& ac = Autocast()) const;  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C); attention: whose kernel (ours or cuDNN's).
+  Tensor forward(const Tensor& x, const Autocast& ac = Autocast(), AttentionImpl attention = AttentionImpl::ours) const;
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<Linear> c_attn, attn_proj, c_fc, mlp_proj;
   int64_t n_head, n_embd;
-  AttentionImpl attention;
-  std::string range;  // "h.3": its profiler range (engine/profile.h)
+  profile::Layer range;  // "h.3": its profiler range (engine/profile.h)
 };
 
 enum class Recompute : uint8_t { no, yes };  // activation checkpointing per block
@@ -51,8 +53,11 @@ enum class Recompute : uint8_t { no, yes };  // activation checkpointing per blo
 class GPT2 : public Module {
  public:
   GPT2(const GPT2Config& c, uint64_t seed, Device dev = kCPU);
-  // ids (B, T) i32 -> logits (B*T, V)
-  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast()) const;
+  // ids (B, T) i32 -> logits (B*T, V). attention: the config's, unless
+  // given (text sampling runs ours: it goes one length T at a time in fp32,
+  // where cuDNN's fused attention takes bf16/f16 and builds a plan per T).
+  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
+                 std::optional<AttentionImpl> attention = std::nullopt) const;
   // Mean cross-entropy of forward(ids) against targets (B, T) i32, computed in fp32.
   Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
               const Autocast& ac = Autocast()) const;

@@ -34,10 +34,7 @@ Split split_of(const std::string& name) {
 
 GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
                          GPT2TpOptions o)
-    : local_heads_(c.n_head / tp.size()),
-      head_size_(c.n_embd / c.n_head),
-      attention_(c.attention),
-      range_("h." + std::to_string(layer)) {
+    : local_heads_(c.n_head / tp.size()), head_size_(c.n_embd / c.n_head), range_("h." + std::to_string(layer)) {
   // The serial block's seeds (gpt2.cpp), so the full weights are the same.
   const int64_t C = c.n_embd;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
@@ -58,15 +55,15 @@ GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device d
   mlp_proj = register_module("mlp.c_proj", std::make_shared<comm::RowParallelLinear>(4 * C, C, Bias::yes, mp, tp, row));
 }
 
-Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac) const {
+Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac, AttentionImpl attention) const {
   const profile::LayerRange r(range_);
   const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
   // Attention on the local heads: c_attn gives (B T, 3 Cl) = my q | k | v.
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
   std::vector<Tensor> parts = split(qkv, {Cl, Cl, Cl}, -1);
   const Shape heads{B, T, local_heads_, head_size_};
-  Tensor y = ac.cast(
-      attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads), Causal::yes, attention_));
+  Tensor y = ac.cast(eng::attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads),
+                                    Causal::yes, attention));
   Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B * T, Cl}), ac)));
   Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
   return ac.cast(add(x1, m));
@@ -89,7 +86,9 @@ GPT2Tp::GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicato
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
 }
 
-Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& ac) const {
+Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
+                       std::optional<AttentionImpl> attention) const {
+  const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1), C = cfg_.n_embd;
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
@@ -102,9 +101,11 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       const GPT2TpBlock* b = block.get();
-      x = checkpoint([b, ac, B, T](const std::vector<Tensor>& in) { return b->forward(in[0], B, T, ac); }, {x});
+      const profile::LayerTag tag(b->range());  // the checkpoint node belongs to the block's layer
+      x = checkpoint([b, ac, B, T, attn](const std::vector<Tensor>& in) { return b->forward(in[0], B, T, ac, attn); },
+                     {x});
     } else {
-      x = block->forward(x, B, T, ac);
+      x = block->forward(x, B, T, ac, attn);
     }
   }
   Tensor hf = ln_f->forward(x, ac);

@@ -38,15 +38,16 @@ class GPT2TpBlock : public Module {
  public:
   GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o);
   // x: (B T, C) rows, or this rank's (B T / tp, C) under sequence parallelism.
-  Tensor forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac = Autocast()) const;
+  Tensor forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac = Autocast(),
+                 AttentionImpl attention = AttentionImpl::ours) const;
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<comm::ColumnParallelLinear> c_attn, c_fc;
   std::shared_ptr<comm::RowParallelLinear> attn_proj, mlp_proj;
+  const profile::Layer& range() const { return range_; }
 
  private:
   int64_t local_heads_, head_size_;
-  AttentionImpl attention_;
-  std::string range_;  // "h.3": its profiler range
+  profile::Layer range_;  // "h.3": its profiler range (engine/profile.h)
 };
 
 class GPT2Tp : public Module {
@@ -54,7 +55,9 @@ class GPT2Tp : public Module {
   // Checks that n_head and 4 n_embd divide by tp (one-line errors naming them).
   GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o = {});
   // ids (B, T) i32 -> this rank's logits (B T, Vp / tp).
-  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast()) const;
+  // attention: the config's unless given (text sampling runs ours, as GPT2::forward says).
+  Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
+                 std::optional<AttentionImpl> attention = std::nullopt) const;
   // The mean cross-entropy (vocab parallel, fp32), the same on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
               const Autocast& ac = Autocast()) const;

@@ -13,7 +13,11 @@ namespace eng::models {
 std::vector<int32_t> gpt2_generate(const GPT2& model, std::vector<int32_t> tokens, int64_t n_new, double temperature,
                                    int64_t top_k, uint64_t seed) {
   const LogitsFn logits = [&model](const std::vector<int32_t>& window) {
-    return model.forward(Tensor::from_ints(window, {1, int64_t(window.size())}, model.device())).to_vector();
+    // Our attention at every length (GPT2::forward says why not cuDNN's).
+    return model
+        .forward(Tensor::from_ints(window, {1, int64_t(window.size())}, model.device()), Recompute::no, Autocast(),
+                 AttentionImpl::ours)
+        .to_vector();
   };
   return generate(logits, model.config().vocab_size, model.config().block_size, std::move(tokens), n_new, temperature,
                   top_k, seed);

@@ -14,8 +14,10 @@ void check_attention_option(const TrainConfig& c) {
   const Precision p = parse_precision(c.s("precision"));
   ENGINE_CHECK(p == Precision::O2 || p == Precision::O2_fp16 || p == Precision::O3, "config: attention cudnn runs ",
                "in bf16/fp16 only: precision O2, O2-fp16 or O3 (got ", c.s("precision"), ")");
+  const int64_t C = c.i("n_embd"), NH = c.i("n_head");
+  if (NH <= 0 || C % NH != 0) return;  // the model's own check names n_embd and n_head
   SdpaShape s;
-  s.B = s.T = 1, s.NH = c.i("n_head"), s.HS = c.i("n_head") > 0 ? c.i("n_embd") / c.i("n_head") : 0;
+  s.B = s.T = 1, s.NH = NH, s.HS = C / NH;
   const std::string why = cudnn_sdpa_unsupported(s);
   ENGINE_CHECK(why.empty(), "config: attention cudnn: n_embd / n_head = ", s.HS, ": ", why);
 }

@@ -140,10 +140,13 @@ class GPT2Task : public TrainTask {
   bool has_samples() const override { return true; }
   // Under tp every rank of a tp group runs the loop: the logits are gathered over tp.
   bool sample_on_every_rank() const override { return tp_model_ != nullptr; }
+  // Samples run our attention whatever --attention says (GPT2::forward says why).
   std::string sample(int64_t step) override {
     LogitsFn logits = [this](const std::vector<int32_t>& window) {
       const int64_t T = int64_t(window.size()), V = g_.vocab_size;
-      if (!tp_model_) return model_->forward(Tensor::from_ints(window, {1, T}, dev_)).to_vector();
+      if (!tp_model_)
+        return model_->forward(Tensor::from_ints(window, {1, T}, dev_), Recompute::no, Autocast(), AttentionImpl::ours)
+            .to_vector();
       // Sequence parallel needs T rows divisible by tp: pad on the right
       // (causal: later positions change nothing before them), or, at the
       // full context, drop the oldest few tokens (their rows stay 0; the
@@ -156,7 +159,8 @@ class GPT2Task : public TrainTask {
       else
         w.resize(size_t(Tp), 0);
       const Tensor ids = Tensor::from_ints(w, {1, int64_t(w.size())}, dev_);
-      const Tensor all = comm::gather_from_tp(tp_model_->forward(ids), tp_model_->tp());  // (rows, padded)
+      const Tensor all = comm::gather_from_tp(tp_model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours),
+                                              tp_model_->tp());  // (rows, padded)
       const std::vector<float> got = narrow(all, 1, 0, V).to_vector();
       std::vector<float> out(size_t(T * V), 0.f);
       const int64_t rows = T - drop;  // the real rows, which end at the last token

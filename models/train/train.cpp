@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "comm/ddp.h"
@@ -264,13 +265,15 @@ int run(int argc, char** argv) {
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
     inject_fault(step + 1);
-    if (step + 1 == window.first) {
+    // The window opens at its first step, or at the first step this run makes
+    // inside it (a resumed run); it closes after its last step, or this run's.
+    if (!window.empty() && step + 1 == std::max(window.first, start + 1) && step + 1 <= window.last) {
       profile::profiler_start();
       progress.message(
-          cat("profiler: recording steps ", window.first, " to ", window.last,
+          cat("profiler: recording steps ", step + 1, " to ", window.last,
               dev.type == DeviceType::cuda ? "" : " (no CUDA profiler on this device: nothing to record)"));
     }
-    const profile::Range step_range("step " + std::to_string(step + 1));
+    std::optional<profile::Range> step_range(std::in_place, "step " + std::to_string(step + 1));
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0, norm = 0;
     auto add_loss = [&](double l) {
@@ -426,7 +429,8 @@ int run(int argc, char** argv) {
       if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
       comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
     }
-    if (done == window.last || (done == end && done >= window.first && done < window.last)) {
+    step_range.reset();  // closed inside the window
+    if (!window.empty() && (done == window.last || (done == end && done >= window.first && done < window.last))) {
       profile::profiler_stop();  // the step's work is done: its results were read above
       progress.message(cat("profiler: stopped after step ", done));
     }
@@ -435,7 +439,8 @@ int run(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (lead)
     std::printf(
-        "done: %lld steps in %.1f s; checkpoint %s (%s)\nplot: /usr/bin/python3 scripts/plot.py metrics %s/metrics.jsonl -o "
+        "done: %lld steps in %.1f s; checkpoint %s (%s)\nplot: /usr/bin/python3 scripts/plot.py metrics "
+        "%s/metrics.jsonl -o "
         "%s/metrics.png\n",
         (long long)(end - start), secs, ckpt_dir.c_str(), task->checkpoint_note().c_str(), out_dir.c_str(),
         out_dir.c_str());

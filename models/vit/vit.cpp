@@ -82,12 +82,14 @@ Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
   // embedding plus the fp32 position table), then the compute dtype.
   Tensor x;
   {
-    const profile::LayerRange r("patch_embed");
+    static const profile::Layer patch_embed_layer("patch_embed");
+    const profile::LayerRange r(patch_embed_layer);
     x = ac.cast(add(ac.f32(patch_embed->forward(patchify(ac.cast(images), c.patch), ac)),
                     pos_embed->forward(positions_.get(B, c.tokens(), images.device()))));
   }
   for (const auto& b : blocks) x = b->forward(x, ac);
-  const profile::LayerRange r("head");
+  static const profile::Layer head_layer("head");
+  const profile::LayerRange r(head_layer);
   Tensor h = norm->forward(x, ac);
   if (c.head == ViTHead::classify) return ac.cast(head->forward(mean(h, 1), ac));
   return unpatchify(head->forward(h, ac), c.patch, c.out_channels, c.img_h, c.img_w);
@@ -95,7 +97,8 @@ Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
 
 Tensor ViT::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
   Tensor out = ac.f32(forward(images, ac));
-  const profile::LayerRange r("loss");
+  static const profile::Layer loss_layer("loss");
+  const profile::LayerRange r(loss_layer);
   if (cfg_.head == ViTHead::classify) {
     ENGINE_CHECK(targets.dtype() == DType::i32 && targets.ndim() == 1 && targets.size(0) == images.size(0),
                  "vit: labels must be i32 (", images.size(0), "), got ", targets.desc());

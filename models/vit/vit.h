@@ -21,6 +21,7 @@
 
 #include "engine/nn/layers.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 #include "models/position_ids.h"
 
 namespace eng::models {
@@ -46,7 +47,7 @@ class ViTBlock : public Module {
   std::shared_ptr<Linear> qkv, proj, fc1, fc2;
   int64_t heads, embed;
   AttentionImpl attention;
-  std::string range;  // "blocks.3": its profiler range (engine/profile.h)
+  profile::Layer range;  // "blocks.3": its profiler range (engine/profile.h)
 };
 
 class ViT : public Module {

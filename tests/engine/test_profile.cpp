@@ -2,8 +2,6 @@
 // they nest and close, layers show in forward and (in reverse) in backward,
 // also under activation checkpointing; the nesting check itself catches a
 // stray pop and an unclosed range; and the --profile_steps window parser.
-#include <algorithm>
-
 #include "engine/ops.h"
 #include "engine/profile.h"
 #include "models/gpt2/gpt2.h"
@@ -74,9 +72,11 @@ TEST_CASE("profile: a GPT-2 step's ranges nest and close, layers forward and bac
     CHECK(first_push(log, "backward") < first_push(log, "loss backward"));
     if (rc == models::Recompute::yes) {
       // The recompute runs each block's forward again, inside its backward range.
-      const auto h1 =
-          std::count_if(log.begin(), log.end(), [](const RangeEvent& e) { return e.push && e.name == "h.1"; });
-      CHECK(h1 == 2);
+      int second = -1, seen = 0;
+      for (size_t i = 0; i < log.size(); ++i)
+        if (log[i].push && log[i].name == "h.1" && ++seen == 2) second = int(i);
+      CHECK(seen == 2);
+      CHECK(second > first_push(log, "h.1 backward"));
     }
   }
 }

@@ -64,8 +64,9 @@ TEST_CASE("cudnn: without a GPU, cuDNN says why it is unavailable", "[cudnn]") {
   if (!cudnn_built()) {
     CHECK_THAT(why, Catch::Matchers::Contains("no cuDNN") || Catch::Matchers::Contains("no CUDA"));
   } else if (!std::getenv("ENGINE_CUDNN_LIBRARY")) {
-    // The library is found (the toolkit's) and loaded; the GPU is what is missing.
-    CHECK_THAT(why, Catch::Matchers::Contains("no GPU answers") || Catch::Matchers::Contains("cannot load"));
+    // The toolkit's cuDNN 9 loads (a CUDA build needs it for CI's frontend
+    // checks below); the GPU is what is missing.
+    CHECK_THAT(why, Catch::Matchers::Contains("no GPU answers (cuDNN 9."));
   }
   CHECK_THROWS_WITH(CudnnContext(0), Catch::Matchers::Contains(why));
   // A version only where the library loaded.
@@ -178,7 +179,7 @@ TEST_CASE("cuda: cuDNN attention refuses f32 and odd head sizes with a one-line 
 TEST_CASE("cuda: cuDNN softmax matches ours, forward and backward", "[gpu]") {
   if (!cudnn_or_skip()) return;
   CudnnContext ctx(0);
-  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+  for (DType t : {DType::f32, DType::f16}) {  // the workbench's row is f32
     INFO(dtype_name(t));
     const int64_t rows = 37, C = 1001;
     const Tensor x = Tensor::randn({rows, C}, 5, 2.f).to(t).to(kCuda), dy = Tensor::randn({rows, C}, 6).to(t).to(kCuda);
@@ -194,11 +195,20 @@ TEST_CASE("cuda: cuDNN softmax matches ours, forward and backward", "[gpu]") {
   }
 }
 
+namespace {
+// Whether the frontend checks can run: a build with the cuDNN path and the
+// library loadable. A CUDA build whose cuDNN does not load fails here, so the
+// checks cannot vanish silently.
+bool frontend_checks_run() {
+  if (!cudnn_built()) return false;
+  INFO(cudnn_unavailable_reason());
+  REQUIRE_FALSE(cudnn_version().empty());
+  return true;
+}
+}  // namespace
+
 TEST_CASE("cudnn: the attention graphs pass the cuDNN frontend's validation for A100 and H100", "[cudnn]") {
-  if (!cudnn_built() || !cudnn_version().size()) {
-    WARN("skipped: " << cudnn_unavailable_reason());
-    return;
-  }
+  if (!frontend_checks_run()) return;
   for (int sm : {80, 90})
     for (gpu::Storage st : {gpu::Storage::bf16, gpu::Storage::f16})
       for (gpu::AttentionMask mask : {gpu::AttentionMask::causal, gpu::AttentionMask::none})
@@ -217,10 +227,7 @@ TEST_CASE("cudnn: the attention graphs pass the cuDNN frontend's validation for 
 }
 
 TEST_CASE("cudnn: the layernorm graphs pass the cuDNN frontend's validation", "[cudnn]") {
-  if (!cudnn_built() || !cudnn_version().size()) {
-    WARN("skipped: " << cudnn_unavailable_reason());
-    return;
-  }
+  if (!frontend_checks_run()) return;
   for (int sm : {80, 90})
     for (LayernormPass pass : {LayernormPass::forward, LayernormPass::backward}) {
       INFO("sm" << sm << (pass == LayernormPass::forward ? " forward" : " backward"));
@@ -233,7 +240,7 @@ TEST_CASE("cudnn: the layernorm graphs pass the cuDNN frontend's validation", "[
 TEST_CASE("cuda: cuDNN layernorm matches the cpu reference, forward and backward", "[gpu]") {
   if (!cudnn_or_skip()) return;
   CudnnContext ctx(0);
-  const int64_t N = 37, C = 83;
+  const int64_t N = 64, C = 768;  // GPT-2's width
   const Tensor x = Tensor::randn({N, C}, 1), w = Tensor::randn({C}, 2, 0.2f), b = Tensor::randn({C}, 3, 0.2f);
   const Tensor dy = Tensor::randn({N, C}, 4);
   auto ws = [&](LayernormPass p) {
