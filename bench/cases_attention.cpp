@@ -118,24 +118,19 @@ ImplRow cudnn_row(const Dims& d, bool backward) {
   row.bind = [d, backward](Device dev) {
     CudnnContext* ctx = &gpu_context(dev.index).cudnn();  // per device, lives for the process
     const SdpaShape s = d.sdpa();
-    auto buffer = [&](SdpaPass p) {
-      const size_t n = cudnn_sdpa_workspace(*ctx, s, p);
-      return n ? Tensor::empty({int64_t((n + 3) / 4)}, DType::f32, dev) : Tensor();
-    };
-    const Tensor ws_f = buffer(SdpaPass::forward);
+    const Tensor ws_f = Tensor::scratch(cudnn_sdpa_workspace(*ctx, s, SdpaPass::forward), dev);
     AttnState a = forward_inputs(dev, d);
     auto fwd = [=] {
       cudnn_sdpa_forward(*ctx, s, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(),
-                         ws_f.defined() ? ws_f.data_ptr() : nullptr, nullptr);
+                         ws_f.data_ptr(), nullptr);
     };
     if (!backward) return Runner{fwd, [=] { return host(a.out); }};
     fwd();
-    const Tensor ws_b = buffer(SdpaPass::backward);
+    const Tensor ws_b = Tensor::scratch(cudnn_sdpa_workspace(*ctx, s, SdpaPass::backward), dev);
     const Tensor dout = input(d, 34, dev), dq = output(d, dev), dk = output(d, dev), dv = output(d, dev);
     auto bwd = [=] {
       cudnn_sdpa_backward(*ctx, s, a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), dout.data_ptr(),
-                          a.lse.data<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-                          ws_b.defined() ? ws_b.data_ptr() : nullptr, nullptr);
+                          a.lse.data<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ws_b.data_ptr(), nullptr);
     };
     return Runner{bwd, [=] { return concat({host(dq), host(dk), host(dv)}); }};
   };

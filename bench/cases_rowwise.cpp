@@ -57,16 +57,12 @@ static ImplRow cudnn_layernorm_row(int64_t N, int64_t C, bool backward, double b
 #if defined(ENGINE_HAVE_CUDA)
   row.bind = [N, C, backward](Device dev) {
     CudnnContext* ctx = &gpu_context(dev.index).cudnn();  // per device, lives for the process
-    auto workspace = [&](LayernormPass p) {
-      const size_t n = cudnn_layernorm_workspace(*ctx, N, C, p);
-      return n ? Tensor::empty({int64_t((n + 3) / 4)}, DType::f32, dev) : Tensor();
-    };
-    auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+    auto workspace = [&](LayernormPass p) { return Tensor::scratch(cudnn_layernorm_workspace(*ctx, N, C, p), dev); };
     LnInputs t = ln_inputs(dev, N, C);
     const Tensor ws_f = workspace(LayernormPass::forward);
     auto fwd = [=] {
       cudnn_layernorm_forward(*ctx, t.x.data<float>(), t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
-                              t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps, ptr(ws_f), nullptr);
+                              t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps, ws_f.data_ptr(), nullptr);
     };
     if (!backward) return Runner{fwd, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
     fwd();
@@ -76,7 +72,7 @@ static ImplRow cudnn_layernorm_row(int64_t N, int64_t C, bool backward, double b
     auto bwd = [=] {
       cudnn_layernorm_backward(*ctx, dout.data<float>(), t.x.data<float>(), t.w.data<float>(), t.mean.data<float>(),
                                t.rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C,
-                               ptr(ws_b), nullptr);
+                               ws_b.data_ptr(), nullptr);
     };
     return Runner{bwd, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };

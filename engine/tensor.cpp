@@ -1,6 +1,7 @@
 // Tensor factories, views, copies and the autograd entry points.
 #include "engine/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -30,6 +31,10 @@ Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) { data 
 Storage::~Storage() { allocator_for(device).release(data, bytes); }
 
 static bool host_memory(Device d) { return d.type != DeviceType::cuda; }
+
+Tensor Tensor::scratch(size_t bytes, Device dev) {
+  return empty({int64_t(std::max<size_t>(bytes, 1) + 3) / 4}, DType::f32, dev);
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device dev) {
   for (int64_t d : shape) ENGINE_CHECK(d >= 0, "empty: negative dimension in shape ", shape_str(shape));

@@ -59,6 +59,9 @@ class Tensor {
   static Tensor from_vector(const std::vector<float>& v, const Shape& shape, DType dtype = DType::f32,
                             Device dev = kCPU);
   static Tensor from_ints(const std::vector<int32_t>& v, const Shape& shape, Device dev = kCPU);
+  // A scratch buffer of at least `bytes` bytes on dev (a library's workspace:
+  // cuDNN's), never empty, so data_ptr() is a valid address even for 0 bytes.
+  static Tensor scratch(size_t bytes, Device dev);
   // Normal(0, std) from a seeded counter-based RNG: same seed, same values on every device.
   static Tensor randn(const Shape& shape, uint64_t seed, float std = 1.f, DType dtype = DType::f32, Device dev = kCPU);
   static Tensor uniform(const Shape& shape, uint64_t seed, float lo, float hi, DType dtype = DType::f32,

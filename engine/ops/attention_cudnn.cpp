@@ -12,14 +12,6 @@
 namespace eng {
 using namespace detail;
 
-namespace {
-// A device buffer of at least `bytes` (nullptr for none), alive as long as the returned tensor.
-Tensor workspace(size_t bytes, Device dev) {
-  return bytes == 0 ? Tensor() : Tensor::empty({int64_t((bytes + 3) / 4)}, DType::f32, dev);
-}
-void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-}  // namespace
-
 namespace detail {
 
 Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
@@ -35,9 +27,9 @@ Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal
   Tensor out = empty_like(q);
   Tensor stats = Tensor::empty({s.B, s.NH, s.T}, DType::f32, q.device());
   {
-    const Tensor ws = workspace(cudnn_sdpa_workspace(ctx, s, SdpaPass::forward), q.device());
-    cudnn_sdpa_forward(ctx, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), stats.data<float>(), ptr(ws),
-                       gpu::current_stream());
+    const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(ctx, s, SdpaPass::forward), q.device());
+    cudnn_sdpa_forward(ctx, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), stats.data<float>(),
+                       ws.data_ptr(), gpu::current_stream());
   }
   if (!needs_record({q, k, v})) return out;
   Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.detach();
@@ -46,9 +38,9 @@ Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal
                  " does not match ", sq.desc());
     CudnnContext& c = gpu_context(g.device().index).cudnn();
     Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
-    const Tensor ws = workspace(cudnn_sdpa_workspace(c, s, SdpaPass::backward), g.device());
+    const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(c, s, SdpaPass::backward), g.device());
     cudnn_sdpa_backward(c, s, sq.data_ptr(), sk.data_ptr(), sv.data_ptr(), so.data_ptr(), g.data_ptr(),
-                        stats.data<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ptr(ws),
+                        stats.data<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ws.data_ptr(),
                         gpu::current_stream());
     return std::vector<Tensor>{dq, dk, dv};
   });

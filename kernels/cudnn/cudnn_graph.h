@@ -54,6 +54,14 @@ inline GraphPlan& cached_plan(CudnnContext& ctx, const std::string& key, const s
   return *slot;
 }
 
+// The frontend's own checks of a graph built for a GPU architecture without
+// a device (the *_validate functions of cudnn.h): "" or its message.
+inline std::string validate_deviceless(const std::shared_ptr<fe::graph::Graph>& g) {
+  cudnn_symbol("cudnnGetVersion");  // the library loaded (the frontend asks it its version), or why not
+  fe::error_t status = g->validate();
+  return status.is_good() ? "" : status.get_message();
+}
+
 // Runs a cached plan on `stream` with the tensors' addresses by id.
 inline void execute_plan(CudnnContext& ctx, GraphPlan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace,
                          void* stream, const std::string& what) {

@@ -79,9 +79,7 @@ GraphPlan& plan_for(CudnnContext& ctx, const SdpaShape& s, SdpaPass pass) {
 std::string cudnn_sdpa_validate(const SdpaShape& s, SdpaPass pass, int sm_version) {
   const std::string why = cudnn_sdpa_unsupported(s);
   if (!why.empty()) return why;
-  cudnn_symbol("cudnnGetVersion");  // the library loaded (the frontend asks it its version), or why not
-  fe::error_t status = make_graph(s, pass, sm_version)->validate();
-  return status.is_good() ? "" : status.get_message();
+  return validate_deviceless(make_graph(s, pass, sm_version));
 }
 
 size_t cudnn_sdpa_workspace(CudnnContext& ctx, const SdpaShape& s, SdpaPass pass) {

@@ -2,15 +2,14 @@
 #include "models/train/attention_option.h"
 
 #include "base/error.h"
+#include "engine/ops.h"
 #include "engine/precision.h"
 #include "kernels/cudnn/cudnn.h"
 
 namespace eng::models {
 
 void check_attention_option(const TrainConfig& c) {
-  const std::string name = c.s("attention");
-  ENGINE_CHECK(name == "ours" || name == "cudnn", "config: attention '", name, "': ours or cudnn");
-  if (name != "cudnn") return;
+  if (parse_attention_impl(c.s("attention")) != AttentionImpl::cudnn) return;
   const Precision p = parse_precision(c.s("precision"));
   ENGINE_CHECK(p == Precision::O2 || p == Precision::O2_fp16 || p == Precision::O3, "config: attention cudnn runs ",
                "in bf16/fp16 only: precision O2, O2-fp16 or O3 (got ", c.s("precision"), ")");
@@ -23,12 +22,13 @@ void check_attention_option(const TrainConfig& c) {
 }
 
 void check_attention_device(const TrainConfig& c, Device dev) {
-  if (c.s("attention") != "cudnn") return;
+  if (parse_attention_impl(c.s("attention")) != AttentionImpl::cudnn) return;
   ENGINE_CHECK(dev.type == DeviceType::cuda, "config: attention cudnn needs the cuda device (cuDNN runs on NVIDIA ",
                "GPUs); this run is on ", dev.str(), " (use --attention ours there)");
 }
+
 void check_cudnn_loads(const TrainConfig& c) {
-  if (c.s("attention") != "cudnn") return;
+  if (parse_attention_impl(c.s("attention")) != AttentionImpl::cudnn) return;
   const std::string why = cudnn_unavailable_reason();
   ENGINE_CHECK(why.empty(), "attention cudnn: cuDNN is unavailable: ", why);
 }

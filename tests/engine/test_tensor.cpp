@@ -1,5 +1,6 @@
 // Tensor basics: factories, views sharing storage, device and dtype copies,
 // the allocator's counters, and the 16-bit float conversions.
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -104,4 +105,14 @@ TEST_CASE("tensor: emu allocations are poisoned, fresh and reused", "[tensor][em
   for (double v : test::values(u.to(kCPU))) CHECK(std::isnan(v));
   Tensor i = Tensor::empty({7}, DType::i32, emu);
   for (double v : i.to(kCPU).to_f64_vector()) CHECK(v == -1.0);
+}
+
+TEST_CASE("tensor: scratch buffers hold at least the bytes asked, and are never empty", "[tensor]") {
+  for (size_t bytes : {size_t(0), size_t(1), size_t(4), size_t(10), size_t(4097)}) {
+    INFO(bytes);
+    const Tensor s = Tensor::scratch(bytes, Device{DeviceType::emu, 0});
+    CHECK(s.nbytes() >= std::max<size_t>(bytes, 1));
+    CHECK(s.nbytes() < bytes + 8);
+    CHECK(s.data_ptr() != nullptr);
+  }
 }

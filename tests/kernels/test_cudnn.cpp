@@ -243,22 +243,18 @@ TEST_CASE("cuda: cuDNN layernorm matches the cpu reference, forward and backward
   const int64_t N = 64, C = 768;  // GPT-2's width
   const Tensor x = Tensor::randn({N, C}, 1), w = Tensor::randn({C}, 2, 0.2f), b = Tensor::randn({C}, 3, 0.2f);
   const Tensor dy = Tensor::randn({N, C}, 4);
-  auto ws = [&](LayernormPass p) {
-    const size_t n = cudnn_layernorm_workspace(ctx, N, C, p);
-    return n ? Tensor::empty({int64_t((n + 3) / 4)}, DType::f32, kCuda) : Tensor();
-  };
-  auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+  auto ws = [&](LayernormPass p) { return Tensor::scratch(cudnn_layernorm_workspace(ctx, N, C, p), kCuda); };
   const Tensor xd = x.to(kCuda), wd = w.to(kCuda), bd = b.to(kCuda), dyd = dy.to(kCuda);
   const Tensor y = Tensor::empty({N, C}, DType::f32, kCuda), mean = Tensor::empty({N}, DType::f32, kCuda),
                rstd = Tensor::empty({N}, DType::f32, kCuda);
   const Tensor wf = ws(LayernormPass::forward), wb = ws(LayernormPass::backward);
   cudnn_layernorm_forward(ctx, xd.data<float>(), wd.data<float>(), bd.data<float>(), y.data<float>(),
-                          mean.data<float>(), rstd.data<float>(), N, C, 1e-5, ptr(wf), nullptr);
+                          mean.data<float>(), rstd.data<float>(), N, C, 1e-5, wf.data_ptr(), nullptr);
   const Tensor dx = Tensor::empty({N, C}, DType::f32, kCuda), dw = Tensor::empty({C}, DType::f32, kCuda),
                db = Tensor::empty({C}, DType::f32, kCuda);
   cudnn_layernorm_backward(ctx, dyd.data<float>(), xd.data<float>(), wd.data<float>(), mean.data<float>(),
-                           rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C, ptr(wb),
-                           nullptr);
+                           rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C,
+                           wb.data_ptr(), nullptr);
   Tensor xr = x.detach().set_requires_grad(true), wr = w.detach().set_requires_grad(true),
          br = b.detach().set_requires_grad(true);
   Tensor yr = layernorm(xr, wr, br);
