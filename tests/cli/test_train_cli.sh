@@ -86,13 +86,25 @@ case $case_name in
       fail "val loss did not fall from ~ln(256) to below 3.0"
     grep -q -- "---- sample at step 300" "$work/log" || fail "no sample printed"
     grep -q "total .* 16.00 B/param" "$work/log" || fail "no memory report with 16 B/param for fp32 AdamW"
-    # MFU against the measured SGEMM peak: named at start-up, and in (0, 1] on every step.
+    # MFU against the measured SGEMM peak: named at start-up, and in (0, 1]
+    # on every step it is reported. A peak measured while other processes
+    # load the machine (ctest -j) can be exceeded later; then train measures
+    # once more and, if still exceeded, switches MFU off for the rest of the
+    # run, says so, and reports null (docs/train.md): allowed, but only after
+    # that message, from some step to the end, and never a value above 1.
     grep -q "^peak for MFU: cpu: measured OpenBLAS SGEMM" "$work/log" || fail "the peak used is not named"
-    python3 - "$work/r/metrics.jsonl" <<'PY' || fail "an MFU outside (0, 1]"
+    off=0; grep -q "MFU off: " "$work/log" && off=1
+    python3 - "$work/r/metrics.jsonl" "$off" <<'PY' || fail "an MFU outside (0, 1], or null without the switch-off"
 import json, sys
 m = [json.loads(l)["mfu"] for l in open(sys.argv[1]) if '"loss"' in l]
-assert m and all(x is not None and 0 < x <= 1 for x in m), [x for x in m if x is None or not 0 < x <= 1][:5]
-print(f"MFU in (0, 1] on all {len(m)} steps: {min(m):.3f} .. {max(m):.3f}")
+switched_off = sys.argv[2] == "1"
+on = m[:m.index(None)] if None in m else m
+assert m and (on or switched_off), "no MFU reported at all"
+assert all(0 < x <= 1 for x in on), [x for x in on if not 0 < x <= 1][:5]
+assert all(x is None for x in m[len(on):]), "MFU came back after being switched off"
+assert switched_off == (len(on) < len(m)), "null MFU without the 'MFU off' message, or the message without nulls"
+print(f"MFU in (0, 1] on {len(on)} of {len(m)} steps" + (f": {min(on):.3f} .. {max(on):.3f}" if on else "") +
+      (" (then switched off, as announced)" if len(on) < len(m) else ""))
 PY
     ;;
   bad_input)
