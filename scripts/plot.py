@@ -15,7 +15,9 @@ on one figure, and a roofline shows which kernels are far from their limit.
 Sizes are fixed (no bbox_inches="tight"): the pixel size depends only on the
 input (tests/cli/test_plot_cli.sh checks it). Bad input: one line on stderr,
 "plot: FILE[:LINE]: why", exit status 1, and no PNG (it is written to a
-temporary name beside the output and renamed once complete).
+temporary name beside the output and renamed once complete). A metrics
+file's last line without its newline (a run still writing) is skipped with
+a warning.
 """
 import argparse
 import json
@@ -47,12 +49,20 @@ def read_text(path):
 def load_metrics(path):
     """Returns (train lines, val lines) of one metrics.jsonl as dicts."""
     train, val = [], []
-    for n, line in enumerate(read_text(path).splitlines(), 1):
+    text = read_text(path)
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             j = json.loads(line)
         except json.JSONDecodeError as e:
+            # train writes whole lines and flushes each; a last line without
+            # its newline is one being written (or a killed run's), which
+            # train --resume drops too. Any other bad line is an error.
+            if n == len(lines) and not text.endswith("\n"):
+                print(f"plot: {path}:{n}: skipped a torn last line", file=sys.stderr)
+                continue
             raise PlotError(f"{path}:{n}: not JSON ({e.msg})")
         if not isinstance(j, dict) or "step" not in j:
             raise PlotError(f"{path}:{n}: not a metrics object with a step")

@@ -6,6 +6,7 @@
 // engines, ops) by name from there.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -26,6 +27,29 @@ struct Loaded {
   void* handle = nullptr;
   std::string error;  // why loading failed
 };
+
+// The frontend calls the CUDA runtime through a libcudart it dlopens itself:
+// libcudart.so.12, else .so.13, whichever the loader finds first. A machine
+// with both (a CUDA 12 wheel beside the toolkit) would give it a runtime
+// other than ours, whose streams and current device it would then be handed.
+// Its CUDNN_FRONTEND_CUDART_LIB_NAME names the one to open: the file this
+// process already has loaded for us (dlopen of it returns the same copy),
+// unless the user set it.
+// (The loaded objects are searched by name: the address of a runtime function
+// could be the executable's PLT stub rather than libcudart's code.)
+void pin_frontend_cudart() {
+  std::string ours;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string path = info->dlpi_name ? info->dlpi_name : "";
+        const size_t slash = path.rfind('/');
+        if (path.compare(slash == std::string::npos ? 0 : slash + 1, 12, "libcudart.so") != 0) return 0;
+        *static_cast<std::string*>(out) = path;
+        return 1;  // stop at the first
+      },
+      &ours);
+  if (!ours.empty()) setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ours.c_str(), /*overwrite=*/0);
+}
 
 const Loaded& loaded() {
   static const Loaded l = [] {
@@ -53,6 +77,7 @@ const Loaded& loaded() {
       return r;
     }
     cudnn_frontend::cudnn_dlhandle = r.handle;
+    pin_frontend_cudart();
     return r;
   }();
   return l;

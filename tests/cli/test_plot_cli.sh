@@ -72,8 +72,18 @@ metrics)
   [[ $(png_size "$work/vit.png") == "1500 x 450" ]] || fail "vit.png is $(png_size "$work/vit.png")"
   no_leftovers
 
-  printf '%s\n' '{"step":1,"loss":5.5}' '{"step":2,"loss":5.4}' '{"step":3,"lo' >"$work/torn.jsonl"
-  expect_plot_error "torn.jsonl:3: not JSON" metrics "$work/torn.jsonl"
+  # A last line still being written (no newline yet) is skipped with a
+  # warning, as train --resume drops it; a whole line that is not JSON is an error.
+  printf '%s\n%s' '{"step":1,"loss":5.5}' '{"step":2,"lo' >"$work/torn.jsonl"
+  /usr/bin/python3 "$plot" metrics "$work/torn.jsonl" -o "$work/torn.png" >/dev/null 2>"$work/stderr" \
+    || fail "a torn last line failed the plot: $(cat "$work/stderr")"
+  grep -qxF "plot: $work/torn.jsonl:2: skipped a torn last line" "$work/stderr" || fail "unexpected: $(cat "$work/stderr")"
+  [[ -s $work/torn.png ]] || fail "no torn.png"
+  rm "$work/torn.png"
+  printf '%s\n' '{"step":1,"loss":5.5}' '{"step":2,"lo' '{"step":3,"loss":5.3}' >"$work/bad.jsonl"
+  expect_plot_error "bad.jsonl:2: not JSON" metrics "$work/bad.jsonl"
+  printf '%s\n' '{"step":1,"loss":5.5}' '{"step":2,"lo' >"$work/bad_last.jsonl"
+  expect_plot_error "bad_last.jsonl:2: not JSON" metrics "$work/bad_last.jsonl"
   : >"$work/empty.jsonl"
   expect_plot_error "empty.jsonl: empty file" metrics "$work/o0/metrics.jsonl" "$work/empty.jsonl"
   expect_plot_error "missing.jsonl: No such file" metrics "$work/missing.jsonl"

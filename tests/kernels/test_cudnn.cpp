@@ -11,6 +11,8 @@
 // (the forward one rounding of the output; the gradients 4x, as both
 // implementations read the stored, rounded O for D = rowsum(dO * O)).
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "engine/device.h"
 #include "engine/ops.h"
@@ -71,6 +73,29 @@ TEST_CASE("cudnn: without a GPU, cuDNN says why it is unavailable", "[cudnn]") {
   CHECK_THROWS_WITH(CudnnContext(0), Catch::Matchers::Contains(why));
   // A version only where the library loaded.
   CHECK(cudnn_version().empty() == (!cudnn_built() || why.find("cannot load") != std::string::npos));
+}
+
+// The frontend dlopens a libcudart of its own choosing (libcudart.so.12
+// first); the loader pins it to the runtime this process already runs on, so
+// the frontend's streams and current device are ours. Checked against the
+// kernel's list of this process's mappings, not the loader's own search.
+TEST_CASE("cudnn: the frontend is pointed at the CUDA runtime this process has loaded", "[cudnn]") {
+  if (!cudnn_built()) return;
+  const bool set_before = std::getenv("CUDNN_FRONTEND_CUDART_LIB_NAME") != nullptr;
+  (void)cudnn_unavailable_reason();  // loads libcudnn and pins the runtime
+  if (set_before) return;            // the user's choice stands (setenv without overwrite)
+  const char* lib = std::getenv("CUDNN_FRONTEND_CUDART_LIB_NAME");
+  REQUIRE(lib);
+  INFO(lib);
+  CHECK(std::string(lib).find("libcudart.so") != std::string::npos);
+  std::error_code ec;
+  const std::string real = std::filesystem::canonical(lib, ec).string();
+  REQUIRE_FALSE(ec);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  bool mapped = false;
+  while (std::getline(maps, line)) mapped = mapped || (line.size() >= real.size() && line.ends_with(real));
+  CHECK(mapped);
 }
 
 // Hidden ([.]): the loader answers once per process, so ctest runs this alone
