@@ -61,7 +61,7 @@ const Loaded& loaded() {
     if (!r.handle) {
       const char* e = dlerror();
       r.error = "cannot load " + name + " (" + (e ? e : "unknown error") +
-                "); install cuDNN 9 or point ENGINE_CUDNN_LIBRARY at it";
+                "); install cuDNN 9 or point ENGINE_CUDNN_LIBRARY at it (scripts/cudnn_env.sh finds a pip wheel's)";
       return r;
     }
     using GetVersion = decltype(&cudnnGetVersion);
