@@ -27,6 +27,11 @@ double gpt2_flops_per_token(const GPT2Config& c, int64_t T) {
   return 6.0 * n + 12.0 * L * C * double(T);
 }
 
+const GPT2Layers& gpt2_layers() {
+  static const GPT2Layers layers;
+  return layers;
+}
+
 GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev)
     : n_head(c.n_head), n_embd(c.n_embd), range("h." + std::to_string(layer)) {
   const int64_t C = c.n_embd;
@@ -74,7 +79,6 @@ GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) 
 
 Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
                      std::optional<AttentionImpl> attention) const {
-  static const profile::Layer embeddings("embeddings"), lm_head("lm_head");
   const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -83,7 +87,7 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
   // the (V, C) table would copy all of it for B*T rows.
   Tensor x;
   {
-    const profile::LayerRange r(embeddings);
+    const profile::LayerRange r(gpt2_layers().embeddings);
     x = ac.cast(add(wte->forward(ids), wpe->forward(positions_.get(B, T, ids.device()))));
   }
   for (const auto& block : h) {
@@ -98,7 +102,7 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
       x = block->forward(x, ac, attn);
     }
   }
-  const profile::LayerRange r(lm_head);
+  const profile::LayerRange r(gpt2_layers().lm_head);
   Tensor hf = ln_f->forward(x, ac).reshape({B * T, cfg_.n_embd});
   return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));  // lm_head tied to wte
 }
@@ -106,8 +110,7 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
 Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
   Tensor logits = ac.f32(forward(ids, recompute, ac));
-  static const profile::Layer loss_layer("loss");
-  const profile::LayerRange r(loss_layer);
+  const profile::LayerRange r(gpt2_layers().loss);
   return cross_entropy(logits, targets.reshape({ids.numel()}));
 }
 

@@ -37,6 +37,13 @@ struct GPT2Config {
 // token for forward+backward of the matmuls plus the attention scores.
 double gpt2_flops_per_token(const GPT2Config& c, int64_t T);
 
+// The profiler's layers outside the blocks (engine/profile.h), one set for
+// GPT2 and GPT2Tp so both name them alike.
+struct GPT2Layers {
+  profile::Layer embeddings{"embeddings"}, lm_head{"lm_head"}, loss{"loss"};
+};
+const GPT2Layers& gpt2_layers();
+
 class GPT2Block : public Module {
  public:
   GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev);

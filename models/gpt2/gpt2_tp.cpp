@@ -94,10 +94,14 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
   ENGINE_CHECK(!opt_.sequence_parallel || (B * T) % tp_->size() == 0, "gpt2 --sequence_parallel: B T = ", B * T,
                " token rows do not divide by tp ", tp_->size());
-  Tensor pos = wpe->forward(positions_.get(B, T, ids.device())).reshape({B * T, C});
-  if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, *tp_);
-  // The token rows summed over tp (or my block of them), plus the positions, in fp32 then cast (as the serial model).
-  Tensor x = ac.cast(add(wte->forward(ids), pos));
+  Tensor x;
+  {
+    const profile::LayerRange r(gpt2_layers().embeddings);
+    Tensor pos = wpe->forward(positions_.get(B, T, ids.device())).reshape({B * T, C});
+    if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, *tp_);
+    // The token rows summed over tp (or my block of them), plus the positions, in fp32 then cast (as the serial model).
+    x = ac.cast(add(wte->forward(ids), pos));
+  }
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       const GPT2TpBlock* b = block.get();
@@ -108,6 +112,7 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
       x = block->forward(x, B, T, ac, attn);
     }
   }
+  const profile::LayerRange r(gpt2_layers().lm_head);
   Tensor hf = ln_f->forward(x, ac);
   // The tied lm_head is column parallel over the vocabulary: my logits only.
   hf = opt_.sequence_parallel ? comm::gather_from_sp(ac.cast(hf), *tp_) : comm::copy_to_tp(ac.cast(hf), *tp_);
@@ -116,8 +121,9 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
 
 Tensor GPT2Tp::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
-  return comm::vocab_parallel_cross_entropy(ac.f32(forward(ids, recompute, ac)), targets.reshape({ids.numel()}),
-                                            cfg_.vocab_size, *tp_);
+  Tensor logits = ac.f32(forward(ids, recompute, ac));
+  const profile::LayerRange r(gpt2_layers().loss);
+  return comm::vocab_parallel_cross_entropy(logits, targets.reshape({ids.numel()}), cfg_.vocab_size, *tp_);
 }
 
 std::vector<Tensor> GPT2Tp::partial_parameters() const {

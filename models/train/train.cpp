@@ -437,13 +437,12 @@ int run(int argc, char** argv) {
   }
   progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  if (lead)
-    std::printf(
-        "done: %lld steps in %.1f s; checkpoint %s (%s)\nplot: /usr/bin/python3 scripts/plot.py metrics "
-        "%s/metrics.jsonl -o "
-        "%s/metrics.png\n",
-        (long long)(end - start), secs, ckpt_dir.c_str(), task->checkpoint_note().c_str(), out_dir.c_str(),
-        out_dir.c_str());
+  if (lead) {
+    std::printf("done: %lld steps in %.1f s; checkpoint %s (%s)\n", (long long)(end - start), secs, ckpt_dir.c_str(),
+                task->checkpoint_note().c_str());
+    std::printf("plot: /usr/bin/python3 scripts/plot.py metrics %s/metrics.jsonl -o %s/metrics.png\n", out_dir.c_str(),
+                out_dir.c_str());
+  }
   return 0;
 }
 

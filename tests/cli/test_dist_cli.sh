@@ -87,27 +87,35 @@ case $case_name in
     ;;
   profile)
     # ENGINE_RANGE_LOG under mpirun: one log per rank (FILE.rankN), each with
-    # its own step, phase and layer ranges and the DDP bucket launches inside
-    # backward, every range closed; only rank 0 announces the profiler window.
-    mpi -np 2 env ENGINE_RANGE_LOG="$work/ranges.log" "$train" "${common[@]}" --steps 3 --profile_steps 2:3 \
-      --out_dir "$work/np2" >"$work/log" || fail "np=2 failed: $(tail -3 "$work/log")"
-    [[ ! -e $work/ranges.log ]] || fail "an un-suffixed range log was written beside the per-rank ones"
-    for r in 0 1; do
-      f=$work/ranges.log.rank$r
-      [[ -s $f ]] || fail "no range log for rank $r: $(ls "$work")"
+    # its own step, phase and layer ranges, every range closed; only rank 0
+    # announces the profiler window. dp 2: the DDP bucket launches sit inside
+    # backward. tp 2: the tensor-parallel model names the same layers.
+    # ranges_ok LOG NAME...: nesting, and the names that must appear.
+    ranges_ok() {
       awk '$1 == "push" { n++ } $1 == "pop" { if (n == 0) { print "pop with nothing open at line " NR; exit 1 } n-- }
-           END { if (n != 0) { print n " range(s) left open"; exit 1 } }' "$f" || fail "rank $r: ranges do not nest"
-      for name in "step 1" "step 3" data forward backward communication optimizer h.1 "h.0 backward"; do
-        grep -qxF "push $name" "$f" || fail "rank $r: no '$name' range"
+           END { if (n != 0) { print n " range(s) left open"; exit 1 } }' "$1" || fail "$1: ranges do not nest"
+      for name in "${@:2}"; do grep -qxF "push $name" "$1" || fail "$1: no '$name' range"; done
+    }
+    layers=("step 1" "step 3" data forward backward communication optimizer embeddings h.1 lm_head loss "h.0 backward")
+    for run in dp tp; do
+      extra=(); [[ $run == tp ]] && extra=(--tp 2)
+      mpi -np 2 env ENGINE_RANGE_LOG="$work/$run.log" "$train" "${common[@]}" "${extra[@]}" --steps 3 \
+        --profile_steps 2:3 --out_dir "$work/$run" >"$work/log" || fail "np=2 $run failed: $(tail -3 "$work/log")"
+      [[ ! -e $work/$run.log ]] || fail "$run: an un-suffixed range log was written beside the per-rank ones"
+      [[ $(grep -c "profiler: recording steps 2 to 3" "$work/log") -eq 1 ]] || fail "$run: the window was not announced once"
+      for r in 0 1; do
+        f=$work/$run.log.rank$r
+        [[ -s $f ]] || fail "no range log for rank $r: $(ls "$work")"
+        ranges_ok "$f" "${layers[@]}"
+        [[ $run == tp ]] && continue
+        grep -q "^push gradient bucket 1 of " "$f" || fail "rank $r: no DDP bucket launch range"
+        # The bucket launches sit inside backward: one opens before backward closes.
+        awk '$0 == "push backward" { inb = 1; d = 0; next } inb && $1 == "push" { d++; if ($0 ~ /gradient bucket/) seen = 1 }
+             inb && $1 == "pop" { if (d == 0) inb = 0; else d-- } END { exit !seen }' "$f" ||
+          fail "rank $r: no bucket launch inside a backward range"
       done
-      grep -q "^push gradient bucket 1 of " "$f" || fail "rank $r: no DDP bucket launch range"
-      # The bucket launches sit inside backward: the last one opened before backward closes.
-      awk '$0 == "push backward" { inb = 1; d = 0; next } inb && $1 == "push" { d++; if ($0 ~ /gradient bucket/) seen = 1 }
-           inb && $1 == "pop" { if (d == 0) inb = 0; else d-- } END { exit !seen }' "$f" ||
-        fail "rank $r: no bucket launch inside a backward range"
     done
-    [[ $(grep -c "profiler: recording steps 2 to 3" "$work/log") -eq 1 ]] || fail "the window was not announced once"
-    echo "ok: one nested range log per rank, bucket launches inside backward"
+    echo "ok: one nested range log per rank under dp and tp, bucket launches inside backward"
     ;;
   grad_accum)
     # batch_size 1: grad_accum 8 on one rank, 4 per rank on two (no_sync on 3 of 4 micro-steps).
