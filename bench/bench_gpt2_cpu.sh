@@ -20,7 +20,7 @@ ours=() theirs=()
 for r in $(seq "$rounds"); do
   # Engine: median tokens/s of steps 4..23 (the first steps warm the allocator cache).
   t=$(./build/models/train "${cfg[@]}" --device cpu --steps 23 --warmup_steps 1 --val_every 0 --sample_every 0 \
-        --val_batches 1 --sample_tokens 1 --log_every 1 --out_dir /tmp/bench_gpt2_cpu |
+        --val_batches 1 --sample_tokens 1 --log_every 1 --out_dir /tmp/bench_gpt2_cpu --overwrite |
       awk '/^step +[0-9]+\/23/ { split($2, s, "/"); if (s[1] > 3) print $13 }' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   p=$(/usr/bin/python3 bench/gpt2_torch.py "${cfg[@]}" --steps 20 \
         --threads "$threads" | awk '{print $3}')

@@ -2,6 +2,7 @@
 #include "comm/group.h"
 
 #include "base/error.h"
+#include "comm/watchdog.h"
 #include "comm/world.h"
 
 #if ENGINE_HAVE_MPI
@@ -32,6 +33,7 @@ Group Group::split(const std::string& name, int color, int key) const {
   g.name_ = name;
 #if ENGINE_HAVE_MPI
   if (handle_) {
+    const WatchedCall watch(cat("the creation of group ", name, " (MPI_Comm_split of group ", name_, ")"));
     g.handle_ = std::make_shared<GroupHandle>();
     MPI_CHECK(MPI_Comm_split(handle_->comm, color, key, &g.handle_->comm));
     MPI_Comm_set_errhandler(g.handle_->comm, MPI_ERRORS_RETURN);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "comm/watchdog.h"
 
 #if ENGINE_HAVE_MPI
 #include "comm/mpi_util.h"
@@ -29,6 +30,7 @@ void check_replicas(const std::vector<std::pair<std::string, Tensor>>& named, co
   }
   std::vector<uint64_t> all(mine.size() * size_t(g.size()));
 #if ENGINE_HAVE_MPI
+  const WatchedCall watch(cat("all_gather of the parameter checksums on group ", g.name(), " (--check_replicas)"));
   MPI_CHECK(MPI_Allgather(mine.data(), int(mine.size()), MPI_UINT64_T, all.data(), int(mine.size()), MPI_UINT64_T,
                           g.handle()->comm));
 #else

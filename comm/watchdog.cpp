@@ -20,16 +20,46 @@ struct Pending {
 };
 std::mutex g_mu;
 std::map<uint64_t, Pending> g_pending;  // by id: the oldest first
-uint64_t g_next = 1;
-thread_local std::string t_label;
-}  // namespace
+uint64_t g_next = 1;                    // ids of every watched op
+uint64_t g_issued = 0;                  // collectives (op_begin) only: their numbers in messages and stall:RANK:N
 
-uint64_t op_begin(const std::string& what) {
+uint64_t begin(const std::string& what) {
   std::lock_guard<std::mutex> lock(g_mu);
   const uint64_t id = g_next++;
   g_pending[id] = {what, Clock::now()};
   return id;
 }
+
+// ENGINE_FAULT=stall:RANK:TEXT (watchdog.h): stalls this rank when it names it and `what` contains TEXT.
+void maybe_stall_at(const std::string& what) {
+  static const char* spec = std::getenv("ENGINE_FAULT");
+  static bool fired = false;
+  if (!spec || fired) return;
+  int rank = -1, used = 0;
+  if (std::sscanf(spec, "stall:%d:%n", &rank, &used) != 1 || used == 0 || rank != world().rank) return;
+  const std::string text = spec + used;
+  if (text.empty() || text.find_first_not_of("0123456789") == std::string::npos) return;  // a number: maybe_stall's
+  if (what.find(text) == std::string::npos) return;
+  fired = true;
+  std::fprintf(stderr, "rank %d: ENGINE_FAULT: stalling instead of entering %s\n", rank, what.c_str());
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+thread_local std::string t_label;
+}  // namespace
+
+uint64_t op_begin(const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++g_issued;
+  }
+  return begin(what);
+}
+
+WatchedCall::WatchedCall(const std::string& what) {
+  maybe_stall_at(what);
+  id_ = begin(what);
+}
+WatchedCall::~WatchedCall() { op_end(id_); }
 
 void op_end(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -41,7 +71,7 @@ const std::string& op_label() { return t_label; }
 
 uint64_t ops_issued() {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_next - 1;
+  return g_issued;
 }
 
 void start_watchdog(double timeout_s) {

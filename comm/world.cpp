@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "comm/watchdog.h"
 
 #if ENGINE_HAVE_MPI
 #include "comm/mpi_util.h"
@@ -101,15 +102,27 @@ GroupHandle::~GroupHandle() {
 }
 #endif
 
-void barrier_world() {
+namespace {
+// The watchdog's name for a host-side collective on the world.
+std::string on_world(const char* op, const std::string& what) {
+  return cat(op, " on world (", world().size, " ranks, host, ", what, ")");
+}
+}  // namespace
+
+void barrier_world(const std::string& what) {
 #if ENGINE_HAVE_MPI
-  if (world().size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  if (world().size == 1) return;
+  const WatchedCall watch(on_world("barrier", what));
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+#else
+  (void)what;
 #endif
 }
 
-std::vector<std::string> all_gather_strings(const std::string& mine) {
+std::vector<std::string> all_gather_strings(const std::string& mine, const std::string& what) {
   if (world().size == 1) return {mine};
 #if ENGINE_HAVE_MPI
+  const WatchedCall watch(on_world("all_gather", what));
   const int n = world().size;
   int len = int(mine.size());
   std::vector<int> lens(static_cast<size_t>(n)), offs(static_cast<size_t>(n));
@@ -122,35 +135,40 @@ std::vector<std::string> all_gather_strings(const std::string& mine) {
   for (int r = 0; r < n; ++r) out.push_back(all.substr(size_t(offs[size_t(r)]), size_t(lens[size_t(r)])));
   return out;
 #else
+  (void)what;
   return {mine};
 #endif
 }
 
-std::vector<double> all_reduce_host(const std::vector<double>& v, HostOp op) {
+std::vector<double> all_reduce_host(const std::vector<double>& v, HostOp op, const std::string& what) {
   if (world().size == 1) return v;
 #if ENGINE_HAVE_MPI
+  const WatchedCall watch(on_world("all_reduce", what));
   std::vector<double> out(v.size());
   const MPI_Op mop = op == HostOp::sum ? MPI_SUM : op == HostOp::min ? MPI_MIN : MPI_MAX;
   MPI_CHECK(MPI_Allreduce(v.data(), out.data(), int(v.size()), MPI_DOUBLE, mop, MPI_COMM_WORLD));
   return out;
 #else
-  (void)op;
+  (void)op, (void)what;
   return v;
 #endif
 }
 
-double all_reduce_host(double v, HostOp op) { return all_reduce_host(std::vector<double>{v}, op)[0]; }
+double all_reduce_host(double v, HostOp op, const std::string& what) {
+  return all_reduce_host(std::vector<double>{v}, op, what)[0];
+}
 
-std::string broadcast_string(const std::string& s, int root) {
+std::string broadcast_string(const std::string& s, int root, const std::string& what) {
   if (world().size == 1) return s;
 #if ENGINE_HAVE_MPI
+  const WatchedCall watch(on_world("broadcast", what));
   int len = int(s.size());
   MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, root, MPI_COMM_WORLD));
   std::string out = world().rank == root ? s : std::string(size_t(len), '\0');
   MPI_CHECK(MPI_Bcast(out.data(), len, MPI_CHAR, root, MPI_COMM_WORLD));
   return out;
 #else
-  (void)root;
+  (void)root, (void)what;
   return s;
 #endif
 }

@@ -33,12 +33,15 @@ void finalize_world();                    // MPI_Finalize if we initialised it (
 [[noreturn]] void abort_world(int code);  // MPI_Abort: ends every rank of the job
 
 // Host-side agreement over the whole world (collective: every rank calls).
-void barrier_world();
-std::vector<std::string> all_gather_strings(const std::string& mine);
+// Each is under the --comm_timeout watchdog (comm/watchdog.h): `what` says
+// what it carries in the timeout's message ("the step's loss").
+void barrier_world(const std::string& what = "a barrier");
+std::vector<std::string> all_gather_strings(const std::string& mine, const std::string& what = "strings");
 enum class HostOp { sum, min, max };
-double all_reduce_host(double v, HostOp op = HostOp::sum);
-std::vector<double> all_reduce_host(const std::vector<double>& v, HostOp op = HostOp::sum);
+double all_reduce_host(double v, HostOp op = HostOp::sum, const std::string& what = "a value");
+std::vector<double> all_reduce_host(const std::vector<double>& v, HostOp op = HostOp::sum,
+                                    const std::string& what = "values");
 // Rank `root`'s bytes, on every rank.
-std::string broadcast_string(const std::string& s, int root = 0);
+std::string broadcast_string(const std::string& s, int root = 0, const std::string& what = "a string");
 
 }  // namespace eng::comm

@@ -32,6 +32,26 @@ void* malloc_device(size_t bytes, int device) {
   return p;
 }
 
+void* try_malloc_device(size_t bytes, int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it, the caller reports it
+    return nullptr;
+  }
+  CUDA_CHECK(e);
+  return p;
+}
+
+size_t free_device_memory(int device, size_t* total) {
+  CUDA_CHECK(cudaSetDevice(device));
+  size_t f = 0, t = 0;
+  CUDA_CHECK(cudaMemGetInfo(&f, &t));
+  if (total) *total = t;
+  return f;
+}
+
 void free_device(void* ptr) { (void)cudaFree(ptr); }
 
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {

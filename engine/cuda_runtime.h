@@ -10,6 +10,8 @@ namespace eng::cudart {
 bool built();
 int device_count();  // 0 when no GPU answers (or no driver), never throws
 void* malloc_device(size_t bytes, int device);
+void* try_malloc_device(size_t bytes, int device);               // nullptr when the device is out of memory
+size_t free_device_memory(int device, size_t* total = nullptr);  // cudaMemGetInfo's free bytes
 void free_device(void* ptr);
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 // For the kernel workbench (bench/): the GPU's name, a memset (its L2 flush)

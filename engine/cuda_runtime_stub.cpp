@@ -7,6 +7,8 @@ namespace eng::cudart {
 bool built() { return false; }
 int device_count() { return 0; }
 void* malloc_device(size_t, int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+void* try_malloc_device(size_t, int) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
+size_t free_device_memory(int, size_t*) { ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)"); }
 void free_device(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) {
   ENGINE_FAIL("this build has no CUDA (configure with ENGINE_CUDA=ON)");

@@ -52,9 +52,21 @@ size_t CachingAllocator::round_size(size_t bytes) {
 void* CachingAllocator::system_alloc(size_t bytes) {
   ++stats_.system_allocs;
   if (pinned_) return cudart::malloc_host(bytes);
-  if (dev_.type == DeviceType::cuda) return cudart::malloc_device(bytes, dev_.index);
-  void* p = std::aligned_alloc(64, bytes);
-  ENGINE_CHECK(p, "out of host memory allocating ", bytes, " bytes on ", dev_.str());
+  auto attempt = [&] {
+    return dev_.type == DeviceType::cuda ? cudart::try_malloc_device(bytes, dev_.index) : std::aligned_alloc(64, bytes);
+  };
+  void* p = attempt();
+  if (!p && !free_.empty()) {
+    // The cached blocks are of other sizes: give them back and try once more.
+    for (auto& [n, q] : free_) system_free(q);
+    free_.clear();
+    stats_.cached_bytes = 0;
+    p = attempt();
+  }
+  auto mib = [](size_t b) { return cat(double(b) / 1048576.0, " MiB"); };
+  ENGINE_CHECK(p, "out of memory on ", dev_.str(), ": cannot allocate ", mib(bytes), " more (",
+               mib(stats_.current_bytes), " held by live tensors, peak ", mib(stats_.peak_bytes),
+               "): a smaller micro-batch needs less");
   return p;
 }
 

@@ -1,9 +1,61 @@
 // Memory report (see memory_report.h for the accounting convention).
 #include "engine/memory_report.h"
 
+#include <sys/resource.h>
+
+#include <cctype>
 #include <cstdio>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "engine/cuda_runtime.h"
 
 namespace eng {
+
+namespace {
+
+// The first number in `path` (bytes; "max" or a missing file: none).
+std::optional<size_t> read_bytes(const char* path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) return std::nullopt;
+  return size_t(std::stoull(word));
+}
+
+// A "Key:   123 kB" line of a /proc file, in bytes.
+std::optional<size_t> proc_kb(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key + ":", 0) == 0) return size_t(std::stoull(line.substr(key.size() + 1))) * 1024;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Headroom memory_headroom(Device dev) {
+  if (dev.type == DeviceType::cuda) return {cudart::free_device_memory(dev.index), "cudaMemGetInfo"};
+  Headroom h{std::numeric_limits<size_t>::max(), "no limit found"};
+  auto consider = [&](std::optional<size_t> bytes, const char* source) {
+    if (bytes && *bytes < h.bytes) h = {*bytes, source};
+  };
+  consider(proc_kb("/proc/meminfo", "MemAvailable"), "MemAvailable");
+  // cgroup v2, then v1 (whose "no limit" is a huge number, never the least).
+  for (const auto& [limit, usage, name] :
+       {std::tuple{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "cgroup memory.max"},
+        std::tuple{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                   "cgroup memory.limit_in_bytes"}}) {
+    const auto l = read_bytes(limit), u = read_bytes(usage);
+    if (l && u) consider(*l > *u ? *l - *u : 0, name);
+  }
+  struct rlimit rl {};
+  const auto vm = proc_kb("/proc/self/status", "VmSize");
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && vm)
+    consider(size_t(rl.rlim_cur) > *vm ? size_t(rl.rlim_cur) - *vm : 0, "ulimit -v");
+  return h;
+}
 
 MemoryReport memory_report(const Module& model, const Optimizer& opt, Precision p) {
   MemoryReport r;

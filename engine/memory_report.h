@@ -43,6 +43,18 @@ struct MemoryReport {
   std::string str() const;  // the table train prints
 };
 
+// The memory a run can still take on `dev`, and where that figure comes
+// from: on cuda, cudaMemGetInfo's free bytes; on the host (cpu, emu), the
+// least of /proc/meminfo's MemAvailable, the cgroup's limit less its usage
+// (v2 memory.max, v1 memory.limit_in_bytes) and the address-space limit
+// (ulimit -v) less this process's size. The train program checks its plan
+// against it before the first step.
+struct Headroom {
+  size_t bytes = 0;
+  std::string source;  // "MemAvailable", "cgroup memory.max", "ulimit -v", "cudaMemGetInfo"
+};
+Headroom memory_headroom(Device dev);
+
 // Measures the report; grads and optimizer state count only once they exist
 // (after the first backward and optimizer step), so train reports after step 1.
 MemoryReport memory_report(const Module& model, const Optimizer& opt, Precision p);

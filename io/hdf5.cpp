@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -195,21 +197,34 @@ Dataset::Dataset(const File& file, const std::string& name) : path_(file.path())
                                   : "virtual";
   if (filters > 0) layout_ += cat(" with ", filters, filters == 1 ? " filter" : " filters");
 
+  // Our own descriptor: the pread path reads through it, and every read
+  // compares the file's size with the size seen here. HDF5 refuses a file
+  // truncated before it opens it, but H5Dread of chunks cut off after that
+  // returns zeros and success (HDF5 1.10): training would go on, on garbage.
+  struct stat st {};
+  ENGINE_CHECK(::stat(path_.c_str(), &st) == 0, where(), ": cannot stat the file: ", std::strerror(errno));
+  size_at_open_ = int64_t(st.st_size);
+
   // The pread path: bytes are one block at a known address. H5Dget_offset is
   // HADDR_UNDEF for anything else (and for a dataset never written).
   if (lay == H5D_CONTIGUOUS && filters == 0 && external == 0 && little_endian_ && elements() > 0) {
     const haddr_t off = H5Dget_offset(d);
     if (off != HADDR_UNDEF) {
       const int64_t bytes = elements() * int64_t(elem_size(type_));
-      struct stat st {};
-      ENGINE_CHECK(::stat(path_.c_str(), &st) == 0, where(), ": cannot stat the file");
-      ENGINE_CHECK(int64_t(off) + bytes <= int64_t(st.st_size), where(), ": truncated file (the data ends at byte ",
-                   int64_t(off) + bytes, ", the file has ", int64_t(st.st_size), ")");
-      fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      ENGINE_CHECK(fd_ >= 0, where(), ": cannot open for pread: ", std::strerror(errno));
+      ENGINE_CHECK(int64_t(off) + bytes <= size_at_open_, where(), ": truncated file (the data ends at byte ",
+                   int64_t(off) + bytes, ", the file has ", size_at_open_, ")");
       offset_ = int64_t(off);
     }
   }
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);  // last: nothing throws after it (the destructor closes it)
+  ENGINE_CHECK(fd_ >= 0, where(), ": cannot open for reading: ", std::strerror(errno));
+}
+
+void Dataset::check_not_shrunk() const {
+  struct stat st {};
+  ENGINE_CHECK(::fstat(fd_, &st) == 0, where(), ": cannot stat the file: ", std::strerror(errno));
+  ENGINE_CHECK(int64_t(st.st_size) >= size_at_open_, where(), ": the file shrank from ", size_at_open_, " to ",
+               int64_t(st.st_size), " bytes since it was opened (truncated or rewritten while in use?)");
 }
 
 Dataset::~Dataset() {
@@ -269,6 +284,7 @@ void Dataset::read_raw_hdf5(std::span<const int64_t> start, std::span<const int6
   }
   H5_CHECK(H5Dread(d_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out), where(),
            ": read failed (truncated or damaged file?)");
+  check_not_shrunk();  // after the read: a cut during it counts too
 }
 
 // Runs of consecutive elements: dimension k is the last one the box does not
@@ -293,6 +309,7 @@ void Dataset::read_raw_pread(std::span<const int64_t> start, std::span<const int
     while (left > 0) {
       const ssize_t got = ::pread(fd_, dst, size_t(left), off_t(pos));
       if (got < 0 && errno == EINTR) continue;
+      if (got == 0) check_not_shrunk();  // the usual cause of an early end, said the same way on both paths
       ENGINE_CHECK(got > 0, where(), ": pread at byte ", pos,
                    " failed: ", got < 0 ? std::strerror(errno) : "end of file");
       dst += got;
@@ -327,6 +344,35 @@ void Dataset::read(std::span<const int64_t> start, std::span<const int64_t> coun
   else
     read_raw_hdf5(start, count, raw);
   if (type_ != ElemType::f32) convert_to_f32(type_, raw, out, n);
+  if (type_ == ElemType::f32 || type_ == ElemType::f64 || type_ == ElemType::f16) check_finite(start, count, out);
+}
+
+// NaN or Inf in the data would reach the loss as a NaN and read as a
+// divergence ("lower lr?"); said here instead, with the element's index.
+// The test is on the exponent bits, a pass that vectorises: the same
+// memory traffic as the normalisation that follows every read.
+void Dataset::check_finite(std::span<const int64_t> start, std::span<const int64_t> count, const float* v) const {
+  int64_t n = 1;
+  for (int64_t c : count) n *= c;
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, 4);
+    any |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  if (!any) return;
+  int64_t first = 0;
+  while (std::isfinite(v[first])) ++first;
+  // Its index in the dataset: the box's start plus its place in the box.
+  std::vector<int64_t> at(static_cast<size_t>(rank()));
+  for (int64_t d = rank() - 1, rest = first; d >= 0; --d) {
+    at[size_t(d)] = start[size_t(d)] + rest % count[size_t(d)];
+    rest /= count[size_t(d)];
+  }
+  std::string index;
+  for (size_t d = 0; d < at.size(); ++d) index += cat(d ? ", " : "", at[d]);
+  ENGINE_FAIL(where(), ": ", std::isnan(v[first]) ? "NaN" : "Inf", " at index (", index, "), entry ", at[0],
+              " of its first dimension (the sample or time step): clean the data or leave that entry out");
 }
 
 void Dataset::read_i64(std::span<const int64_t> start, std::span<const int64_t> count, int64_t* out) const {

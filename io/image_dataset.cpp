@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/error.h"
 
@@ -31,8 +32,23 @@ ImageDataset::ImageDataset(const std::string& path, h5::ReadPath read_path) : pa
   std::vector<int64_t> raw(static_cast<size_t>(N_));
   const int64_t zero = 0;
   lab.read_i64({&zero, 1}, lab.shape(), raw.data());
-  const int64_t hi = *std::max_element(raw.begin(), raw.end());
-  classes_ = int64_t(lab.attribute("classes").value_or(double(hi + 1)));
+  const auto hi_at = std::max_element(raw.begin(), raw.end());
+  const int64_t hi = *hi_at;
+  const std::optional<double> attr = lab.attribute("classes");
+  if (!attr && hi >= 0) {
+    // Without a `classes` attribute the head gets max + 1 outputs. One stray
+    // label (1e6 among 0..9) would silently build a head of a million
+    // classes, or fail to allocate one: refused when most of those classes
+    // would never be seen (more than twice the distinct labels, plus 16).
+    std::vector<int64_t> sorted(raw);
+    std::sort(sorted.begin(), sorted.end());
+    const int64_t distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+    ENGINE_CHECK(hi + 1 <= 2 * distinct + 16, lab.where(), ": label ", hi, " of sample ", hi_at - raw.begin(),
+                 " implies ", hi + 1, " classes, but only ", distinct,
+                 " distinct labels occur; fix that label, or give the dataset a 'classes' attribute if so many "
+                 "classes are meant");
+  }
+  classes_ = int64_t(attr.value_or(double(hi + 1)));
   for (int64_t i = 0; i < N_; ++i)
     ENGINE_CHECK(raw[size_t(i)] >= 0 && raw[size_t(i)] < classes_, lab.where(), ": label ", raw[size_t(i)],
                  " of sample ", i, " is outside [0, ", classes_, ")");

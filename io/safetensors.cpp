@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "io/durable_file.h"
 
 namespace eng {
 
@@ -122,25 +123,17 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::string header = j.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ENGINE_CHECK(out, tmp, ": cannot open for writing");
-    unsigned char len_bytes[8];
-    for (int i = 0; i < 8; ++i) len_bytes[i] = (uint64_t(header.size()) >> (8 * i)) & 0xff;
-    out.write(reinterpret_cast<const char*>(len_bytes), 8);
-    out.write(header.data(), std::streamsize(header.size()));
-    for (auto& [name, t] : tensors) {
-      Tensor h = t.device() == kCPU ? t : t.detach().to(kCPU);
-      out.write(static_cast<const char*>(h.data_ptr()), std::streamsize(h.nbytes()));
-    }
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(tmp.c_str());
-      ENGINE_FAIL(tmp, ": write failed (disk full?)");
-    }
+  DurableFile out(tmp);  // removed on any failure: never a partial file
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = (uint64_t(header.size()) >> (8 * i)) & 0xff;
+  out.write(len_bytes, 8);
+  out.write(header);
+  for (auto& [name, t] : tensors) {
+    Tensor h = t.device() == kCPU ? t : t.detach().to(kCPU);
+    out.write(h.data_ptr(), h.nbytes());
   }
-  ENGINE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": rename from ", tmp, " failed");
+  out.finish();
+  rename_durably(tmp, path);
 }
 
 }  // namespace eng

@@ -16,12 +16,18 @@
 namespace eng {
 
 TokenFile::TokenFile(const std::string& path, int64_t vocab_size) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
+  // (and a rank stuck here leaves the others waiting); it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   ENGINE_CHECK(fd >= 0, path, ": cannot open token file: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     ENGINE_FAIL(path, ": cannot stat token file");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    ENGINE_FAIL(path, ": not a regular file (a pipe or a device?): a token file is read by its size and mapped");
   }
   const size_t bytes = size_t(st.st_size);
   if (bytes % 2 != 0) {

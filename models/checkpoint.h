@@ -22,6 +22,10 @@ using WeightsIO = std::function<void(const std::string& path)>;  // writes or re
 void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, const nlohmann::json& model_config,
                          const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
                          const nlohmann::json& config, const nlohmann::json& extra);
+// A save killed between its two renames leaves the previous checkpoint as
+// "<dir>.old" and no <dir>: renames it back (true), before a run reads or
+// replaces it. One process only (train: rank 0, holding the out_dir lock).
+bool recover_checkpoint_dir(const std::string& dir);
 // Loads weights and optimizer state; returns the state.json object.
 nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load_weights, Optimizer& opt);
 

@@ -23,6 +23,6 @@ for w in 0 "${TRAIN_WORKERS:-2}"; do
   line=$(./build/models/train --model vit --dataset weather --train_data "$out/train" --val_data "$out/valid" \
     --stats "$out/stats.h5" --patch 20 --n_layer 2 --n_head 4 --n_embd 64 --batch_size 8 --steps 30 \
     --warmup_steps 2 --val_every 0 --val_batches 1 --log_every 10 --device cpu --data_workers "$w" \
-    --out_dir "$out/train_out" | grep "^step *30/30" || echo "(no step 30 line: see $out/train_out)")
+    --out_dir "$out/train_out" --overwrite | grep "^step *30/30" || echo "(no step 30 line: see $out/train_out)")
   echo "data_workers $w: ${line#*| norm}"
 done

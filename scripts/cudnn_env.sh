@@ -25,7 +25,11 @@ cudnn_env_main() {
       return 0
     fi
   done
-  if ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$name "; then
+  # The cache is captured before it is searched: `ldconfig -p | grep -q` under
+  # a caller's pipefail fails when grep leaves early and ldconfig gets SIGPIPE.
+  local cache
+  cache=$(ldconfig -p 2>/dev/null) || cache=""
+  if grep -q "^[[:space:]]*$name " <<<"$cache"; then
     echo "cudnn_env: the loader finds $name; nothing to do" >&2
     return 0
   fi

@@ -13,6 +13,7 @@
 #include "models/gpt2/gpt2_io.h"
 #include "models/gpt2/gpt2_tp.h"
 #include "models/gpt2/sample.h"
+#include "models/train/memory_plan.h"
 
 namespace eng::models {
 
@@ -100,6 +101,14 @@ class GPT2Task : public TrainTask {
   int64_t items_per_step() const override { return plan_.global() * T_; }
   double flops_per_step() const override { return gpt2_flops_per_token(g_, T_) * double(items_per_step()); }
   PeakGemm peak_gemm() const override { return {plan_.micro * T_, 4 * g_.n_embd, g_.n_embd}; }  // like c_fc
+  double activation_bytes_per_sample(Precision p) const override {
+    const int64_t tp = tp_model_ ? tp_.tp->size() : 1;
+    const BlockStack s{
+        g_.n_layer, T_, g_.n_embd, g_.n_head, tp, tp > 1 && cfg_.b("sequence_parallel"), recompute_ == Recompute::yes};
+    // fp32 logits and the cross-entropy's probabilities over this rank's vocabulary shard.
+    return models::activation_bytes_per_sample(s, dev_, p,
+                                               8.0 * double(comm::padded_vocab(g_.vocab_size, int(tp))) / double(tp));
+  }
   std::vector<std::string> shape_keys() const override {
     return {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"};
   }
@@ -134,7 +143,8 @@ class GPT2Task : public TrainTask {
       }
     EvalResult r;
     // Every rank of the world adds its mean; the tp ranks of a dp rank hold the same one.
-    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum)) / double(comm::world().size);
+    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum), comm::HostOp::sum, "the validation loss") /
+             double(comm::world().size);
     return r;
   }
   bool has_samples() const override { return true; }

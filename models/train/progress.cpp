@@ -3,11 +3,18 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <vector>
 
 #include "base/error.h"
+#include "comm/world.h"
+#include "io/durable_file.h"
 #include "kernels/gemm/gemm.h"
 
 namespace eng::models {
@@ -26,29 +33,71 @@ static std::string human_time(double s) {
   return buf;
 }
 
+namespace {
+
+// Under mpirun or srun, a rank's stdout is the launcher's own pseudo-terminal
+// (Open MPI makes one) whatever mpirun's stdout is, so isatty() says nothing
+// about where the lines end up: there the log form is used, unless the
+// launcher says its stdout is a terminal (scripts/mpirun.sh exports
+// ENGINE_STDOUT_TTY=1 then).
+bool live_terminal() {
+  if (!::isatty(STDOUT_FILENO)) return false;
+  if (comm::launcher_env().empty()) return true;
+  const char* v = std::getenv("ENGINE_STDOUT_TTY");
+  return v && std::string(v) == "1";
+}
+
+}  // namespace
+
 Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step, bool enabled,
                    std::string unit)
-    : log_every_(std::max<int64_t>(log_every, 1)),
-      tty_(::isatty(STDOUT_FILENO)),
+    : path_(metrics_path),
+      log_every_(std::max<int64_t>(log_every, 1)),
+      tty_(live_terminal()),
       enabled_(enabled),
       unit_(std::move(unit)) {
   if (!enabled_) return;
-  // Keep the lines of earlier steps on resume, drop any from after the checkpoint.
-  std::vector<std::string> keep;
-  {
-    std::ifstream in(metrics_path);
-    std::string line;
-    while (std::getline(in, line)) {
-      try {
-        if (nlohmann::json::parse(line).value("step", int64_t(0)) <= first_step) keep.push_back(line);
-      } catch (const std::exception&) {
-        // A torn last line from a killed run: drop it.
+  if (first_step > 0) {
+    // Resumed: keep the lines up to the checkpoint's step, drop later ones
+    // (those steps run again) and a torn last line. The kept lines go to a
+    // new file renamed over the old one, so a kill at any moment leaves
+    // either the old history or the new, never a part of one.
+    std::string keep;
+    {
+      std::ifstream in(metrics_path);
+      std::string line;
+      while (std::getline(in, line)) {
+        try {
+          if (nlohmann::json::parse(line).value("step", int64_t(0)) <= first_step) keep += line + "\n";
+        } catch (const std::exception&) {
+          // A torn last line from a killed run: dropped.
+        }
       }
     }
+    const std::string tmp = metrics_path + ".tmp";
+    write_file_durably(tmp, keep);
+    rename_durably(tmp, metrics_path);
   }
-  metrics_.open(metrics_path, std::ios::trunc);
-  ENGINE_CHECK(metrics_, metrics_path, ": cannot open for writing");
-  for (const std::string& l : keep) metrics_ << l << "\n";
+  metrics_ = std::fopen(metrics_path.c_str(), first_step > 0 ? "a" : "w");
+  ENGINE_CHECK(metrics_, metrics_path, ": cannot open for writing: ", std::strerror(errno));
+}
+
+Progress::~Progress() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+void Progress::write_metrics(const nlohmann::json& j) {
+  if (!error_.empty()) return;  // the run is stopping; nothing more to this file
+  const std::string line = j.dump() + "\n";
+  errno = 0;
+  if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() || std::fflush(metrics_) != 0)
+    error_ = cat(path_, ": write failed: ", errno ? std::strerror(errno) : "unknown error");
+}
+
+void Progress::flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0 && error_.empty())
+    error_ = cat("standard output: write failed: ", errno ? std::strerror(errno) : "unknown error");
 }
 
 void Progress::end_live_line() {
@@ -75,8 +124,7 @@ void Progress::step(const StepStats& s) {
     interval_.bytes += s.data->bytes;
     ++interval_steps_;
   }
-  metrics_ << j.dump() << "\n";
-  metrics_.flush();
+  write_metrics(j);
   char util[48];
   if (s.mfu >= 0)
     std::snprintf(util, sizeof util, "MFU %.1f%%", 100.0 * s.mfu);
@@ -100,25 +148,24 @@ void Progress::step(const StepStats& s) {
     std::printf("%s\n", line);
   }
   if (log_line) interval_ = LoaderStats(), interval_steps_ = 0;  // the data figures are per logging interval
-  std::fflush(stdout);
+  flush_stdout();
 }
 
 void Progress::val(int64_t step, double val_loss, const nlohmann::json& metrics, const std::string& line) {
   if (!enabled_) return;
   nlohmann::json j{{"step", step}, {"val_loss", val_loss}};
   j.update(metrics);
-  metrics_ << j.dump() << "\n";
-  metrics_.flush();
+  write_metrics(j);
   end_live_line();
   std::printf("step %6lld | val loss %.4f%s%s\n", (long long)step, val_loss, line.empty() ? "" : " | ", line.c_str());
-  std::fflush(stdout);
+  flush_stdout();
 }
 
 void Progress::message(const std::string& text) {
   if (!enabled_) return;
   end_live_line();
   std::printf("%s\n", text.c_str());
-  std::fflush(stdout);
+  flush_stdout();
 }
 
 void Progress::finish() { end_live_line(); }

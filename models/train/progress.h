@@ -1,5 +1,6 @@
 // Training progress output: a live one-line display on a terminal (rewritten
-// in place with \r), plain lines every log_every steps otherwise (logs, CI),
+// in place with \r), plain lines every log_every steps otherwise (logs, CI,
+// and under mpirun unless scripts/mpirun.sh says its stdout is a terminal),
 // and a JSON-lines metrics file a user can plot (step, loss, val_loss, lr,
 // grad_norm, tokens_per_s or images_per_s, flops_per_s, mfu, and with the
 // HDF5 loader data_wait_ms and data_mb_per_s).
@@ -9,7 +10,6 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -42,10 +42,21 @@ class Progress {
            const std::string& line = "");
   void message(const std::string& text);  // ends a live line first
   void finish();
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  // The first failed write to metrics.jsonl or stdout (a full disk: "...: No
+  // space left on device"), "" while all is well. Nothing more is written
+  // to metrics.jsonl after one; the train loop stops the run.
+  const std::string& io_error() const { return error_; }
 
  private:
   void end_live_line();
-  std::ofstream metrics_;
+  void write_metrics(const nlohmann::json& j);
+  void flush_stdout();
+  std::string path_;
+  std::FILE* metrics_ = nullptr;
+  std::string error_;
   int64_t log_every_;
   bool tty_;
   bool enabled_ = true;

@@ -52,6 +52,9 @@ class TrainTask {
   virtual int64_t items_per_step() const = 0;       // tokens or images per optimizer step, all ranks
   virtual double flops_per_step() const = 0;        // forward + backward, all ranks
   virtual PeakGemm peak_gemm() const = 0;
+  // What the forward keeps for the backward, per sample of a micro-batch, on
+  // this rank (models/train/memory_plan.h): the start-up memory check's figure.
+  virtual double activation_bytes_per_sample(Precision p) const = 0;
   // Config keys a checkpoint must agree on to be resumed (the model's shape).
   virtual std::vector<std::string> shape_keys() const = 0;
 

@@ -18,9 +18,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 
 #include "base/error.h"
@@ -41,6 +42,8 @@
 #include "kernels/gemm/gemm.h"
 #include "models/train/attention_option.h"
 #include "models/train/gpt2_task.h"
+#include "models/train/memory_plan.h"
+#include "models/train/out_dir.h"
 #include "models/train/progress.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
@@ -50,7 +53,6 @@
 
 using namespace eng;
 using namespace eng::models;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -85,6 +87,8 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
                "config: zero 1 with O2-fp16 is not supported ",
                "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
+  ENGINE_CHECK(!(c.b("resume") && c.b("overwrite")), "config: resume and overwrite together: --resume continues ",
+               c.s("out_dir"), ", --overwrite deletes its run; choose one");
   ENGINE_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
   profile::parse_step_window(c.s("profile_steps"), c.i("steps"), "config: profile_steps");
   check_attention_option(c);
@@ -116,15 +120,22 @@ int run(int argc, char** argv) {
   const comm::World& world = comm::init_world();
   const bool lead = world.rank == 0;  // rank 0 alone prints and writes
   const int threads = share_cores();
+  // Every call that waits for the other ranks is watched from here on, the
+  // start-up agreement included: a rank that never arrives ends the job
+  // after --comm_timeout, naming the call.
+  if (world.size > 1) comm::start_watchdog(cfg.f("comm_timeout"));
   // Before any other collective: every rank runs the same configuration.
   agree(cfg.json(), "configuration");
   // The ranks agree on the configuration, so its errors are every rank's:
   // said once, by rank 0 (WorldError).
   alike([&] { validate(cfg); });
+  // Refuses a fresh run into an earlier run's out_dir, and a second job on a live one.
+  OutDir out(cfg.s("out_dir"), cfg.b("resume")      ? OutDirMode::resume
+                               : cfg.b("overwrite") ? OutDirMode::overwrite
+                                                    : OutDirMode::fresh);
   const Precision precision = parse_precision(cfg.s("precision"));
   const int64_t zero_stage = cfg.i("zero");
   const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp"))); });
-  if (world.size > 1) comm::start_watchdog(cfg.f("comm_timeout"));
   // Every op the models use has a cpu kernel and a hand-written CUDA kernel,
   // so they train on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
@@ -233,8 +244,16 @@ int run(int argc, char** argv) {
   }
   if (lead) std::printf("data: %s\n", task->data_summary().c_str());
 
-  if (lead) fs::create_directories(out_dir);  // inputs are all valid: now output may begin
-  comm::barrier_world();
+  {
+    // Before the first step: the planned peak against the device's free memory.
+    MemoryPlan mp;
+    mp.state_bytes = state_bytes(model.num_parameters(), precision, zero ? grid.dp() : 1);
+    mp.activations_per_sample = task->activation_bytes_per_sample(precision);
+    mp.micro = plan.micro;
+    const std::string line = check_memory_plan(mp, dev, cfg.f("memory_limit_gb"));
+    if (lead) std::printf("%s\n", line.c_str());
+  }
+  out.begin_output();  // inputs are all valid: now output may begin
   Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead, task->unit());
   // MFU per device: the job's FLOP/s / world size / this device's peak.
   const PeakGemm pg = task->peak_gemm();
@@ -258,6 +277,23 @@ int run(int argc, char** argv) {
     gpu_step = std::make_unique<GpuTrainStep>(
         model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
         cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get(), tp_grads.active() ? &tp_grads : nullptr);
+  // The samplers and the RNGs are counter-based: their positions are
+  // functions of the step, recorded in state.json so the file says so explicitly.
+  auto save_checkpoint = [&](int64_t done) {
+    const uint64_t seed = uint64_t(cfg.i("seed"));
+    nlohmann::json run_state{{"sampler", task->data_state(done)},
+                             {"rng",
+                              {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
+                               {"init_seed", seed},
+                               {"sample_seed", seed * 977 + uint64_t(done)}}}};
+    if (scaler) {
+      const LossScaler::State ls = scaler->state();
+      run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
+    }
+    // ZeRO: gathered over dp; tp: gathered to full shapes; every rank taking part.
+    const auto opt_state = task->gather_for_checkpoint(optim.state());
+    if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
+  };
   task->start(start);
   const auto t_start = std::chrono::steady_clock::now();
   double step_time_avg = 0;
@@ -355,7 +391,8 @@ int run(int argc, char** argv) {
                     {"peak_bytes", allocator_for(dev).stats().peak_bytes}}}};
     }
     // The global batch's loss: every rank adds its own; the tp ranks of a dp rank hold the same one.
-    loss_sum = comm::all_reduce_host(loss_sum) / double(world.size);
+    loss_sum =
+        comm::all_reduce_host(loss_sum, comm::HostOp::sum, cat("the loss of step ", step + 1)) / double(world.size);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
@@ -406,28 +443,29 @@ int run(int argc, char** argv) {
         if (lead) progress.message(text);
       } else {
         if (lead) progress.message(task->sample(done));
-        // The others wait here, not in a collective the watchdog would time.
-        comm::barrier_world();
+        comm::barrier_world(cat("while rank 0 draws the text sample of step ", done));
       }
     }
-    if ((ce > 0 && done % ce == 0) || done == end) {
+    // A failed write to metrics.jsonl or stdout (a full disk) stops the run
+    // here, not at the final save: every rank learns it from rank 0, and a
+    // last checkpoint is attempted first (a failed one keeps the previous).
+    const bool io_failed = comm::all_reduce_host(progress.io_error().empty() ? 0.0 : 1.0, comm::HostOp::max,
+                                                 cat("rank 0's write-error flag of step ", done)) > 0;
+    if ((ce > 0 && done % ce == 0) || done == end || io_failed) {
       const profile::Range r("checkpoint");
-      // The samplers and the RNGs are counter-based: their positions are
-      // functions of the step, recorded here so the file says so explicitly.
-      const uint64_t seed = uint64_t(cfg.i("seed"));
-      nlohmann::json run_state{{"sampler", task->data_state(done)},
-                               {"rng",
-                                {{"kind", "counter-based SplitMix64, value i of stream s = f(s, i)"},
-                                 {"init_seed", seed},
-                                 {"sample_seed", seed * 977 + uint64_t(done)}}}};
-      if (scaler) {
-        const LossScaler::State ls = scaler->state();
-        run_state["loss_scaler"] = {{"scale", ls.scale}, {"clean_run", ls.clean_run}, {"skipped", ls.skipped}};
+      std::string saved = cat("checkpoint saved at step ", done);
+      try {
+        save_checkpoint(done);
+      } catch (const Error& e) {
+        if (!io_failed) throw;  // this rank's error ends the job
+        saved = e.what();
       }
-      // ZeRO: gathered over dp; tp: gathered to full shapes; every rank taking part.
-      const auto opt_state = task->gather_for_checkpoint(optim.state());
-      if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
-      comm::barrier_world();  // nobody runs ahead of a checkpoint another rank may fail to write
+      // Nobody runs ahead of a checkpoint another rank may fail to write.
+      comm::barrier_world(cat("after the checkpoint of step ", done));
+      if (io_failed)
+        throw WorldError(comm::broadcast_string(
+            cat(progress.io_error(), ": the run stops at step ", done, "; ", saved, " (free space, then --resume)"), 0,
+            "rank 0's write error"));
     }
     step_range.reset();  // closed inside the window
     if (!window.empty() && (done == window.last || (done == end && done >= window.first && done < window.last))) {
@@ -449,6 +487,10 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past a file-size limit (ulimit -f, some quotas) would kill the
+  // process by SIGXFSZ mid-write; ignored, it fails with EFBIG and the run
+  // stops as on a full disk: the file and the reason named, a checkpoint kept.
+  std::signal(SIGXFSZ, SIG_IGN);
   int rc = 0;
   try {
     rc = run(argc, argv);
@@ -456,13 +498,18 @@ int main(int argc, char** argv) {
     if (comm::world().rank == 0) std::fprintf(stderr, "train: error: %s\n", e.what());
     rc = 1;
   } catch (const std::exception& e) {
+    // A host allocation outside the engine's allocator (a std::vector) failed.
+    const std::string what = dynamic_cast<const std::bad_alloc*>(&e)
+                                 ? "out of host memory (" + std::string(e.what()) +
+                                       "): a smaller batch_size, or --memory_limit_gb to plan for less"
+                                 : e.what();
     // One rank alone: its peers may be waiting in a collective for it, so
     // the whole job ends here (MPI_Abort), with the rank named.
     if (comm::world().size > 1) {
-      std::fprintf(stderr, "rank %d: train: error: %s\n", comm::world().rank, e.what());
+      std::fprintf(stderr, "rank %d: train: error: %s\n", comm::world().rank, what.c_str());
       comm::abort_world(1);
     }
-    std::fprintf(stderr, "train: error: %s\n", e.what());
+    std::fprintf(stderr, "train: error: %s\n", what.c_str());
     rc = 1;
   }
   comm::finalize_world();

@@ -73,6 +73,9 @@ const std::vector<OptionSpec>& train_options() {
       {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
       {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
       {"resume", false, "continue from out_dir/checkpoint (bit-exact on cpu)"},
+      {"overwrite", false,
+       "start afresh in an out_dir that holds an earlier run, deleting its checkpoint and metrics.jsonl (without it, "
+       "such a run is refused)"},
       {"init_from", "",
        "initialise weights from a safetensors file (gpt2: Hugging Face's layout; vit: a checkpoint's "
        "model.safetensors or timm's names)"},
@@ -86,6 +89,10 @@ const std::vector<OptionSpec>& train_options() {
        "with tp > 1: layernorms and the residual stream on 1/tp of the token rows (all-gather + reduce-scatter in "
        "place of all-reduce)",
        "gpt2"},
+      {"memory_limit_gb", 0.0,
+       "before the first step, refuse a run whose planned memory per rank (weights, gradients, optimizer state and "
+       "activations) exceeds this many GB (0: the device's free memory: cudaMemGetInfo, or on the host the least of "
+       "MemAvailable, the cgroup limit and ulimit -v, shared by the node's ranks; -1: no check)"},
       {"bucket_mb", 25.0, "data parallel: gradient bucket size (MiB)"},
       {"comm_timeout", 600.0,
        "distributed: end the job when a collective has not completed after S seconds, naming it (0: off)"},
@@ -192,7 +199,12 @@ bool TrainConfig::parse_args(int argc, char** argv) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
     } else {
-      const OptionSpec* spec = find_spec(arg);
+      std::string key = arg;
+      std::replace(key.begin(), key.end(), '-', '_');
+      const OptionSpec* spec = find_spec(key);
+      // An unknown name is blamed on itself, not on the value after it (--resum --lr 0.001).
+      ENGINE_CHECK(spec || key == "config", "command line: unknown option '--", arg, "'", suggestion(key),
+                   "; see --help");
       // A bare boolean flag (--resume) means true.
       if (spec && spec->default_value.is_boolean() && (a + 1 >= argc || std::string(argv[a + 1]).rfind("--", 0) == 0)) {
         value = "true";

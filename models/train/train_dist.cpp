@@ -32,7 +32,7 @@ int share_cores() {
 }
 
 void agree(const nlohmann::json& mine, const std::string& what) {
-  const std::vector<std::string> all = comm::all_gather_strings(mine.dump());
+  const std::vector<std::string> all = comm::all_gather_strings(mine.dump(), "the agreement on the " + what);
   const nlohmann::json root = nlohmann::json::parse(all[0]);
   for (size_t r = 1; r < all.size(); ++r) {
     if (all[r] == all[0]) continue;

@@ -11,6 +11,7 @@
 #include "io/image_dataset.h"
 #include "io/weather_dataset.h"
 #include "models/checkpoint.h"
+#include "models/train/memory_plan.h"
 #include "models/vit/forecast_metrics.h"
 #include "models/vit/vit.h"
 #include "models/vit/vit_io.h"
@@ -127,6 +128,12 @@ class ViTTask : public TrainTask {
   std::string checkpoint_note() const override { return "timm names, see docs/data.md"; }
   int64_t items_per_step() const override { return plan_.global(); }
   double flops_per_step() const override { return vit_flops_per_image(vit_) * double(items_per_step()); }
+  double activation_bytes_per_sample(Precision p) const override {
+    const BlockStack s{vit_.depth, vit_.tokens(), vit_.embed, vit_.heads};
+    // The patches in (and the fields out, dense head): about 22 bytes per pixel value, measured.
+    const int64_t pixels = vit_.patch * vit_.patch * (vit_.in_channels + (weather_ ? vit_.out_channels : 0));
+    return models::activation_bytes_per_sample(s, dev_, p, 22.0 * double(pixels));
+  }
   PeakGemm peak_gemm() const override { return {plan_.micro * vit_.tokens(), 4 * vit_.embed, vit_.embed}; }  // fc1
   std::vector<std::string> shape_keys() const override {
     return {"dataset", "n_layer", "n_head", "n_embd", "patch", "img_h", "img_w", "dt"};  // channels: check_resume
@@ -244,14 +251,14 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
   }
   const double batches = double(steps * plan_.accum * plan_.dp), samples = batches * double(B);
   EvalResult r;
-  r.loss = comm::all_reduce_host(loss_sum) / batches;
+  r.loss = comm::all_reduce_host(loss_sum, comm::HostOp::sum, "the validation loss") / batches;
   if (!weather_) {
-    const double acc = comm::all_reduce_host(correct) / samples;
+    const double acc = comm::all_reduce_host(correct, comm::HostOp::sum, "the validation accuracy") / samples;
     r.metrics = {{"val_accuracy", acc}, {"val_samples", int64_t(samples)}};
     r.line = cat("accuracy ", fmt(100 * acc, "%.2f"), "% on ", int64_t(samples), " images");
     return r;
   }
-  fm->set_sums(comm::all_reduce_host(fm->sums()));
+  fm->set_sums(comm::all_reduce_host(fm->sums(), comm::HostOp::sum, "the validation RMSE and ACC sums"));
   const ForecastMetrics::Result m = fm->result();
   const std::vector<int>& chans = weather_val_->out_channels();
   // "rmse 0:0.120 1:0.200 (persistence 0.220 0.290)": per channel, then persistence's.

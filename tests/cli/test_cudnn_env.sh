@@ -15,7 +15,10 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # The real library, where this machine has one (a CUDA build's CI machine does).
-real=$(ldconfig -p 2>/dev/null | awk '$1 == "libcudnn.so.9" { print $NF; exit }')
+# Captured first, then searched: a reader that leaves early (awk's exit) would
+# SIGPIPE ldconfig, and pipefail would fail the assignment.
+cache=$(ldconfig -p 2>/dev/null) || cache=""
+real=$(awk '$1 == "libcudnn.so.9" && real == "" { real = $NF } END { print real }' <<<"$cache")
 site=$work/site/nvidia/cudnn/lib
 mkdir -p "$site" "$work/bin"
 if [[ -n $real ]]; then ln -s "$real" "$site/libcudnn.so.9"; else : >"$site/libcudnn.so.9"; fi
@@ -52,6 +55,21 @@ grep -qxF "lib=/my/libcudnn.so.9" <<<"$out" || fail "a set ENGINE_CUDNN_LIBRARY 
 out=$(source_env PYTHONPATH="$work/site" LD_LIBRARY_PATH="/x y:$site")
 grep -qxF "lib=" <<<"$out" || fail "exported although LD_LIBRARY_PATH finds it: $out"
 grep -qF "is on LD_LIBRARY_PATH; nothing to do" "$work/stderr" || fail "unexpected: $(cat "$work/stderr")"
+
+# A cache that lists cuDNN first and then many more lines, sourced by a shell
+# with pipefail: the script must still see that the loader finds it (a
+# `ldconfig -p | grep -q` would SIGPIPE the long writer and miss it).
+mkdir -p "$work/bin2"
+cat >"$work/bin2/ldconfig" <<'STUB'
+#!/bin/sh
+echo "	libcudnn.so.9 (libc6,x86-64) => /x/libcudnn.so.9"
+yes "	libother.so (libc6,x86-64) => /y/libother.so" | head -n 200000
+STUB
+chmod +x "$work/bin2/ldconfig"
+out=$(env -u ENGINE_CUDNN_LIBRARY PATH="$work/bin2:$PATH" PYTHONPATH="$work/site" LD_LIBRARY_PATH= bash -c \
+  'set -o pipefail; source "$0" 2>"$1"; echo "lib=${ENGINE_CUDNN_LIBRARY:-}"' "$script" "$work/stderr")
+grep -qxF "lib=" <<<"$out" || fail "under pipefail, a long ldconfig cache hid the found library: $out"
+grep -qF "the loader finds libcudnn.so.9; nothing to do" "$work/stderr" || fail "unexpected: $(cat "$work/stderr")"
 
 # Nothing anywhere: one line saying what to do, nothing exported, the shell goes on.
 out=$(source_env PYTHONPATH="$work/none" LD_LIBRARY_PATH=)

@@ -203,6 +203,88 @@ PY
     (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end"
     echo "ok: $(grep '^rank 0' "$work/err")"
     ;;
+  hangs)
+    # Every call that waits for the other ranks is under --comm_timeout, not
+    # only the Communicator's collectives: a rank that never arrives at the
+    # start-up agreement, or at the barrier after a checkpoint (as one
+    # SIGSTOPped while saving), ends the job in seconds, naming the call.
+    for where in "the agreement on the model" "after the checkpoint of step 4"; do
+      start=$(date +%s)
+      if ENGINE_FAULT="stall:1:$where" mpi -np 2 "$train" "${common[@]}" --checkpoint_every 4 --comm_timeout 3 \
+           --out_dir "$work/h$start" >"$work/out" 2>"$work/err"; then
+        fail "the job succeeded although rank 1 stalled ($where)"
+      fi
+      grep -q "^rank 0: train: error: comm timeout: .* on world (2 ranks, host, $where) has not completed after 3" \
+        "$work/err" || fail "bad message ($where): $(cat "$work/err")"
+      (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end ($where)"
+      echo "ok: $(grep '^rank 0' "$work/err")"
+    done
+    # A rank really stopped (SIGSTOP) in the middle of training.
+    mpi -np 2 "$train" "${common[@]}" --steps 100000 --val_every 0 --comm_timeout 3 --out_dir "$work/stop" \
+      >"$work/out" 2>"$work/err" &
+    job=$!
+    for _ in $(seq 600); do
+      [[ -f $work/stop/metrics.jsonl ]] && (( $(grep -c '"loss"' "$work/stop/metrics.jsonl" || true) >= 3 )) && break
+      sleep 0.1
+    done
+    victim=""
+    for pid in $(pgrep -f "out_dir $work/stop" || true); do
+      env=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null || true)
+      [[ $env == *$'\n'OMPI_COMM_WORLD_RANK=1$'\n'* ]] && victim=$pid
+    done
+    [[ -n $victim ]] || { kill $job; fail "rank 1's process not found"; }
+    start=$(date +%s)
+    kill -STOP "$victim"
+    if wait $job; then fail "the job succeeded with a stopped rank"; fi
+    grep -q "^rank 0: train: error: comm timeout: .* has not completed after 3" "$work/err" ||
+      fail "bad message after SIGSTOP: $(cat "$work/err")"
+    (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end after SIGSTOP"
+    echo "ok: SIGSTOP of rank 1: $(grep '^rank 0' "$work/err")"
+    # A FIFO for a token file: refused at once, never a rank blocked in open().
+    mkfifo "$work/fifo.bin"
+    if mpi -np 2 "$train" "${common[@]}" --train_bin "$work/fifo.bin" --out_dir "$work/fifo" >"$work/out" \
+         2>"$work/err"; then
+      fail "a FIFO was accepted as a token file"
+    fi
+    grep -q "fifo.bin: not a regular file" "$work/err" || fail "bad message: $(cat "$work/err")"
+    echo "ok: $(grep -m1 'not a regular file' "$work/err")"
+    ;;
+  log_form)
+    # Under mpirun a rank's stdout is Open MPI's own pseudo-terminal even
+    # when the job's output goes to a file: that file must get the log form
+    # (a line every log_every steps), not a live line's \r and escapes.
+    mpi -np 2 "$train" "${common[@]}" --steps 20 --log_every 5 --out_dir "$work/log" >"$work/out" 2>&1
+    if grep -q $'\r' "$work/out"; then fail "carriage returns in a redirected log"; fi
+    lines=$(grep -c '^step  *[0-9]*/20 | loss' "$work/out" || true)
+    [[ $lines -eq 5 ]] || fail "expected 5 progress lines (steps 1, 5, 10, 15, 20), got $lines: $(cat "$work/out")"
+    echo "ok: a redirected mpirun log has $lines progress lines and no carriage returns"
+    ;;
+  disk_full)
+    # Rank 0's metrics.jsonl fills the disk (a 1 MB tmpfs left with 24 kB):
+    # every rank stops at that step, the last checkpoint is attempted (it
+    # cannot fit), the previous one stays, and one line says why. (ulimit -f
+    # cannot stand in here: Open MPI's own shared-memory files exceed it;
+    # test_safety_cli.sh's disk_full has that fallback for one process.)
+    mkdir -p "$work/full"
+    if ! mount -t tmpfs -o size=1m tmpfs "$work/full" 2>/dev/null; then
+      echo "skipped: cannot mount a tmpfs here (not root?)"
+      exit 0
+    fi
+    trap 'umount "$work/full" 2>/dev/null || true; rm -rf "$work"' EXIT
+    small=(--n_layer 1 --n_embd 8 --steps 100000 --val_every 0)
+    mpi -np 2 "$train" "${common[@]}" "${small[@]}" --stop_after 20 --out_dir "$work/full/run" >/dev/null
+    dd if=/dev/zero of="$work/full/filler" bs=4k 2>/dev/null || true  # until the disk is full
+    truncate -s -24k "$work/full/filler"
+    if mpi -np 2 "$train" "${common[@]}" "${small[@]}" --resume --out_dir "$work/full/run" >"$work/out" \
+         2>"$work/err"; then
+      fail "the job went on with a full disk"
+    fi
+    grep -q "^train: error: $work/full/run/metrics.jsonl: write failed: No space left on device: the run stops at step [0-9]*; .*not saved: .*; $work/full/run/checkpoint keeps the previous one" \
+      "$work/err" || fail "bad message: $(cat "$work/err")"
+    saved=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$work/full/run/checkpoint/state.json")
+    [[ $saved -eq 20 ]] || fail "the checkpoint is at step $saved, not the previous one's 20"
+    echo "ok: $(grep '^train: error' "$work/err")"
+    ;;
   config_mismatch)
     if mpi -np 1 "$train" "${common[@]}" --out_dir "$work/m" --lr 0.001 : \
            -np 1 "$train" "${common[@]}" --out_dir "$work/m" --lr 0.002 >"$work/out" 2>"$work/err"; then

@@ -79,7 +79,7 @@ case $case_name in
     make_data
     "$train" "${common[@]}" --steps 300 --lr 3e-3 --batch_size 8 --val_every 300 --val_batches 8 \
       --out_dir "$work/r" >"$work/log"
-    first=$(grep -o '"val_loss":[0-9.e+-]*' "$work/r/metrics.jsonl" | head -1 | cut -d: -f2)
+    first=$(grep -m1 -o '"val_loss":[0-9.e+-]*' "$work/r/metrics.jsonl" | cut -d: -f2)
     last=$(grep -o '"val_loss":[0-9.e+-]*' "$work/r/metrics.jsonl" | tail -1 | cut -d: -f2)
     echo "val loss $first -> $last"
     awk -v f="$first" -v l="$last" 'BEGIN { exit !(f > 5.3 && f < 5.8 && l < 3.0) }' ||
@@ -183,8 +183,8 @@ PY
     grep -q "profiler: stopped after step 3" "$work/log" || fail "the window did not close after step 3"
     grep -qF "plot: /usr/bin/python3 scripts/plot.py metrics $work/p/metrics.jsonl" "$work/log" || fail "no plot command at the end"
     # The backward of a layer runs after the next layer's backward (reverse order).
-    [[ $(grep -n "push h.1 backward" "$work/cpu.log" | head -1 | cut -d: -f1) -lt \
-       $(grep -n "push h.0 backward" "$work/cpu.log" | head -1 | cut -d: -f1) ]] || fail "layer backward ranges out of order"
+    [[ $(grep -m1 -n "push h.1 backward" "$work/cpu.log" | cut -d: -f1) -lt \
+       $(grep -m1 -n "push h.0 backward" "$work/cpu.log" | cut -d: -f1) ]] || fail "layer backward ranges out of order"
     small=(--n_layer 1 --batch_size 2 --seq_len 16 --block_size 16 --val_batches 1 --device emu --steps 3)
     ENGINE_RANGE_LOG=$work/emu.log "$train" "${common[@]}" "${small[@]}" --precision O3 --out_dir "$work/e" >/dev/null
     check_ranges "$work/emu.log" "step 1" "step 3" "graph replay" forward backward optimizer "h.0 backward"

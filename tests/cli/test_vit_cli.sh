@@ -105,6 +105,44 @@ case $case_name in
     expect_error "channel 9" "${tiny[@]}" --in_channels 0-2,9
     expect_error "read_path 'mmap'" "${tiny[@]}" --read_path mmap
     ;;
+  bad_data)
+    # A NaN in the fields is named by file, dataset and index, not reported
+    # as a divergence of the loss.
+    make_weather 8 16 20
+    /usr/bin/python3 -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); f["fields"][3, 1, 2, 5] = float("nan")' \
+      "$work/wx/train/2001.h5"
+    if "$train" "${tiny[@]}" --steps 40 --out_dir "$work/nan" >/dev/null 2>"$work/err"; then
+      fail "trained on a NaN"
+    fi
+    grep -qF "$work/wx/train/2001.h5: dataset 'fields': NaN at index (3, 1, 2, 5)" "$work/err" ||
+      fail "unexpected message: $(cat "$work/err")"
+    [[ $(wc -l <"$work/err") -eq 1 ]] || fail "not one line: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    # A file cut short while training reads it through H5Dread (chunked
+    # fields): an error, never batches of zeros.
+    make_weather 8 16 20
+    for f in "$work"/wx/train/*.h5; do
+      /usr/bin/python3 -c '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    data = f["fields"][...]
+    del f["fields"]
+    f.create_dataset("fields", data=data, chunks=(1,) + data.shape[1:])' "$f"
+    done
+    "$train" "${tiny[@]}" --steps 100000 --read_path hdf5 --out_dir "$work/cut" >/dev/null 2>"$work/err" &
+    job=$!
+    for _ in $(seq 600); do
+      [[ -f $work/cut/metrics.jsonl ]] && (( $(grep -c '"loss"' "$work/cut/metrics.jsonl" || true) >= 3 )) && break
+      sleep 0.1
+    done
+    for f in "$work"/wx/train/*.h5; do truncate -s $(( $(stat -c %s "$f") * 2 / 5 )) "$f"; done
+    for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then kill $job; fail "training went on 30 s after its files were cut"; fi
+    if wait $job; then fail "training succeeded on cut files"; fi
+    grep -qE "train/200[01].h5: dataset 'fields': the file shrank from [0-9]+ to [0-9]+ bytes since it was opened" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    ;;
   *)
     fail "unknown case $case_name"
     ;;

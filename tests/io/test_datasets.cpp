@@ -235,3 +235,22 @@ TEST_CASE("images: (N, H, W) uint8 without attributes; bad labels", "[io][data][
   h5_write(r, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, {3}, bad.data(), H5Store::contiguous, false);
   CHECK_THROWS_WITH(ImageDataset(r), Contains("fewlabels.h5: dataset 'labels'") && Contains("expected (4) labels"));
 }
+
+TEST_CASE("images: one stray label does not build a huge head without a 'classes' attribute", "[io][data][errors]") {
+  std::vector<uint8_t> im(4 * 2 * 3, 7);
+  const std::string p = h5_temp("straylabel.h5");
+  const std::vector<int64_t> lab{0, 1, 1000000, 0};
+  h5_write(p, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 2, 3}, im.data());
+  h5_write(p, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, {4}, lab.data(), H5Store::contiguous, false);
+  CHECK_THROWS_WITH(ImageDataset(p), Contains("straylabel.h5: dataset 'labels': label 1000000 of sample 2") &&
+                                         Contains("implies 1000001 classes, but only 3 distinct labels occur"));
+  // Meant: the attribute says so, and is believed.
+  h5_attr(p, "labels", "classes", 1000001);
+  CHECK(ImageDataset(p).classes() == 1000001);
+  // A few unseen classes (a small split) are fine: labels 0 and 9 of 10.
+  const std::string q = h5_temp("sparselabels.h5");
+  const std::vector<int64_t> sparse{0, 9, 9, 0};
+  h5_write(q, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 2, 3}, im.data());
+  h5_write(q, "labels", H5T_STD_I64LE, H5T_NATIVE_INT64, {4}, sparse.data(), H5Store::contiguous, false);
+  CHECK(ImageDataset(q).classes() == 10);
+}

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "io/hdf5.h"
@@ -256,5 +257,53 @@ TEST_CASE("hdf5: bad input is a one-line error naming file and dataset", "[io][h
       d.read(start, count, out.data());
     };
     CHECK_THROWS_WITH(open_and_read(), Contains("truncated.h5") && Contains("truncated"));
+  }
+}
+
+TEST_CASE("hdf5: a file cut short after it was opened is an error on both read paths, never zeros",
+          "[io][hdf5][errors]") {
+  // HDF5 refuses a truncated file at open, but H5Dread of chunks cut off
+  // later returns zeros and success: the reader compares the file's size.
+  const auto all = pattern_data(6 * 2 * 4 * 5);
+  for (const H5Store store : {H5Store::contiguous, H5Store::chunked}) {
+    const std::string p = h5_temp(store == H5Store::chunked ? "cut_chunked.h5" : "cut_contiguous.h5");
+    h5_write(p, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {6, 2, 4, 5}, all.data(), store);
+    const h5::File f(p);
+    const h5::Dataset d(f, "fields");
+    const std::vector<int64_t> last{5, 0, 0, 0}, one{1, 2, 4, 5};
+    CHECK(read_box(d, last, one, h5::ReadPath::hdf5) == ref_box(all, {6, 2, 4, 5}, last, one));
+    std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
+    std::vector<h5::ReadPath> paths{h5::ReadPath::hdf5};
+    if (d.preadable()) paths.push_back(h5::ReadPath::pread);
+    for (const h5::ReadPath path : paths) {
+      INFO(d.layout() << (path == h5::ReadPath::pread ? " by pread" : " by H5Dread"));
+      CHECK_THROWS_WITH(read_box(d, last, one, path), Contains(p + ": dataset 'fields'") &&
+                                                          Contains("the file shrank from") &&
+                                                          Contains("since it was opened"));
+    }
+  }
+}
+
+TEST_CASE("hdf5: a NaN or Inf in float data is an error naming its index", "[io][hdf5][errors]") {
+  const std::vector<int64_t> shape{3, 2, 4, 5};
+  auto data = pattern_data(3 * 2 * 4 * 5);
+  data[size_t(((1 * 2 + 1) * 4 + 2) * 5 + 3)] = std::numeric_limits<float>::quiet_NaN();  // (1, 1, 2, 3)
+  data[size_t(((2 * 2 + 0) * 4 + 0) * 5 + 4)] = -std::numeric_limits<float>::infinity();  // (2, 0, 0, 4)
+  for (const H5Store store : {H5Store::contiguous, H5Store::chunked}) {
+    const std::string p = h5_temp("nonfinite.h5");
+    h5_write(p, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {3, 2, 4, 5}, data.data(), store);
+    std::vector<double> as_f64(data.begin(), data.end());
+    h5_write(p, "fields64", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {3, 2, 4, 5}, as_f64.data(), store, false);
+    const h5::File f(p);
+    for (const char* name : {"fields", "fields64"}) {
+      const h5::Dataset d(f, name);
+      INFO(name << ", " << d.layout());
+      const std::vector<int64_t> first{0, 0, 0, 0}, one{1, 2, 4, 5};
+      CHECK(read_box(d, first, one, h5::ReadPath::hdf5) == ref_box(data, shape, first, one));  // entry 0 is clean
+      CHECK_THROWS_WITH(read_box(d, {1, 0, 0, 0}, one, h5::ReadPath::automatic),
+                        Contains(cat(p, ": dataset '", name, "': NaN at index (1, 1, 2, 3), entry 1")));
+      CHECK_THROWS_WITH(read_box(d, {2, 0, 0, 2}, {1, 1, 1, 3}, h5::ReadPath::automatic),
+                        Contains("Inf at index (2, 0, 0, 4), entry 2"));
+    }
   }
 }

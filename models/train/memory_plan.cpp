@@ -1,0 +1,79 @@
+// The planned peak and its check against free memory (see memory_plan.h).
+#include "models/train/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+#include "comm/world.h"
+#include "engine/memory_report.h"
+#include "models/train/train_dist.h"
+
+namespace eng::models {
+
+namespace {
+
+// Decimal units, as --memory_limit_gb.
+std::string gb(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+double activation_bytes_per_sample(const BlockStack& s, Device dev, Precision p, double head_bytes_per_token) {
+  const bool half = precision_policy(p).compute != DType::f32;
+  const bool cpu = dev.type == DeviceType::cpu;
+  const double A = half ? (cpu ? 72.0 : 32.0) : 64.0;  // bytes per unit of width, per token and block
+  const double tp = double(s.tp), rest = s.sequence_parallel ? tp : 1.0;
+  const double C = double(s.width);
+  const double attention = 4.0 * double(s.heads) * (cpu ? double(s.tokens) : 1.0) / tp;
+  const double block = A * C * (12.0 / 16.0 / tp + 4.0 / 16.0 / rest) + attention;
+  const double element = half && !cpu ? 2.0 : 4.0;  // the residual stream's element size
+  const double blocks =
+      s.recompute ? double(s.layers) * C * element / rest + block : double(s.layers) * block;
+  return double(s.tokens) * (blocks + 8.0 * C + head_bytes_per_token);
+}
+
+size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards) {
+  const bool half = precision_policy(p).compute != DType::f32;
+  const double per_param = 4.0 + (half ? 2.0 : 0.0) + 4.0 + 8.0 / double(std::max<int64_t>(optimizer_shards, 1));
+  return size_t(per_param * double(params));
+}
+
+std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_gb) {
+  const comm::World& w = comm::world();
+  const double planned = double(plan.planned());
+  const std::string what = cat("batch_size ", plan.micro, " plans ", gb(planned), " on ", dev.str(), " (", w.size > 1 ? cat("rank ", w.rank, ": ") : "",
+                               "weights, gradients and AdamW state ", gb(double(plan.state_bytes)), " + activations ",
+                               plan.micro, " x ", gb(plan.activations_per_sample), ")");
+  if (limit_gb < 0) return cat("memory plan: ", what, "; not checked (--memory_limit_gb ", limit_gb, ")");
+  // Free now, plus what this process already holds (the parameters): the
+  // plan counts those too. Host memory is shared by the node's ranks. An
+  // explicit limit caps the plan itself.
+  Headroom room = memory_headroom(dev);
+  std::string source = room.source;
+  if (dev.type != DeviceType::cuda && w.local_size > 1) {
+    room.bytes /= size_t(w.local_size);
+    source += cat(", shared by ", w.local_size, " ranks on ", w.host);
+  }
+  double available = double(room.bytes) + double(allocator_for(dev).stats().current_bytes);
+  if (limit_gb > 0 && limit_gb * 1e9 < available) available = limit_gb * 1e9, source = "--memory_limit_gb";
+  std::string error;
+  if (planned > available) {
+    const double fit = std::floor((available - double(plan.state_bytes)) / plan.activations_per_sample);
+    error = cat("memory: ", what, ", more than the ", gb(available), " it can have (", source, "); ",
+                fit >= 1 ? cat("batch_size ", int64_t(fit), " fits (raise grad_accum to keep the global batch)")
+                         : std::string("not even batch_size 1 fits (a smaller model, --recompute, --tp or --zero 1)"),
+                "; --memory_limit_gb -1 skips this check");
+  }
+  for (const std::string& e : comm::all_gather_strings(error, "the memory check"))
+    if (!e.empty()) throw WorldError(e);
+  return cat("memory plan: ", what, " of ", gb(available), " (", source, ")");
+}
+
+}  // namespace eng::models

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# Black-box tests of what train does to protect a user's data and machine,
+# one ctest entry per case (tests/CMakeLists.txt): an out_dir holding an
+# earlier run is never overwritten by a fresh one; a second job on a live
+# out_dir is refused by its lock; a resume killed at any moment loses no
+# metrics; a full disk stops the run at once with the file and the reason,
+# keeping the latest checkpoint; the start-up memory check refuses a batch
+# that cannot fit and names one that does; a failed allocation is one line;
+# mistyped flags and damaged checkpoints are blamed precisely.
+# Usage: test_safety_cli.sh BUILD_DIR CASE
+set -euo pipefail
+build=$1
+case_name=$2
+train=$build/models/train
+prep=$build/models/prepare_text
+work=$(mktemp -d)
+mounted=""
+cleanup() {
+  [[ -z $mounted ]] || umount "$mounted" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$prep" "$work/data" 0.1 /usr/share/games/fortunes >/dev/null
+common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --batch_size 4 --seq_len 32
+        --warmup_steps 2 --val_every 0 --sample_every 0 --val_batches 2 --sample_tokens 8 --device cpu
+        --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin")
+steps_in() { grep -c '"loss"' "$1/metrics.jsonl" || true; }
+state_step() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["step"])' "$1/checkpoint/state.json"; }
+# Waits (up to 60 s) until $1/metrics.jsonl has at least $2 training steps.
+wait_steps() {
+  for _ in $(seq 600); do
+    [[ -f $1/metrics.jsonl && $(steps_in "$1") -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  fail "no $2 steps in $1 after 60 s"
+}
+
+case $case_name in
+  out_dir)
+    "$train" "${common[@]}" --steps 30 --stop_after 20 --out_dir "$work/x" >/dev/null
+    before=$(cat "$work/x/metrics.jsonl" "$work/x/checkpoint/"* | md5sum)
+    # A fresh run into it: refused in one line, nothing of the earlier run touched.
+    if "$train" "${common[@]}" --steps 30 --stop_after 3 --out_dir "$work/x" >/dev/null 2>"$work/err"; then
+      fail "a fresh run replaced an earlier run's checkpoint"
+    fi
+    grep -qF "$work/x holds an earlier run (checkpoint/ at step 20 of 30, metrics.jsonl with 21 lines): --resume to continue it, --overwrite to delete it and start again, or another --out_dir" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    [[ $(wc -l <"$work/err") -eq 1 ]] || fail "not one line: $(cat "$work/err")"
+    [[ $(cat "$work/x/metrics.jsonl" "$work/x/checkpoint/"* | md5sum) == "$before" ]] || fail "the earlier run changed"
+    echo "ok: $(cat "$work/err")"
+    # --resume and --overwrite together: refused too.
+    if "$train" "${common[@]}" --steps 30 --resume --overwrite --out_dir "$work/x" >/dev/null 2>"$work/err"; then
+      fail "--resume --overwrite accepted"
+    fi
+    grep -qF "choose one" "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    # --resume continues it; --overwrite starts again from nothing.
+    "$train" "${common[@]}" --steps 30 --resume --out_dir "$work/x" >/dev/null
+    [[ $(steps_in "$work/x") -eq 30 ]] || fail "resume: $(steps_in "$work/x") steps in metrics.jsonl, not 30"
+    "$train" "${common[@]}" --steps 30 --stop_after 3 --overwrite --out_dir "$work/x" >/dev/null
+    [[ $(steps_in "$work/x") -eq 3 ]] || fail "overwrite: $(steps_in "$work/x") steps in metrics.jsonl, not 3"
+    [[ $(state_step "$work/x") -eq 3 ]] || fail "overwrite: the checkpoint is at step $(state_step "$work/x"), not 3"
+    echo "ok: --resume continues the run, --overwrite starts it again"
+    ;;
+  lock)
+    # A live job holds its out_dir: a second one is refused naming the first.
+    "$train" "${common[@]}" --steps 100000 --warmup_steps 10 --out_dir "$work/l" >/dev/null 2>&1 &
+    first=$!
+    wait_steps "$work/l" 2
+    for mode in "" --overwrite --resume; do
+      if "$train" "${common[@]}" --steps 100000 --warmup_steps 10 $mode --out_dir "$work/l" >/dev/null \
+           2>"$work/err"; then
+        kill -9 $first
+        fail "a second job ($mode) ran on a live out_dir"
+      fi
+      grep -qF "$work/l is in use by another run (pid $first on host $(hostname) since" "$work/err" ||
+        { kill -9 $first; fail "unexpected message ($mode): $(cat "$work/err")"; }
+    done
+    echo "ok: $(cat "$work/err")"
+    # kill -9 leaves no stale lock: the kernel drops it with the process.
+    "$train" "${common[@]}" --steps 100000 --warmup_steps 10 --checkpoint_every 5 --out_dir "$work/m" >/dev/null &
+    second=$!
+    wait_steps "$work/m" 6
+    kill -9 $first $second
+    wait $first $second 2>/dev/null || true
+    "$train" "${common[@]}" --steps 12 --warmup_steps 10 --resume --out_dir "$work/m" >/dev/null 2>"$work/err" ||
+      fail "resume after kill -9: $(cat "$work/err")"
+    echo "ok: after kill -9 the out_dir is free again (resumed to step 12)"
+    ;;
+  metrics_kill)
+    # A resume rewrites metrics.jsonl up to its checkpoint's step. Killed
+    # while doing so, it must leave the history whole: the old file or the
+    # new, never a cut one. A long history makes the rewrite take a while,
+    # and kills land at several moments of it.
+    "$train" "${common[@]}" --steps 40 --stop_after 20 --out_dir "$work/k" >/dev/null
+    python3 - "$work/k/metrics.jsonl" <<'PY'
+import json, sys
+path = sys.argv[1]
+lines = open(path).read().splitlines()
+with open(path, "a") as f:  # 300k more validation lines at step 0: kept by every rewrite
+    for i in range(300000):
+        f.write(json.dumps({"step": 0, "val_loss": 5.0, "note": i}) + "\n")
+PY
+    want=$(wc -l <"$work/k/metrics.jsonl")
+    for delay in 0.2 0.4 0.6 0.8 1.0 1.5; do
+      "$train" "${common[@]}" --steps 40 --resume --out_dir "$work/k" >/dev/null 2>&1 &
+      pid=$!
+      sleep $delay
+      kill -9 $pid 2>/dev/null || true
+      wait $pid 2>/dev/null || true
+      have=$(python3 -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    try:
+        n += json.loads(l).get("step", 0) <= 20
+    except ValueError:  # a torn line: lost history
+        pass
+print(n)' "$work/k/metrics.jsonl")
+      [[ $have -eq $want ]] || fail "killed $delay s into a resume: $have of $want lines up to step 20 left"
+    done
+    "$train" "${common[@]}" --steps 40 --resume --out_dir "$work/k" >/dev/null
+    [[ $(steps_in "$work/k") -eq 40 ]] || fail "$(steps_in "$work/k") steps after the last resume, not 40"
+    echo "ok: 6 resumes killed at 0.2 to 1.5 s lost none of the $want lines; the 7th completed all 40 steps"
+    ;;
+  disk_full)
+    # A real full disk where this test may mount a small tmpfs (root): the
+    # run resumes with 24 kB left, its metrics fill them, and it must stop
+    # at that step, naming the file and the reason; the checkpoint it then
+    # tries to save cannot fit either, so the previous one must stay whole.
+    # Elsewhere a file-size limit (ulimit -f; writes past it fail with EFBIG,
+    # SIGXFSZ ignored) stops metrics.jsonl alone: that last save succeeds.
+    small=(--n_layer 1 --n_embd 8 --steps 100000 --warmup_steps 10 --log_every 1000)
+    dir=$work/full
+    mkdir -p "$dir"
+    if mount -t tmpfs -o size=1m tmpfs "$dir" 2>/dev/null; then
+      mounted=$dir
+      "$train" "${common[@]}" "${small[@]}" --stop_after 50 --out_dir "$dir/run" >/dev/null
+      dd if=/dev/zero of="$dir/filler" bs=4k 2>/dev/null || true  # until the disk is full
+      truncate -s -24k "$dir/filler"
+      if "$train" "${common[@]}" "${small[@]}" --resume --out_dir "$dir/run" >"$work/out" 2>"$work/err"; then
+        fail "the run went on with a full disk"
+      fi
+      grep -qE "^train: error: $dir/run/metrics.jsonl: write failed: No space left on device: the run stops at step [0-9]+; .*checkpoint at step [0-9]+ not saved: .*No space left on device; $dir/run/checkpoint keeps the previous one \(free space, then --resume\)$" \
+        "$work/err" || fail "unexpected message: $(cat "$work/err")"
+      saved=50
+    else
+      if (trap '' XFSZ; ulimit -f 160; exec "$train" "${common[@]}" "${small[@]}" --checkpoint_every 50 \
+            --out_dir "$dir/run") >"$work/out" 2>"$work/err"; then
+        fail "the run went on past the file-size limit"
+      fi
+      grep -qE "^train: error: $dir/run/metrics.jsonl: write failed: File too large: the run stops at step [0-9]+; checkpoint saved at step [0-9]+ \(free space, then --resume\)$" \
+        "$work/err" || fail "unexpected message: $(cat "$work/err")"
+      saved=$(grep -oE 'stops at step [0-9]+' "$work/err" | grep -oE '[0-9]+$')
+    fi
+    [[ $(wc -l <"$work/err") -eq 1 ]] || fail "not one line: $(cat "$work/err")"
+    stopped=$(grep -oE 'stops at step [0-9]+' "$work/err" | grep -oE '[0-9]+$')
+    have=$(steps_in "$dir/run")
+    (( stopped <= have + 1 )) || fail "stopped at step $stopped, $((stopped - have)) steps after the metrics stopped"
+    step=$(state_step "$dir/run")
+    [[ $step -eq $saved ]] || fail "the checkpoint is at step $step, expected $saved"
+    [[ ! -e $dir/run/checkpoint.tmp ]] || fail "a partial checkpoint.tmp was left behind"
+    echo "ok: $(cat "$work/err")"
+    ;;
+  memory)
+    # A batch that cannot fit is refused before the first step, naming the
+    # figure and a batch that fits; that batch then runs within the limit.
+    if "$train" "${common[@]}" --steps 2 --batch_size 256 --memory_limit_gb 0.03 --out_dir "$work/big" \
+         >/dev/null 2>"$work/err"; then
+      fail "a batch over the memory limit ran"
+    fi
+    grep -qE "^train: error: memory: batch_size 256 plans [0-9.]+ MB on cpu .*, more than the [0-9.]+ MB it can have \(--memory_limit_gb\); batch_size [0-9]+ fits" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    [[ $(wc -l <"$work/err") -eq 1 && ! -e $work/big ]] || fail "not one line, or out_dir made: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    fits=$(grep -oE 'batch_size [0-9]+ fits' "$work/err" | grep -oE '[0-9]+')
+    (( fits >= 2 && fits < 256 )) || fail "suggested batch_size $fits"
+    "$train" "${common[@]}" --steps 2 --batch_size "$fits" --memory_limit_gb 0.03 --out_dir "$work/fits" >/dev/null
+    peak=$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if "memory_per_rank" in j: print(j["memory_per_rank"]["peak_bytes"])' "$work/fits/metrics.jsonl")
+    (( peak <= 30000000 )) || fail "batch_size $fits peaked at $peak bytes, over the 0.03 GB limit"
+    (( peak >= 15000000 )) || fail "batch_size $fits peaked at $peak bytes: the suggestion wastes half the limit"
+    echo "ok: batch_size $fits ran and peaked at $peak bytes of 30000000"
+    ;;
+  alloc_fails)
+    # With the check off and the address space capped (ulimit -v), the
+    # allocation that fails is one line naming the device and the size.
+    # Not under ASan, which needs terabytes of address space for its shadow.
+    libs=$(ldd "$train" 2>/dev/null || true)
+    if [[ $libs == *libasan* ]]; then echo "skipped: ASan build (ulimit -v)"; exit 0; fi
+    if (ulimit -v 3000000; exec "$train" "${common[@]}" --steps 2 --batch_size 20000 --global_batch 0 \
+          --val_bin "$work/data/train.bin" --memory_limit_gb -1 --out_dir "$work/a") >/dev/null 2>"$work/err"; then
+      fail "20000 sequences ran in 3 GB of address space"
+    fi
+    grep -qE "^train: error: .*(out of memory on cpu: cannot allocate [0-9.]+ MiB more|out of host memory \(std::bad_alloc\))" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    [[ $(wc -l <"$work/err") -eq 1 ]] || fail "not one line: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    # The same batch with the check on: refused before the first step, naming ulimit -v.
+    if (ulimit -v 3000000; exec "$train" "${common[@]}" --steps 2 --batch_size 20000 --global_batch 0 \
+          --val_bin "$work/data/train.bin" --out_dir "$work/b") >/dev/null 2>"$work/err"; then
+      fail "20000 sequences passed the memory check in 3 GB"
+    fi
+    grep -qE "^train: error: memory: batch_size 20000 plans .*\(ulimit -v\); batch_size [0-9]+ fits" "$work/err" ||
+      fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    ;;
+  flags)
+    # A mistyped bare flag is blamed on itself, not on the value after it.
+    if "$train" "${common[@]}" --resum --lr 0.001 --out_dir "$work/f" >/dev/null 2>"$work/err"; then
+      fail "--resum accepted"
+    fi
+    grep -qF "command line: unknown option '--resum' (did you mean 'resume'?)" "$work/err" ||
+      fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    # A negative step in state.json is a damaged checkpoint.
+    "$train" "${common[@]}" --steps 6 --stop_after 3 --out_dir "$work/s" >/dev/null
+    python3 - "$work/s/checkpoint/state.json" <<'PY'
+import json, sys
+state = json.load(open(sys.argv[1]))
+state["step"] = -7
+json.dump(state, open(sys.argv[1], "w"))
+PY
+    if "$train" "${common[@]}" --steps 6 --resume --out_dir "$work/s" >/dev/null 2>"$work/err"; then
+      fail "step -7 resumed"
+    fi
+    grep -qF "checkpoint/state.json: step -7 is negative" "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
