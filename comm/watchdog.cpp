@@ -1,6 +1,7 @@
 // Pending-collective registry and the watchdog thread (see watchdog.h).
 #include "comm/watchdog.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,14 +34,13 @@ uint64_t begin(const std::string& what) {
 // ENGINE_FAULT=stall:RANK:TEXT (watchdog.h): stalls this rank when it names it and `what` contains TEXT.
 void maybe_stall_at(const std::string& what) {
   static const char* spec = std::getenv("ENGINE_FAULT");
-  static bool fired = false;
+  static std::atomic<bool> fired{false};
   if (!spec || fired) return;
   int rank = -1, used = 0;
   if (std::sscanf(spec, "stall:%d:%n", &rank, &used) != 1 || used == 0 || rank != world().rank) return;
   const std::string text = spec + used;
   if (text.empty() || text.find_first_not_of("0123456789") == std::string::npos) return;  // a number: maybe_stall's
-  if (what.find(text) == std::string::npos) return;
-  fired = true;
+  if (what.find(text) == std::string::npos || fired.exchange(true)) return;
   std::fprintf(stderr, "rank %d: ENGINE_FAULT: stalling instead of entering %s\n", rank, what.c_str());
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
@@ -93,8 +93,9 @@ void start_watchdog(double timeout_s) {
           msg = op.what + buf;
         }
         std::fprintf(stderr,
-                     "rank %d: train: error: comm timeout: %s: a rank of its group never entered it (stalled, "
-                     "crashed, or called another collective)\n",
+                     "rank %d: train: error: comm timeout: %s: a rank of its group has not entered it (stalled, "
+                     "crashed, in another collective, or busy for longer than the timeout, e.g. rank 0 saving a "
+                     "checkpoint)\n",
                      world().rank, msg.c_str());
         // MPI_Abort from this thread needs MPI_THREAD_MULTIPLE; without it,
         // end this process alone: mpirun then ends the job (a rank died).

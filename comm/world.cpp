@@ -102,12 +102,14 @@ GroupHandle::~GroupHandle() {
 }
 #endif
 
+#if ENGINE_HAVE_MPI
 namespace {
 // The watchdog's name for a host-side collective on the world.
 std::string on_world(const char* op, const std::string& what) {
   return cat(op, " on world (", world().size, " ranks, host, ", what, ")");
 }
 }  // namespace
+#endif
 
 void barrier_world(const std::string& what) {
 #if ENGINE_HAVE_MPI

@@ -9,7 +9,6 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <tuple>
 
 #include "engine/cuda_runtime.h"
 
@@ -33,6 +32,16 @@ std::optional<size_t> proc_kb(const char* path, const std::string& key) {
   return std::nullopt;
 }
 
+// A "key value" line of a cgroup memory.stat file (bytes).
+std::optional<size_t> stat_value(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  size_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Headroom memory_headroom(Device dev) {
@@ -43,12 +52,22 @@ Headroom memory_headroom(Device dev) {
   };
   consider(proc_kb("/proc/meminfo", "MemAvailable"), "MemAvailable");
   // cgroup v2, then v1 (whose "no limit" is a huge number, never the least).
-  for (const auto& [limit, usage, name] :
-       {std::tuple{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "cgroup memory.max"},
-        std::tuple{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-                   "cgroup memory.limit_in_bytes"}}) {
-    const auto l = read_bytes(limit), u = read_bytes(usage);
-    if (l && u) consider(*l > *u ? *l - *u : 0, name);
+  // Usage counts the page cache, which the kernel reclaims before it fails
+  // an allocation: left out, or a container that has read much (a build, a
+  // dataset) would look full.
+  struct Cgroup {
+    const char *limit, *usage, *stat, *cache_key, *name;
+  };
+  for (const Cgroup& c :
+       {Cgroup{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", "file",
+               "cgroup memory.max"},
+        Cgroup{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+               "/sys/fs/cgroup/memory/memory.stat", "total_cache", "cgroup memory.limit_in_bytes"}}) {
+    const auto l = read_bytes(c.limit), u = read_bytes(c.usage);
+    if (!l || !u) continue;
+    const size_t cache = stat_value(c.stat, c.cache_key).value_or(0);
+    const size_t used = *u > cache ? *u - cache : 0;
+    consider(*l > used ? *l - used : 0, c.name);
   }
   struct rlimit rl {};
   const auto vm = proc_kb("/proc/self/status", "VmSize");

@@ -46,7 +46,7 @@ struct MemoryReport {
 // The memory a run can still take on `dev`, and where that figure comes
 // from: on cuda, cudaMemGetInfo's free bytes; on the host (cpu, emu), the
 // least of /proc/meminfo's MemAvailable, the cgroup's limit less its usage
-// (v2 memory.max, v1 memory.limit_in_bytes) and the address-space limit
+// without page cache (v2 memory.max, v1 memory.limit_in_bytes) and the address-space limit
 // (ulimit -v) less this process's size. The train program checks its plan
 // against it before the first step.
 struct Headroom {

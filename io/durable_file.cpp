@@ -55,15 +55,19 @@ void write_file_durably(const std::string& path, std::string_view bytes) {
   f.finish();
 }
 
-void rename_durably(const std::string& tmp, const std::string& path) {
-  ENGINE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp, " to it: ",
-               std::strerror(errno));
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = std::filesystem::current_path();
+void sync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // the rename is done; only its durability across a power loss is unconfirmed
+  if (fd < 0) return;  // what was written is there; only its durability across a power loss is unconfirmed
   ::fsync(fd);
   ::close(fd);
+}
+
+void rename_durably(const std::string& tmp, const std::string& path) {
+  ENGINE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp,
+               " to it: ", std::strerror(errno));
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = std::filesystem::current_path();
+  sync_dir(dir.string());
 }
 
 }  // namespace eng

@@ -29,7 +29,9 @@ class DurableFile {
 
 // The whole file at once: `path` written, fsync'ed, closed.
 void write_file_durably(const std::string& path, std::string_view bytes);
-// tmp -> path by rename(2), then the directory fsync'ed so the rename itself survives.
+// A directory fsync'ed: the names of the files made in it survive a power loss.
+void sync_dir(const std::string& dir);
+// tmp -> path by rename(2), then the parent directory fsync'ed so the rename itself survives.
 void rename_durably(const std::string& tmp, const std::string& path);
 
 }  // namespace eng

@@ -282,9 +282,9 @@ void Dataset::read_raw_hdf5(std::span<const int64_t> start, std::span<const int6
     stored = Handle(H5Dget_type(d_.get()), H5Tclose);
     mem_type = stored.get();
   }
-  H5_CHECK(H5Dread(d_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out), where(),
-           ": read failed (truncated or damaged file?)");
-  check_not_shrunk();  // after the read: a cut during it counts too
+  const herr_t status = H5Dread(d_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out);
+  check_not_shrunk();  // after the read, failed or not: a cut before or during it is named as such
+  H5_CHECK(status, where(), ": read failed (truncated or damaged file?)");
 }
 
 // Runs of consecutive elements: dimension k is the last one the box does not
@@ -371,7 +371,9 @@ void Dataset::check_finite(std::span<const int64_t> start, std::span<const int64
   }
   std::string index;
   for (size_t d = 0; d < at.size(); ++d) index += cat(d ? ", " : "", at[d]);
-  ENGINE_FAIL(where(), ": ", std::isnan(v[first]) ? "NaN" : "Inf", " at index (", index, "), entry ", at[0],
+  ENGINE_FAIL(where(), ": ", std::isnan(v[first]) ? "NaN" : "Inf",
+              type_ == ElemType::f64 && !std::isnan(v[first]) ? " (or a float64 beyond float32's range)" : "",
+              " at index (", index, "), entry ", at[0],
               " of its first dimension (the sample or time step): clean the data or leave that entry out");
 }
 

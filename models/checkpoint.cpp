@@ -35,6 +35,7 @@ void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, 
     nlohmann::json state{{"step", step}, {"config", config}};
     state.update(extra);
     write_file_durably((tmp_dir / "state.json").string(), state.dump(2) + "\n");
+    sync_dir(tmp_dir.string());  // the files' names too, before the old checkpoint goes
   } catch (const std::exception& e) {
     // A full disk or a dead file system: the partial copy goes (it holds
     // space), the previous checkpoint stays as it was.

@@ -34,8 +34,7 @@ double activation_bytes_per_sample(const BlockStack& s, Device dev, Precision p,
   const double attention = 4.0 * double(s.heads) * (cpu ? double(s.tokens) : 1.0) / tp;
   const double block = A * C * (12.0 / 16.0 / tp + 4.0 / 16.0 / rest) + attention;
   const double element = half && !cpu ? 2.0 : 4.0;  // the residual stream's element size
-  const double blocks =
-      s.recompute ? double(s.layers) * C * element / rest + block : double(s.layers) * block;
+  const double blocks = s.recompute ? double(s.layers) * C * element / rest + block : double(s.layers) * block;
   return double(s.tokens) * (blocks + 8.0 * C + head_bytes_per_token);
 }
 
@@ -48,9 +47,10 @@ size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards) {
 std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_gb) {
   const comm::World& w = comm::world();
   const double planned = double(plan.planned());
-  const std::string what = cat("batch_size ", plan.micro, " plans ", gb(planned), " on ", dev.str(), " (", w.size > 1 ? cat("rank ", w.rank, ": ") : "",
-                               "weights, gradients and AdamW state ", gb(double(plan.state_bytes)), " + activations ",
-                               plan.micro, " x ", gb(plan.activations_per_sample), ")");
+  const std::string what =
+      cat("batch_size ", plan.micro, " plans ", gb(planned), " on ", dev.str(), " (",
+          w.size > 1 ? cat("rank ", w.rank, ": ") : "", "weights, gradients and AdamW state ",
+          gb(double(plan.state_bytes)), " + activations ", plan.micro, " x ", gb(plan.activations_per_sample), ")");
   if (limit_gb < 0) return cat("memory plan: ", what, "; not checked (--memory_limit_gb ", limit_gb, ")");
   // Free now, plus what this process already holds (the parameters): the
   // plan counts those too. Host memory is shared by the node's ranks. An
@@ -61,7 +61,8 @@ std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_g
     room.bytes /= size_t(w.local_size);
     source += cat(", shared by ", w.local_size, " ranks on ", w.host);
   }
-  double available = double(room.bytes) + double(allocator_for(dev).stats().current_bytes);
+  const MemoryStats held = allocator_for(dev).stats();  // live tensors and cached blocks: this process's to reuse
+  double available = double(room.bytes) + double(held.current_bytes) + double(held.cached_bytes);
   if (limit_gb > 0 && limit_gb * 1e9 < available) available = limit_gb * 1e9, source = "--memory_limit_gb";
   std::string error;
   if (planned > available) {

@@ -49,9 +49,9 @@ struct BlockStack {
 double activation_bytes_per_sample(const BlockStack& s, Device dev, Precision p, double head_bytes_per_token);
 
 struct MemoryPlan {
-  size_t state_bytes = 0;         // weights, gradients and optimizer state of this rank
+  size_t state_bytes = 0;  // weights, gradients and optimizer state of this rank
   double activations_per_sample = 0;
-  int64_t micro = 0;              // samples per micro-batch
+  int64_t micro = 0;  // samples per micro-batch
   size_t planned() const { return state_bytes + size_t(activations_per_sample * double(micro)); }
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -74,13 +75,19 @@ std::string OutDir::lock() {
     std::string holder;
     std::getline(std::ifstream(file), holder);
     ::close(fd);
+    if (err == ENOSYS || err == EOPNOTSUPP || err == ENOLCK) {
+      // Some parallel file systems (Lustre mounted without -o flock) have none:
+      // the run goes on, unguarded against a second job, and says so.
+      std::printf("note: %s: this file system has no flock (%s): nothing stops a second job on this out_dir\n",
+                  file.c_str(), std::strerror(err));
+      return "";
+    }
     if (err != EWOULDBLOCK) return cat(file.string(), ": cannot lock: ", std::strerror(err));
     return cat(path_, " is in use by another run (", holder.empty() ? "its pid not yet written" : holder,
                "): wait for it to end, or pick another --out_dir");
   }
-  const std::string me =
-      cat("pid ", ::getpid(), " on host ", comm::world().host, " since ", now_utc(), " (", comm::world().size,
-          comm::world().size == 1 ? " process)" : " processes)");
+  const std::string me = cat("pid ", ::getpid(), " on host ", comm::world().host, " since ", now_utc(), " (",
+                             comm::world().size, comm::world().size == 1 ? " process)" : " processes)");
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, (me + "\n").data(), me.size() + 1, 0) != ssize_t(me.size() + 1)) {
     const std::string why = std::strerror(errno);
     ::close(fd);
@@ -90,24 +97,24 @@ std::string OutDir::lock() {
   return "";
 }
 
+std::string OutDir::claim() {
+  claimed_ = true;
+  const fs::path dir(path_);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return cat("out_dir ", path_, " is not a directory");
+  if (std::string error = lock(); !error.empty()) return error;
+  recover_checkpoint_dir((dir / "checkpoint").string());
+  const std::string earlier = earlier_run(dir);
+  if (earlier.empty() || mode_ != OutDirMode::fresh) return "";
+  const bool resumable = fs::exists(dir / "checkpoint" / "state.json");
+  return cat(path_, " holds an earlier run (", earlier, "): ", resumable ? "--resume to continue it, " : "",
+             "--overwrite to delete it and start again, or another --out_dir");
+}
+
 OutDir::OutDir(std::string path, OutDirMode mode) : path_(std::move(path)), mode_(mode) {
   std::string error;
-  if (comm::world().rank == 0) {
-    const fs::path dir(path_);
-    std::error_code ec;
-    if (fs::exists(dir, ec)) {
-      if (!fs::is_directory(dir, ec)) {
-        error = cat("out_dir ", path_, " is not a directory");
-      } else {
-        error = lock();
-        if (error.empty()) recover_checkpoint_dir((dir / "checkpoint").string());
-        const std::string earlier = error.empty() ? earlier_run(dir) : "";
-        if (!earlier.empty() && mode_ == OutDirMode::fresh)
-          error = cat(path_, " holds an earlier run (", earlier,
-                      "): --resume to continue it, --overwrite to delete it and start again, or another --out_dir");
-      }
-    }
-  }
+  std::error_code ec;
+  if (comm::world().rank == 0 && fs::exists(path_, ec)) error = claim();
   if (!error.empty() && lock_fd_ >= 0) ::close(lock_fd_), lock_fd_ = -1;  // refused: the destructor will not run
   tell_everyone(error);
 }
@@ -121,10 +128,12 @@ void OutDir::begin_output() {
   if (comm::world().rank == 0) {
     try {
       fs::create_directories(path_);
-      if (lock_fd_ < 0) error = lock();  // the directory appeared since: another job may have it
+      // Absent at start-up, the directory may have been made since, by
+      // another job that may hold it or have finished a run in it.
+      if (!claimed_) error = claim();
       if (error.empty() && mode_ == OutDirMode::overwrite)
-        for (const char* name : {"checkpoint", "checkpoint.tmp", "checkpoint.old", "metrics.jsonl",
-                                 "metrics.jsonl.tmp"})
+        for (const char* name :
+             {"checkpoint", "checkpoint.tmp", "checkpoint.old", "metrics.jsonl", "metrics.jsonl.tmp"})
           fs::remove_all(fs::path(path_) / name);
     } catch (const std::exception& e) {
       error = cat("out_dir ", path_, ": ", e.what());

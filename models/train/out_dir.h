@@ -10,7 +10,8 @@
 //     is refused, naming the holder's pid, host and start time.
 // The lock is taken as soon as the directory exists (before a --resume reads
 // the checkpoint), and otherwise when the run first writes (begin_output),
-// so a run refused for bad input creates nothing.
+// so a run refused for bad input creates nothing; on a file system without
+// flock the run goes on unguarded, with a note.
 #pragma once
 #include <string>
 
@@ -34,10 +35,12 @@ class OutDir {
   const std::string& path() const { return path_; }
 
  private:
-  std::string lock();  // rank 0: "" or why the lock is refused
+  std::string lock();   // rank 0: "" or why the lock is refused
+  std::string claim();  // rank 0, once the directory exists: the lock, then the earlier-run check
   std::string path_;
   OutDirMode mode_;
-  int lock_fd_ = -1;  // rank 0, while it holds run.lock
+  bool claimed_ = false;  // rank 0: claim() ran
+  int lock_fd_ = -1;      // rank 0, while it holds run.lock
 };
 
 }  // namespace eng::models

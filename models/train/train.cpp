@@ -16,10 +16,12 @@
 // backward, rank 0 alone prints and writes, and an error on any rank ends the
 // whole job.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -480,6 +482,16 @@ int run(int argc, char** argv) {
                 task->checkpoint_note().c_str());
     std::printf("plot: /usr/bin/python3 scripts/plot.py metrics %s/metrics.jsonl -o %s/metrics.png\n", out_dir.c_str(),
                 out_dir.c_str());
+    // Written after the last step's check: a failure here still fails the run (its checkpoint is saved).
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    if (!flushed || !progress.io_error().empty()) {
+      std::fprintf(stderr, "train: error: %s; the checkpoint of step %lld is saved\n",
+                   !progress.io_error().empty() ? progress.io_error().c_str()
+                                                : cat("standard output: write failed: ", std::strerror(errno)).c_str(),
+                   (long long)end);
+      return 1;
+    }
   }
   return 0;
 }

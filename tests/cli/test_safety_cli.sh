@@ -15,7 +15,9 @@ train=$build/models/train
 prep=$build/models/prepare_text
 work=$(mktemp -d)
 mounted=""
+jobs_started=()  # background trains a failing case must not leave running
 cleanup() {
+  for pid in ${jobs_started[@]+"${jobs_started[@]}"}; do kill -9 "$pid" 2>/dev/null || true; done
   [[ -z $mounted ]] || umount "$mounted" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -62,11 +64,21 @@ case $case_name in
     [[ $(steps_in "$work/x") -eq 3 ]] || fail "overwrite: $(steps_in "$work/x") steps in metrics.jsonl, not 3"
     [[ $(state_step "$work/x") -eq 3 ]] || fail "overwrite: the checkpoint is at step $(state_step "$work/x"), not 3"
     echo "ok: --resume continues the run, --overwrite starts it again"
+    # Only a metrics history (a run killed before its first checkpoint): nothing to resume.
+    mkdir -p "$work/h"
+    cp "$work/x/metrics.jsonl" "$work/h/"
+    if "$train" "${common[@]}" --steps 30 --out_dir "$work/h" >/dev/null 2>"$work/err"; then
+      fail "a fresh run replaced an earlier run's metrics"
+    fi
+    grep -qF "$work/h holds an earlier run (metrics.jsonl with 4 lines): --overwrite to delete it and start again, or another --out_dir" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
     ;;
   lock)
     # A live job holds its out_dir: a second one is refused naming the first.
     "$train" "${common[@]}" --steps 100000 --warmup_steps 10 --out_dir "$work/l" >/dev/null 2>&1 &
     first=$!
+    jobs_started+=($first)
     wait_steps "$work/l" 2
     for mode in "" --overwrite --resume; do
       if "$train" "${common[@]}" --steps 100000 --warmup_steps 10 $mode --out_dir "$work/l" >/dev/null \
@@ -81,12 +93,13 @@ case $case_name in
     # kill -9 leaves no stale lock: the kernel drops it with the process.
     "$train" "${common[@]}" --steps 100000 --warmup_steps 10 --checkpoint_every 5 --out_dir "$work/m" >/dev/null &
     second=$!
+    jobs_started+=($second)
     wait_steps "$work/m" 6
     kill -9 $first $second
     wait $first $second 2>/dev/null || true
-    "$train" "${common[@]}" --steps 12 --warmup_steps 10 --resume --out_dir "$work/m" >/dev/null 2>"$work/err" ||
-      fail "resume after kill -9: $(cat "$work/err")"
-    echo "ok: after kill -9 the out_dir is free again (resumed to step 12)"
+    "$train" "${common[@]}" --steps 100000 --warmup_steps 10 --stop_after 2 --resume --out_dir "$work/m" \
+      >/dev/null 2>"$work/err" || fail "resume after kill -9: $(cat "$work/err")"
+    echo "ok: after kill -9 the out_dir is free again (resumed from step $(( $(state_step "$work/m") - 2 )))"
     ;;
   metrics_kill)
     # A resume rewrites metrics.jsonl up to its checkpoint's step. Killed
@@ -106,6 +119,7 @@ PY
     for delay in 0.2 0.4 0.6 0.8 1.0 1.5; do
       "$train" "${common[@]}" --steps 40 --resume --out_dir "$work/k" >/dev/null 2>&1 &
       pid=$!
+      jobs_started+=($pid)
       sleep $delay
       kill -9 $pid 2>/dev/null || true
       wait $pid 2>/dev/null || true
@@ -161,6 +175,14 @@ print(n)' "$work/k/metrics.jsonl")
     step=$(state_step "$dir/run")
     [[ $step -eq $saved ]] || fail "the checkpoint is at step $step, expected $saved"
     [[ ! -e $dir/run/checkpoint.tmp ]] || fail "a partial checkpoint.tmp was left behind"
+    echo "ok: $(cat "$work/err")"
+    # A log that cannot be written (stdout on a full device) stops the run as well.
+    if "$train" "${common[@]}" "${small[@]}" --out_dir "$work/log" >/dev/full 2>"$work/err"; then
+      fail "the run went on with its log failing"
+    fi
+    grep -qF "train: error: standard output: write failed: No space left on device: the run stops at step 1; checkpoint saved at step 1" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    [[ $(state_step "$work/log") -eq 1 ]] || fail "no checkpoint at step 1"
     echo "ok: $(cat "$work/err")"
     ;;
   memory)

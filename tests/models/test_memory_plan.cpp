@@ -57,24 +57,22 @@ TEST_CASE("memory plan: GPT-2's planned peak is the measured one, within bounds"
     Recompute recompute;
   };
   const Device emu{DeviceType::emu, 0};
-  const std::vector<Case> cases{{kCPU, Precision::O0, 2, 64, 2, 64, 16, Recompute::no},
-                                {kCPU, Precision::O0, 2, 64, 8, 128, 8, Recompute::no},
-                                {kCPU, Precision::O2, 3, 96, 4, 64, 16, Recompute::no},
-                                {kCPU, Precision::O0, 4, 64, 4, 64, 16, Recompute::yes},
-                                {emu, Precision::O0, 2, 64, 2, 32, 8, Recompute::no},
-                                {emu, Precision::O2, 2, 64, 4, 32, 8, Recompute::no}};
+  const std::vector<Case> cases{
+      {kCPU, Precision::O0, 2, 64, 2, 64, 16, Recompute::no}, {kCPU, Precision::O0, 2, 64, 8, 128, 8, Recompute::no},
+      {kCPU, Precision::O2, 3, 96, 4, 64, 16, Recompute::no}, {kCPU, Precision::O0, 4, 64, 4, 64, 16, Recompute::yes},
+      {emu, Precision::O0, 2, 64, 2, 32, 8, Recompute::no},   {emu, Precision::O2, 2, 64, 4, 32, 8, Recompute::no}};
   for (const Case& c : cases) {
     GPT2Config g;
     g.vocab_size = 256, g.block_size = c.T, g.n_layer = c.L, g.n_head = c.NH, g.n_embd = c.C;
-    INFO(c.dev.str() << " " << precision_name(c.p) << " L" << c.L << " C" << c.C << " NH" << c.NH << " T" << c.T
-                     << " B" << c.B << (c.recompute == Recompute::yes ? " recompute" : ""));
+    INFO(c.dev.str() << " " << precision_name(c.p) << " L" << c.L << " C" << c.C << " NH" << c.NH << " T" << c.T << " B"
+                     << c.B << (c.recompute == Recompute::yes ? " recompute" : ""));
     GPT2 m(g, 1, c.dev);
     const Autocast ac(c.p);
     const Tensor x = random_ints(c.B, c.T, 256, 1, c.dev), y = random_ints(c.B, c.T, 256, 2, c.dev);
     const double peak = measured_peak(m, c.dev, [&] { return m.loss(x, y, c.recompute, ac); });
     const BlockStack s{c.L, c.T, c.C, c.NH, 1, false, c.recompute == Recompute::yes};
-    const double planned =
-        double(state_bytes(m.num_parameters(), c.p, 1)) + double(c.B) * activation_bytes_per_sample(s, c.dev, c.p, 8.0 * 256);
+    const double planned = double(state_bytes(m.num_parameters(), c.p, 1)) +
+                           double(c.B) * activation_bytes_per_sample(s, c.dev, c.p, 8.0 * 256);
     check_close(planned, peak);
   }
 }
@@ -96,8 +94,8 @@ TEST_CASE("memory plan: the ViT's planned peak is the measured one, within bound
       });
       const BlockStack s{v.depth, v.tokens(), v.embed, v.heads};
       const int64_t pixels = v.patch * v.patch * (v.in_channels + (head == ViTHead::dense ? v.out_channels : 0));
-      const double planned =
-          double(state_bytes(m.num_parameters(), p, 1)) + double(B) * activation_bytes_per_sample(s, kCPU, p, 22.0 * double(pixels));
+      const double planned = double(state_bytes(m.num_parameters(), p, 1)) +
+                             double(B) * activation_bytes_per_sample(s, kCPU, p, 22.0 * double(pixels));
       check_close(planned, peak);
     }
 }
