@@ -25,8 +25,8 @@ cudnn_env_main() {
       return 0
     fi
   done
-  # The cache is captured before it is searched: `ldconfig -p | grep -q` under
-  # a caller's pipefail fails when grep leaves early and ldconfig gets SIGPIPE.
+  # The cache is captured before it is searched: piped straight into grep -q,
+  # a caller's pipefail fails the test when grep leaves early and ldconfig gets SIGPIPE.
   local cache
   cache=$(ldconfig -p 2>/dev/null) || cache=""
   if grep -q "^[[:space:]]*$name " <<<"$cache"; then

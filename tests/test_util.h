@@ -13,6 +13,7 @@
 #include "engine/nn/module.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
+#include "kernels/rng.h"
 
 namespace eng::test {
 
@@ -82,6 +83,13 @@ inline std::string gradcheck(const std::function<Tensor(const std::vector<Tensor
     INFO(msg_);                                                   \
     CHECK(msg_.empty());                                          \
   } while (0)
+
+// (B, T) i32 token ids, uniform in [0, V), from `seed`.
+inline Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed, Device dev = kCPU) {
+  std::vector<int32_t> v(size_t(B * T));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = int32_t(rng::bits(seed, i) % uint64_t(V));
+  return Tensor::from_ints(v, {B, T}, dev);
+}
 
 // An f64 leaf with N(0, std) values from `seed`.
 inline Tensor leaf(const Shape& s, uint64_t seed, float std = 1.f) {

@@ -58,7 +58,7 @@ grep -qF "is on LD_LIBRARY_PATH; nothing to do" "$work/stderr" || fail "unexpect
 
 # A cache that lists cuDNN first and then many more lines, sourced by a shell
 # with pipefail: the script must still see that the loader finds it (a
-# `ldconfig -p | grep -q` would SIGPIPE the long writer and miss it).
+# grep -q reading ldconfig's output through a pipe would SIGPIPE the long writer and miss it).
 mkdir -p "$work/bin2"
 cat >"$work/bin2/ldconfig" <<'STUB'
 #!/bin/sh

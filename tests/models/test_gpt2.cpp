@@ -13,17 +13,13 @@
 
 using namespace eng;
 using namespace eng::models;
+using eng::test::random_ids;
 
 namespace {
 GPT2Config tiny() {
   GPT2Config c;
   c.vocab_size = 256, c.block_size = 32, c.n_layer = 2, c.n_head = 2, c.n_embd = 32;
   return c;
-}
-Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  std::vector<int32_t> v(size_t(B * T));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = int32_t(rng::bits(seed, i) % uint64_t(V));
-  return Tensor::from_ints(v, {B, T});
 }
 }  // namespace
 

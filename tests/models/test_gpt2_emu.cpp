@@ -12,14 +12,7 @@
 
 using namespace eng;
 using namespace eng::models;
-
-namespace {
-Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed, Device dev) {
-  std::vector<int32_t> v(size_t(B * T));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = int32_t(rng::bits(seed, i) % uint64_t(V));
-  return Tensor::from_ints(v, {B, T}, dev);
-}
-}  // namespace
+using eng::test::random_ids;
 
 TEST_CASE("gpt2: one block gives the same loss and gradients on cpu and emu", "[emu][e2e][gpt2]") {
   const Device emu{DeviceType::emu, 0};

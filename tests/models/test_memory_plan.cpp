@@ -16,14 +16,9 @@
 
 using namespace eng;
 using namespace eng::models;
+using eng::test::random_ids;
 
 namespace {
-
-Tensor random_ints(int64_t B, int64_t T, int64_t V, uint64_t seed, Device dev) {
-  std::vector<int32_t> v(size_t(B * T));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = int32_t(rng::bits(seed, i) % uint64_t(V));
-  return Tensor::from_ints(v, {B, T}).to(dev);
-}
 
 // The allocator's peak over two steps of `loss` from the model's weights
 // alone: the second runs with the AdamW moments the first step made, as
@@ -68,7 +63,7 @@ TEST_CASE("memory plan: GPT-2's planned peak is the measured one, within bounds"
                      << c.B << (c.recompute == Recompute::yes ? " recompute" : ""));
     GPT2 m(g, 1, c.dev);
     const Autocast ac(c.p);
-    const Tensor x = random_ints(c.B, c.T, 256, 1, c.dev), y = random_ints(c.B, c.T, 256, 2, c.dev);
+    const Tensor x = random_ids(c.B, c.T, 256, 1, c.dev), y = random_ids(c.B, c.T, 256, 2, c.dev);
     const double peak = measured_peak(m, c.dev, [&] { return m.loss(x, y, c.recompute, ac); });
     const BlockStack s{c.L, c.T, c.C, c.NH, 1, false, c.recompute == Recompute::yes};
     const double planned = double(state_bytes(m.num_parameters(), c.p, 1)) +
@@ -90,7 +85,7 @@ TEST_CASE("memory plan: the ViT's planned peak is the measured one, within bound
       const Tensor x = Tensor::uniform({B, 4, 16, 32}, 3, -1.f, 1.f);
       const double peak = measured_peak(m, kCPU, [&] {
         return head == ViTHead::dense ? mse_loss(m.forward(x, ac), x)
-                                      : cross_entropy(m.forward(x, ac), random_ints(1, B, 10, 4, kCPU).reshape({B}));
+                                      : cross_entropy(m.forward(x, ac), random_ids(1, B, 10, 4, kCPU).reshape({B}));
       });
       const BlockStack s{v.depth, v.tokens(), v.embed, v.heads};
       const int64_t pixels = v.patch * v.patch * (v.in_channels + (head == ViTHead::dense ? v.out_channels : 0));
