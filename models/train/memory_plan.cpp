@@ -48,9 +48,9 @@ std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_g
   const comm::World& w = comm::world();
   const double planned = double(plan.planned());
   const std::string what =
-      cat("batch_size ", plan.micro, " plans ", gb(planned), " on ", dev.str(), " (",
-          w.size > 1 ? cat("rank ", w.rank, ": ") : "", "weights, gradients and AdamW state ",
-          gb(double(plan.state_bytes)), " + activations ", plan.micro, " x ", gb(plan.activations_per_sample), ")");
+      cat(w.size > 1 ? cat("rank ", w.rank, ": ") : "", "batch_size ", plan.micro, " plans ", gb(planned), " on ",
+          dev.str(), " (weights, gradients and AdamW state ", gb(double(plan.state_bytes)), " + activations ",
+          plan.micro, " x ", gb(plan.activations_per_sample), ")");
   if (limit_gb < 0) return cat("memory plan: ", what, "; not checked (--memory_limit_gb ", limit_gb, ")");
   // Free now, plus what this process already holds (the parameters): the
   // plan counts those too. Host memory is shared by the node's ranks. An

@@ -16,12 +16,10 @@
 // backward, rank 0 alone prints and writes, and an error on any rank ends the
 // whole job.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -477,21 +475,15 @@ int run(int argc, char** argv) {
   }
   progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  if (lead) {
-    std::printf("done: %lld steps in %.1f s; checkpoint %s (%s)\n", (long long)(end - start), secs, ckpt_dir.c_str(),
-                task->checkpoint_note().c_str());
-    std::printf("plot: /usr/bin/python3 scripts/plot.py metrics %s/metrics.jsonl -o %s/metrics.png\n", out_dir.c_str(),
-                out_dir.c_str());
-    // Written after the last step's check: a failure here still fails the run (its checkpoint is saved).
-    errno = 0;
-    const bool flushed = std::fflush(stdout) == 0;
-    if (!flushed || !progress.io_error().empty()) {
-      std::fprintf(stderr, "train: error: %s; the checkpoint of step %lld is saved\n",
-                   !progress.io_error().empty() ? progress.io_error().c_str()
-                                                : cat("standard output: write failed: ", std::strerror(errno)).c_str(),
-                   (long long)end);
-      return 1;
-    }
+  progress.message(cat("done: ", end - start, " steps in ", std::round(secs * 10) / 10, " s; checkpoint ", ckpt_dir,
+                       " (", task->checkpoint_note(), ")"));
+  progress.message(
+      cat("plot: /usr/bin/python3 scripts/plot.py metrics ", out_dir, "/metrics.jsonl -o ", out_dir, "/metrics.png"));
+  // Written after the last step's check: a failure here still fails the run (its checkpoint is saved).
+  if (!progress.io_error().empty()) {
+    std::fprintf(stderr, "train: error: %s; the checkpoint of step %lld is saved\n", progress.io_error().c_str(),
+                 (long long)end);
+    return 1;
   }
   return 0;
 }
