@@ -133,4 +133,14 @@ Tensor scatter_to_sp(const Tensor& x, Communicator& tp) {
       [c](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{gathered_rows(g, *c)}; });
 }
 
+Tensor gather_from_sp_to_replicated(const Tensor& x, Communicator& tp) {
+  if (tp.size() == 1) return x;
+  check_rows("gather_from_sp_to_replicated", x);
+  Communicator* c = &tp;
+  return with_backward("gather_from_sp_to_replicated", gathered_rows(x, tp), x,
+                       [c](const Tensor& g, const std::vector<bool>&) {
+                         return std::vector<Tensor>{my_slice("gather_from_sp_to_replicated backward", g, 0, *c)};
+                       });
+}
+
 }  // namespace eng::comm

@@ -11,6 +11,8 @@
 //   gather_from_sp         all-gather along dim 0     reduce-scatter along dim 0
 //   reduce_scatter_to_sp   reduce-scatter along dim 0 all-gather along dim 0
 //   scatter_to_sp          keep my slice of dim 0     all-gather along dim 0
+//   gather_from_sp_to_replicated
+//                          all-gather along dim 0     keep my slice of dim 0
 //
 // The first four are the tensor-parallel region's entry and exit (the "f"
 // and "g" of the Megatron paper). The last three serve sequence parallelism:
@@ -20,6 +22,11 @@
 // contiguous block, so the collectives need no transposes (Megatron keeps
 // [s, b, h] for the same reason). Every row-wise op (layernorm, dropout,
 // the residual add) is indifferent to which rows a rank holds.
+// gather_from_sp ends the sharded rows where a tp-parallel layer follows
+// (each rank's gradient is a partial sum: reduce-scatter); where a
+// replicated layer follows (the ViT's head, the same on every rank), every
+// rank's gradient is already the whole, so its backward keeps my rows
+// (Megatron's tensor_parallel_output_grad = False).
 //
 // A group of one makes every op an identity. Slices of dim -1 and dim 0 must
 // divide evenly by the tp size (a one-line error names the shape). The
@@ -37,5 +44,6 @@ Tensor gather_from_tp(const Tensor& x, Communicator& tp);
 Tensor gather_from_sp(const Tensor& x, Communicator& tp);
 Tensor reduce_scatter_to_sp(const Tensor& x, Communicator& tp);
 Tensor scatter_to_sp(const Tensor& x, Communicator& tp);
+Tensor gather_from_sp_to_replicated(const Tensor& x, Communicator& tp);
 
 }  // namespace eng::comm

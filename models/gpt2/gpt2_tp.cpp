@@ -13,24 +13,16 @@
 
 namespace eng::models {
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+TpSplit GPT2Tp::split_of(const std::string& name) const {
+  if (name == "wte.weight") return TpSplit::custom;
+  if (ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_attn.bias")) return TpSplit::qkv_rows;
+  if (ends_with(name, "mlp.c_fc.weight") || ends_with(name, "mlp.c_fc.bias")) return TpSplit::rows;
+  if (ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight")) return TpSplit::cols;
+  return TpSplit::whole;
 }
 
-// How a parameter of the serial model is split over tp.
-enum class Split : uint8_t { whole, rows, qkv_rows, cols, vocab };
-
-Split split_of(const std::string& name) {
-  if (name == "wte.weight") return Split::vocab;
-  if (ends_with(name, "attn.c_attn.weight") || ends_with(name, "attn.c_attn.bias")) return Split::qkv_rows;
-  if (ends_with(name, "mlp.c_fc.weight") || ends_with(name, "mlp.c_fc.bias")) return Split::rows;
-  if (ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight")) return Split::cols;
-  return Split::whole;
-}
-
-}  // namespace
+Tensor GPT2Tp::shard_custom(const std::string&, const Tensor& full) const { return wte->shard(full); }
+Tensor GPT2Tp::unshard_custom(const std::string&, const Tensor& mine) const { return wte->unshard(mine); }
 
 GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
                          GPT2TpOptions o)
@@ -70,7 +62,7 @@ Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocas
 }
 
 GPT2Tp::GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o)
-    : cfg_(c), tp_(&tp), opt_(o) {
+    : TpModel(tp), cfg_(c), opt_(o) {
   c.validate();
   const int P = tp.size();
   ENGINE_CHECK(c.n_head % P == 0, "gpt2 --tp ", P, ": n_head ", c.n_head, " does not divide by tp ", P);
@@ -92,13 +84,13 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1), C = cfg_.n_embd;
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
-  ENGINE_CHECK(!opt_.sequence_parallel || (B * T) % tp_->size() == 0, "gpt2 --sequence_parallel: B T = ", B * T,
-               " token rows do not divide by tp ", tp_->size());
+  ENGINE_CHECK(!opt_.sequence_parallel || (B * T) % tp().size() == 0, "gpt2 --sequence_parallel: B T = ", B * T,
+               " token rows do not divide by tp ", tp().size());
   Tensor x;
   {
     const profile::LayerRange r(gpt2_layers().embeddings);
     Tensor pos = wpe->forward(positions_.get(B, T, ids.device())).reshape({B * T, C});
-    if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, *tp_);
+    if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, tp());
     // The token rows summed over tp (or my block of them), plus the positions, in fp32 then cast (as the serial model).
     x = ac.cast(add(wte->forward(ids), pos));
   }
@@ -115,7 +107,7 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
   const profile::LayerRange r(gpt2_layers().lm_head);
   Tensor hf = ln_f->forward(x, ac);
   // The tied lm_head is column parallel over the vocabulary: my logits only.
-  hf = opt_.sequence_parallel ? comm::gather_from_sp(ac.cast(hf), *tp_) : comm::copy_to_tp(ac.cast(hf), *tp_);
+  hf = opt_.sequence_parallel ? comm::gather_from_sp(ac.cast(hf), tp()) : comm::copy_to_tp(ac.cast(hf), tp());
   return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));
 }
 
@@ -123,12 +115,12 @@ Tensor GPT2Tp::loss(const Tensor& ids, const Tensor& targets, Recompute recomput
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
   Tensor logits = ac.f32(forward(ids, recompute, ac));
   const profile::LayerRange r(gpt2_layers().loss);
-  return comm::vocab_parallel_cross_entropy(logits, targets.reshape({ids.numel()}), cfg_.vocab_size, *tp_);
+  return comm::vocab_parallel_cross_entropy(logits, targets.reshape({ids.numel()}), cfg_.vocab_size, tp());
 }
 
 std::vector<Tensor> GPT2Tp::partial_parameters() const {
   std::vector<Tensor> partial;
-  if (!opt_.sequence_parallel || tp_->size() == 1) return partial;
+  if (!opt_.sequence_parallel || tp().size() == 1) return partial;
   for (const auto& b : h)
     for (const Tensor& p :
          {b->ln_1->weight, b->ln_1->bias, b->ln_2->weight, b->ln_2->bias, b->attn_proj->bias, b->mlp_proj->bias})
@@ -136,73 +128,6 @@ std::vector<Tensor> GPT2Tp::partial_parameters() const {
   partial.push_back(ln_f->weight);
   partial.push_back(ln_f->bias);
   return partial;
-}
-
-void GPT2Tp::sync_partial_grads() {
-  for (const Tensor& p : partial_parameters()) {
-    Tensor g = p.grad();
-    if (g.defined()) tp_->all_reduce(g, comm::ReduceOp::sum).wait();
-  }
-}
-
-std::vector<Tensor> GPT2Tp::replicated_parameters() const {
-  std::vector<Tensor> out;
-  for (const auto& [name, p] : named_parameters())
-    if (split_of(name) == Split::whole) out.push_back(p);
-  return out;
-}
-
-Tensor GPT2Tp::unshard(const std::string& name, const Tensor& mine) const {
-  NoGradGuard no_grad;
-  switch (split_of(name)) {
-    case Split::vocab:
-      return wte->unshard(mine);
-    case Split::rows:
-      return comm::unshard_rows(mine, 1, *tp_);
-    case Split::qkv_rows:
-      return comm::unshard_rows(mine, 3, *tp_);
-    case Split::cols:
-      return comm::unshard_cols(mine, *tp_);
-    case Split::whole:
-      break;
-  }
-  return mine.detach();
-}
-
-Tensor GPT2Tp::shard(const std::string& name, const Tensor& full) const {
-  NoGradGuard no_grad;
-  switch (split_of(name)) {
-    case Split::vocab:
-      return wte->shard(full);
-    case Split::rows:
-      return comm::shard_rows(full, 1, *tp_);
-    case Split::qkv_rows:
-      return comm::shard_rows(full, 3, *tp_);
-    case Split::cols:
-      return comm::shard_cols(full, *tp_);
-    case Split::whole:
-      break;
-  }
-  return full.detach();
-}
-
-std::vector<std::pair<std::string, Tensor>> GPT2Tp::full_state() const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, p] : named_parameters()) out.emplace_back(name, unshard(name, p));
-  return out;
-}
-
-void GPT2Tp::load_full_state(const std::vector<std::pair<std::string, Tensor>>& state) {
-  NoGradGuard no_grad;
-  std::vector<std::pair<std::string, Tensor>> params = named_parameters();
-  ENGINE_CHECK(state.size() == params.size(), "gpt2 --tp: a state of ", state.size(), " tensors for ", params.size(),
-               " parameters");
-  for (size_t i = 0; i < params.size(); ++i) {
-    ENGINE_CHECK(state[i].first == params[i].first, "gpt2 --tp: state tensor ", i, " is ", state[i].first,
-                 ", expected ", params[i].first);
-    Tensor dst = params[i].second;
-    dst.copy_from(shard(params[i].first, state[i].second));
-  }
 }
 
 }  // namespace eng::models

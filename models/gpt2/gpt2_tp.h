@@ -27,6 +27,7 @@
 #include "comm/tp_layers.h"
 #include "comm/vocab_parallel.h"
 #include "models/gpt2/gpt2.h"
+#include "models/tp_model.h"
 
 namespace eng::models {
 
@@ -50,7 +51,7 @@ class GPT2TpBlock : public Module {
   profile::Layer range_;  // "h.3": its profiler range (engine/profile.h)
 };
 
-class GPT2Tp : public Module {
+class GPT2Tp : public TpModel {
  public:
   // Checks that n_head and 4 n_embd divide by tp (one-line errors naming them).
   GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o = {});
@@ -61,35 +62,22 @@ class GPT2Tp : public Module {
   // The mean cross-entropy (vocab parallel, fp32), the same on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
               const Autocast& ac = Autocast()) const;
-  // Sums over tp the gradients that are partial per rank (sequence parallel:
-  // layernorms and row biases); nothing otherwise. Call after backward.
-  void sync_partial_grads();
-  // The parameters sync_partial_grads sums (none without sequence parallelism).
-  std::vector<Tensor> partial_parameters() const;
-  // The parameters every tp rank holds whole (their gradients agree across
-  // tp after sync_partial_grads): a global norm counts them once.
-  std::vector<Tensor> replicated_parameters() const;
-  // The serial model's state: every parameter gathered to its full shape
-  // (the vocabulary unpadded), by name. Collective over tp.
-  std::vector<std::pair<std::string, Tensor>> full_state() const;
-  // Loads a full state (names and shapes of the serial model): this rank's shards.
-  void load_full_state(const std::vector<std::pair<std::string, Tensor>>& state);
-  // Parameter `name`'s full tensor <-> this rank's shard, for any tensor of
-  // its shape (the value, its gradient, an optimizer moment). unshard is
-  // collective over tp.
-  Tensor shard(const std::string& name, const Tensor& full) const;
-  Tensor unshard(const std::string& name, const Tensor& mine) const;
+  // Sequence parallel: the layernorms and row biases (tp_model.h).
+  std::vector<Tensor> partial_parameters() const override;
   const GPT2Config& config() const { return cfg_; }
-  comm::Communicator& tp() const { return *tp_; }
 
   std::shared_ptr<comm::VocabParallelEmbedding> wte;
   std::shared_ptr<Embedding> wpe;
   std::vector<std::shared_ptr<GPT2TpBlock>> h;
   std::shared_ptr<LayerNorm> ln_f;
 
+ protected:
+  TpSplit split_of(const std::string& name) const override;
+  Tensor shard_custom(const std::string& name, const Tensor& full) const override;
+  Tensor unshard_custom(const std::string& name, const Tensor& mine) const override;
+
  private:
   GPT2Config cfg_;
-  comm::Communicator* tp_;
   GPT2TpOptions opt_;
   PositionIds positions_;
 };

@@ -14,6 +14,7 @@
 #include "models/gpt2/gpt2_tp.h"
 #include "models/gpt2/sample.h"
 #include "models/train/memory_plan.h"
+#include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
 
@@ -58,16 +59,7 @@ class GPT2Task : public TrainTask {
         dev_(dev) {
     if (tp && tp->size() > 1) {
       tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *tp, GPT2TpOptions{c.b("sequence_parallel")});
-      tp_.tp = tp;
-      tp_.replicated = tp_model_->replicated_parameters();
-      for (const Tensor& p : tp_model_->parameters()) {
-        bool rep = false;
-        for (const Tensor& r : tp_.replicated) rep = rep || r.same(p);
-        if (!rep) tp_.sharded.push_back(p);
-      }
-      tp_.partial = tp_model_->partial_parameters();
-      GPT2Tp* m = tp_model_.get();
-      tp_.sync_partial = [m] { m->sync_partial_grads(); };
+      tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<GPT2>(g_, seed_, dev);
     }
@@ -195,20 +187,8 @@ class GPT2Task : public TrainTask {
   std::vector<std::pair<std::string, Tensor>> gather_for_checkpoint(
       std::vector<std::pair<std::string, Tensor>> opt_state) override {
     if (!tp_model_) return opt_state;
-    const auto state = tp_model_->full_state();
-    if (comm::world().rank == 0) {
-      full_ = std::make_unique<GPT2>(g_, seed_, kCPU);
-      for (const auto& [name, p] : full_->named_parameters()) {
-        Tensor dst = p;
-        dst.copy_from(find_state(state, name, p.shape()));
-      }
-    }
-    const std::vector<std::string> names = optimizer_names();
-    for (auto& [key, t] : opt_state) {
-      const size_t i = moment_index(key);
-      if (i != size_t(-1)) t = tp_model_->unshard(names.at(i), t.to(dev_)).to(kCPU);
-    }
-    return opt_state;
+    if (comm::world().rank == 0) full_ = std::make_unique<GPT2>(g_, seed_, kCPU);
+    return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
@@ -219,17 +199,8 @@ class GPT2Task : public TrainTask {
   nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) override {
     if (!tp_model_) return models::load_checkpoint(dir, *model_, opt);
     GPT2 full(g_, seed_, kCPU);
-    AdamW full_opt(decay_groups(full.parameters(), 0.0), 1.0);
-    const nlohmann::json state = models::load_checkpoint(dir, full, full_opt);
-    tp_model_->load_full_state(full.named_parameters());
-    const std::vector<std::string> names = optimizer_names();
-    std::vector<std::pair<std::string, Tensor>> mine = full_opt.state();
-    for (auto& [key, t] : mine) {
-      const size_t i = moment_index(key);
-      if (i != size_t(-1)) t = tp_model_->shard(names.at(i), t.to(dev_));
-    }
-    opt.load_state(mine);
-    return state;
+    return load_tp_checkpoint(*tp_model_, full, opt, dev_,
+                              [&](Optimizer& o) { return models::load_checkpoint(dir, full, o); });
   }
   nlohmann::json data_state(int64_t done) const override {
     return {
@@ -264,22 +235,6 @@ class GPT2Task : public TrainTask {
     // The serial count: per layer 12 C^2 + 13 C, plus the tables and ln_f.
     const int64_t C = g_.n_embd;
     return g_.n_layer * (12 * C * C + 13 * C) + (g_.vocab_size + g_.block_size) * C + 2 * C;
-  }
-  // Parameter names in AdamW's order (decay_groups: matrices, then vectors).
-  std::vector<std::string> optimizer_names() const {
-    std::vector<std::string> out;
-    const auto named = tp_model_->named_parameters();
-    for (const ParamGroup& g : decay_groups(tp_model_->parameters(), 0.0))
-      for (const Tensor& p : g.params)
-        for (const auto& [name, q] : named)
-          if (q.same(p)) out.push_back(name);
-    return out;
-  }
-  // i of "exp_avg.i" / "exp_avg_sq.i"; -1 for the other entries (step counts).
-  static size_t moment_index(const std::string& key) {
-    for (const std::string prefix : {"exp_avg.", "exp_avg_sq."})
-      if (key.rfind(prefix, 0) == 0) return size_t(std::stoul(key.substr(prefix.size())));
-    return size_t(-1);
   }
   int64_t step_ = 0;
   std::vector<Tensor> xs_, ys_;  // the step's micro-batches, on the host

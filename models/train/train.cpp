@@ -161,8 +161,8 @@ int run(int argc, char** argv) {
   std::unique_ptr<comm::Communicator> tp_comm;
   if (grid.tp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
   // The data files are opened here, by every rank: an error names the file.
-  std::unique_ptr<TrainTask> task =
-      cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, tp_comm.get()) : make_vit_task(cfg, plan, dev);
+  std::unique_ptr<TrainTask> task = cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, tp_comm.get())
+                                                             : make_vit_task(cfg, plan, dev, tp_comm.get());
   const TpGrads& tp_grads = task->tp_grads();
   std::vector<std::pair<std::string, Tensor>> tp_replicated;  // by name, for --check_replicas across tp
   for (const auto& [name, p] : task->model().named_parameters())

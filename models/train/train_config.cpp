@@ -82,13 +82,11 @@ const std::vector<OptionSpec>& train_options() {
       {"comm", "auto",
        "collectives backend: auto (nccl on cuda, mpi on cpu/emu) | mpi | nccl (on emu: the look-alike)"},
       {"tp", 1,
-       "tensor-parallel ranks: heads, MLP and vocabulary split over tp adjacent ranks (world = dp x tp); n_head and "
-       "4 n_embd must divide by tp",
-       "gpt2"},
+       "tensor-parallel ranks: heads and MLP (gpt2: and the vocabulary) split over tp adjacent ranks (world = dp x "
+       "tp); n_head and 4 n_embd must divide by tp"},
       {"sequence_parallel", false,
        "with tp > 1: layernorms and the residual stream on 1/tp of the token rows (all-gather + reduce-scatter in "
-       "place of all-reduce)",
-       "gpt2"},
+       "place of all-reduce)"},
       {"memory_limit_gb", 0.0,
        "before the first step, refuse a run whose planned memory per rank (weights, gradients, optimizer state and "
        "activations) exceeds this many GB (0: the device's free memory: cudaMemGetInfo, or on the host the least of "

@@ -12,9 +12,11 @@
 #include "io/weather_dataset.h"
 #include "models/checkpoint.h"
 #include "models/train/memory_plan.h"
+#include "models/train/tp_checkpoint.h"
 #include "models/vit/forecast_metrics.h"
 #include "models/vit/vit.h"
 #include "models/vit/vit_io.h"
+#include "models/vit/vit_tp.h"
 
 namespace eng::models {
 
@@ -56,7 +58,7 @@ std::string fmt(double v, const char* f = "%.4f") {
 
 class ViTTask : public TrainTask {
  public:
-  ViTTask(const TrainConfig& c, const BatchPlan& plan, Device dev)
+  ViTTask(const TrainConfig& c, const BatchPlan& plan, Device dev, comm::Communicator* tp)
       : cfg_(c), plan_(plan), dev_(dev), seed_(uint64_t(c.i("seed"))), weather_(c.s("dataset") == "weather") {
     const h5::ReadPath rp = read_path(c.s("read_path"));
     if (weather_) {
@@ -98,7 +100,17 @@ class ViTTask : public TrainTask {
       v.classes = classes_;
     v.validate();
     vit_ = v;
-    model_ = std::make_unique<ViT>(v, seed_, dev);
+    if (tp && tp->size() > 1) {
+      const bool sp = c.b("sequence_parallel");
+      // Every rank reads the same shapes: said once (WorldError).
+      if (sp && (plan.micro * v.tokens()) % tp->size() != 0)
+        throw WorldError(cat("config: sequence_parallel: batch_size x tokens = ", plan.micro, " x ", v.tokens(),
+                             " token rows do not divide by tp = ", tp->size(), " (change batch_size or patch)"));
+      tp_model_ = std::make_unique<ViTTp>(v, seed_, dev, *tp, ViTTpOptions{sp});
+      tp_ = tp_grads_of(*tp_model_);
+    } else {
+      model_ = std::make_unique<ViT>(v, seed_, dev);
+    }
     const int64_t slots = plan.accum * plan.dp;
     sampler_ = std::make_unique<EpochSampler>(train_->size(), plan.micro, slots, seed_, Shuffle::yes);
     ENGINE_CHECK(sampler_->steps_per_epoch() > 0, c.s("train_data"), ": ", train_->size(),
@@ -110,14 +122,19 @@ class ViTTask : public TrainTask {
     lopt_.workers = int(c.i("data_workers"));
   }
 
-  Module& model() override { return *model_; }
+  Module& model() override { return tp_model_ ? static_cast<Module&>(*tp_model_) : *model_; }
   std::string summary() const override {
     const ViTConfig& v = vit_;
     const std::string head =
         v.head == ViTHead::classify ? cat(v.classes, " classes") : cat(v.out_channels, " channels (dense head)");
     return cat("ViT ", v.depth, " blocks, ", v.heads, " heads, ", v.embed, " wide, patch ", v.patch, " on ",
                v.in_channels, " x ", v.img_h, " x ", v.img_w, " (", v.tokens(), " tokens) -> ", head, ", ",
-               fmt(double(model_->num_parameters()) / 1e6, "%.2f"), "M parameters; ", items_per_step(), " images/step");
+               fmt(double(full_parameters()) / 1e6, "%.2f"), "M parameters; ", items_per_step(), " images/step",
+               tp_model_ ? cat("; tensor parallel over ", tp_.tp->size(), " ranks",
+                               cfg_.b("sequence_parallel") ? " (sequence parallel)" : "", ": ",
+                               fmt(double(tp_model_->num_parameters()) / 1e6, "%.2f"), "M parameters on each (",
+                               v.heads / tp_.tp->size(), " heads)")
+                         : std::string());
   }
   std::string data_summary() const override {
     return cat(train_->describe(), "; ", val_->describe(), "; loader: ", lopt_.workers, " reader thread(s), ",
@@ -129,7 +146,8 @@ class ViTTask : public TrainTask {
   int64_t items_per_step() const override { return plan_.global(); }
   double flops_per_step() const override { return vit_flops_per_image(vit_) * double(items_per_step()); }
   double activation_bytes_per_sample(Precision p) const override {
-    const BlockStack s{vit_.depth, vit_.tokens(), vit_.embed, vit_.heads};
+    const int64_t tp = tp_model_ ? tp_.tp->size() : 1;
+    const BlockStack s{vit_.depth, vit_.tokens(), vit_.embed, vit_.heads, tp, tp > 1 && cfg_.b("sequence_parallel")};
     // The patches in (and the fields out, dense head): about 22 bytes per pixel value, measured.
     const int64_t pixels = vit_.patch * vit_.patch * (vit_.in_channels + (weather_ ? vit_.out_channels : 0));
     return models::activation_bytes_per_sample(s, dev_, p, 22.0 * double(pixels));
@@ -149,21 +167,49 @@ class ViTTask : public TrainTask {
     ENGINE_CHECK(b.pos.micro == m, "vit: the loader is at micro-batch ", b.pos.micro, ", the step asks for ", m);
     return {b.x, b.y};
   }
-  Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override { return model_->loss(x, y, ac); }
+  Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
+    return tp_model_ ? tp_model_->loss(x, y, ac) : model_->loss(x, y, ac);
+  }
+  Tensor forward(const Tensor& x, const Autocast& ac) const {
+    return tp_model_ ? tp_model_->forward(x, ac) : model_->forward(x, ac);
+  }
+  const TpGrads& tp_grads() const override { return tp_; }
   std::optional<LoaderStats> take_data_stats() override { return loader_->take_stats(); }
 
   EvalResult evaluate(const Autocast& ac) override;
 
-  void init_from(const std::string& path) override { load_vit_weights(path, *model_); }
+  // Under tp every rank reads the file into a serial model on the host and keeps its shards.
+  void init_from(const std::string& path) override {
+    if (!tp_model_) return load_vit_weights(path, *model_);
+    ViT full(vit_, seed_, kCPU);
+    load_vit_weights(path, full);
+    tp_model_->load_full_state(full.named_parameters());
+  }
+  // Under tp: the weights gathered into a serial model on rank 0 (the file
+  // it writes) and the moments to full shapes (tp_checkpoint.h).
+  std::vector<std::pair<std::string, Tensor>> gather_for_checkpoint(
+      std::vector<std::pair<std::string, Tensor>> opt_state) override {
+    if (!tp_model_) return opt_state;
+    if (comm::world().rank == 0) full_ = std::make_unique<ViT>(vit_, seed_, kCPU);
+    return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
+  }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
+    const ViT& m = tp_model_ ? *full_ : *model_;
     save_checkpoint_dir(
-        dir, [&](const std::string& path) { save_vit_weights(path, *model_); }, vit_config_json(vit_), opt_state, step,
+        dir, [&](const std::string& path) { save_vit_weights(path, m); }, vit_config_json(vit_), opt_state, step,
         config, extra);
   }
+  // Under tp: the one-process checkpoint into a serial model and AdamW on the host, then this rank's shards.
   nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) override {
-    return load_checkpoint_dir(
-        dir, [&](const std::string& path) { load_vit_weights(path, *model_); }, opt);
+    if (!tp_model_)
+      return load_checkpoint_dir(
+          dir, [&](const std::string& path) { load_vit_weights(path, *model_); }, opt);
+    ViT full(vit_, seed_, kCPU);
+    return load_tp_checkpoint(*tp_model_, full, opt, dev_, [&](Optimizer& o) {
+      return load_checkpoint_dir(
+          dir, [&](const std::string& path) { load_vit_weights(path, full); }, o);
+    });
   }
   nlohmann::json data_state(int64_t done) const override {
     const int64_t spe = sampler_->steps_per_epoch();
@@ -199,7 +245,16 @@ class ViTTask : public TrainTask {
   std::unique_ptr<SampleDataset> train_, val_;
   const WeatherDataset* weather_val_ = nullptr;
   ViTConfig vit_;
-  std::unique_ptr<ViT> model_;
+  std::unique_ptr<ViT> model_;       // one process holds the whole model, or
+  std::unique_ptr<ViTTp> tp_model_;  // tp > 1: this rank's shards
+  TpGrads tp_;
+  std::unique_ptr<ViT> full_;  // rank 0 under tp: the gathered weights being saved
+  int64_t full_parameters() const {
+    if (!tp_model_) return model_->num_parameters();
+    int64_t n = 0;
+    for (const Tensor& p : tp_model_->replicated_parameters()) n += p.numel();
+    return n + (tp_model_->num_parameters() - n) * tp_.tp->size();  // the split ones are 1/tp each
+  }
   std::unique_ptr<EpochSampler> sampler_, val_sampler_;
   LoaderOptions lopt_;
   std::unique_ptr<Loader> loader_;
@@ -231,7 +286,7 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
   std::vector<float> persistence(size_t(has_persistence ? B * Co * HW : 0));
   for (int64_t k = 0; k < steps * plan_.accum; ++k) {
     const Batch b = loader.next();
-    const Tensor out = ac.f32(model_->forward(b.x, ac));
+    const Tensor out = ac.f32(forward(b.x, ac));
     loss_sum += (weather_ ? mse_loss(out, b.y) : cross_entropy(out, b.y)).item();
     const std::vector<float> o = out.to_vector(), y = b.y.to_vector();
     if (!weather_) {
@@ -250,6 +305,11 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
     fm->add(o.data(), y.data(), has_persistence ? persistence.data() : nullptr, B);
   }
   const double batches = double(steps * plan_.accum * plan_.dp), samples = batches * double(B);
+  // The tp ranks of a dp rank hold the same output: tp rank 0 alone adds its sums.
+  if (tp_model_ && tp_.tp->rank() != 0) {
+    loss_sum = correct = 0;
+    if (fm) fm->set_sums(std::vector<double>(fm->sums().size(), 0.0));
+  }
   EvalResult r;
   r.loss = comm::all_reduce_host(loss_sum, comm::HostOp::sum, "the validation loss") / batches;
   if (!weather_) {
@@ -294,8 +354,9 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev) {
-  return std::make_unique<ViTTask>(c, plan, dev);
+std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
+                                         comm::Communicator* tp) {
+  return std::make_unique<ViTTask>(c, plan, dev, tp);
 }
 
 }  // namespace eng::models

@@ -14,6 +14,7 @@
 #pragma once
 #include <memory>
 
+#include "comm/communicator.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
 #include "models/train/train_dist.h"
@@ -23,6 +24,10 @@ namespace eng::models {
 // Checks the ViT-only options every rank makes alike (before any file is read).
 void check_vit_options(const TrainConfig& c);
 
-std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev);
+// With a tp communicator of more than one rank the model is split over it
+// (models/vit/vit_tp.h); its checkpoints are gathered to the one-process
+// layout, so they load at any tp.
+std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
+                                         comm::Communicator* tp = nullptr);
 
 }  // namespace eng::models

@@ -43,21 +43,24 @@ Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
 
+ViTOuterLayers vit_outer_layers(const ViTConfig& c, uint64_t seed, Device dev) {
+  const int64_t pp = c.patch * c.patch;
+  const int64_t out = c.head == ViTHead::classify ? c.classes : pp * c.out_channels;
+  return {std::make_shared<Linear>(c.in_channels * pp, c.embed, Bias::yes, InitOptions{seed * 31 + 1, DType::f32, dev}),
+          std::make_shared<Embedding>(c.tokens(), c.embed, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}),
+          std::make_shared<LayerNorm>(c.embed, InitOptions{0, DType::f32, dev}, 1e-6),
+          std::make_shared<Linear>(c.embed, out, Bias::yes, InitOptions{seed * 31 + 3, DType::f32, dev, 0.02f})};
+}
+
 ViT::ViT(const ViTConfig& c, uint64_t seed, Device dev) : cfg_(c) {
   c.validate();
-  const int64_t pp = c.patch * c.patch;
-  patch_embed = register_module(
-      "patch_embed.proj",
-      std::make_shared<Linear>(c.in_channels * pp, c.embed, Bias::yes, InitOptions{seed * 31 + 1, DType::f32, dev}));
-  pos_embed = register_module(
-      "pos_embed",
-      std::make_shared<Embedding>(c.tokens(), c.embed, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}));
+  ViTOuterLayers o = vit_outer_layers(c, seed, dev);
+  patch_embed = register_module("patch_embed.proj", o.patch_embed);
+  pos_embed = register_module("pos_embed", o.pos_embed);
   for (int l = 0; l < c.depth; ++l)
     blocks.push_back(register_module("blocks." + std::to_string(l), std::make_shared<ViTBlock>(c, l, seed, dev)));
-  norm = register_module("norm", std::make_shared<LayerNorm>(c.embed, InitOptions{0, DType::f32, dev}, 1e-6));
-  const int64_t out = c.head == ViTHead::classify ? c.classes : pp * c.out_channels;
-  head = register_module(
-      "head", std::make_shared<Linear>(c.embed, out, Bias::yes, InitOptions{seed * 31 + 3, DType::f32, dev, 0.02f}));
+  norm = register_module("norm", o.norm);
+  head = register_module("head", o.head);
 }
 
 Tensor patchify(const Tensor& x, int64_t p) {
@@ -72,41 +75,48 @@ Tensor unpatchify(const Tensor& t, int64_t p, int64_t C, int64_t H, int64_t W) {
   return x.reshape({B, C, H, W});
 }
 
-Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
-  const ViTConfig& c = cfg_;
+const ViTLayers& vit_layers() {
+  static const ViTLayers layers;
+  return layers;
+}
+
+Tensor vit_embed(const ViTConfig& c, const Linear& patch_embed, const Embedding& pos_embed,
+                 const PositionIds& positions, const Tensor& images, const Autocast& ac) {
   ENGINE_CHECK(
       images.ndim() == 4 && images.size(1) == c.in_channels && images.size(2) == c.img_h && images.size(3) == c.img_w,
       "vit: images must be (B, ", c.in_channels, ", ", c.img_h, ", ", c.img_w, "), got ", images.desc());
-  const int64_t B = images.size(0);
-  // The sum in fp32, as torch's type promotion makes it (a 16-bit patch
-  // embedding plus the fp32 position table), then the compute dtype.
-  Tensor x;
-  {
-    static const profile::Layer patch_embed_layer("patch_embed");
-    const profile::LayerRange r(patch_embed_layer);
-    x = ac.cast(add(ac.f32(patch_embed->forward(patchify(ac.cast(images), c.patch), ac)),
-                    pos_embed->forward(positions_.get(B, c.tokens(), images.device()))));
-  }
-  for (const auto& b : blocks) x = b->forward(x, ac);
-  static const profile::Layer head_layer("head");
-  const profile::LayerRange r(head_layer);
-  Tensor h = norm->forward(x, ac);
-  if (c.head == ViTHead::classify) return ac.cast(head->forward(mean(h, 1), ac));
-  return unpatchify(head->forward(h, ac), c.patch, c.out_channels, c.img_h, c.img_w);
+  const profile::LayerRange r(vit_layers().patch_embed);
+  return ac.cast(add(ac.f32(patch_embed.forward(patchify(ac.cast(images), c.patch), ac)),
+                     pos_embed.forward(positions.get(images.size(0), c.tokens(), images.device()))));
 }
 
-Tensor ViT::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
-  Tensor out = ac.f32(forward(images, ac));
-  static const profile::Layer loss_layer("loss");
-  const profile::LayerRange r(loss_layer);
-  if (cfg_.head == ViTHead::classify) {
-    ENGINE_CHECK(targets.dtype() == DType::i32 && targets.ndim() == 1 && targets.size(0) == images.size(0),
-                 "vit: labels must be i32 (", images.size(0), "), got ", targets.desc());
+Tensor vit_head(const ViTConfig& c, const Linear& head, const Tensor& h, const Autocast& ac) {
+  if (c.head == ViTHead::classify) return ac.cast(head.forward(mean(h, 1), ac));
+  return unpatchify(head.forward(h, ac), c.patch, c.out_channels, c.img_h, c.img_w);
+}
+
+Tensor vit_loss(const ViTConfig& c, const Tensor& out, const Tensor& targets) {
+  const profile::LayerRange r(vit_layers().loss);
+  const int64_t B = out.size(0);
+  if (c.head == ViTHead::classify) {
+    ENGINE_CHECK(targets.dtype() == DType::i32 && targets.ndim() == 1 && targets.size(0) == B,
+                 "vit: labels must be i32 (", B, "), got ", targets.desc());
     return cross_entropy(out, targets);
   }
   ENGINE_CHECK(targets.shape() == out.shape(), "vit: targets ", targets.desc(), " do not match the prediction ",
                out.desc());
   return mse_loss(out, targets);
+}
+
+Tensor ViT::forward(const Tensor& images, const Autocast& ac) const {
+  Tensor x = vit_embed(cfg_, *patch_embed, *pos_embed, positions_, images, ac);
+  for (const auto& b : blocks) x = b->forward(x, ac);
+  const profile::LayerRange r(vit_layers().head);
+  return vit_head(cfg_, *head, norm->forward(x, ac), ac);
+}
+
+Tensor ViT::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
+  return vit_loss(cfg_, ac.f32(forward(images, ac)), targets);
 }
 
 double vit_flops_per_image(const ViTConfig& c) {

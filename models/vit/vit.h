@@ -39,6 +39,13 @@ struct ViTConfig {
   int64_t tokens() const { return (img_h / patch) * (img_w / patch); }
 };
 
+// The profiler ranges (engine/profile.h) of the layers outside the blocks,
+// one set for the serial and the tensor-parallel ViT.
+struct ViTLayers {
+  profile::Layer patch_embed{"patch_embed"}, head{"head"}, loss{"loss"};
+};
+const ViTLayers& vit_layers();
+
 class ViTBlock : public Module {
  public:
   ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev);
@@ -70,6 +77,24 @@ class ViT : public Module {
   ViTConfig cfg_;
   PositionIds positions_;
 };
+
+// The parts the serial and the tensor-parallel ViT share:
+// the layers outside the blocks, drawn from the model's seeds;
+struct ViTOuterLayers {
+  std::shared_ptr<Linear> patch_embed;
+  std::shared_ptr<Embedding> pos_embed;
+  std::shared_ptr<LayerNorm> norm;
+  std::shared_ptr<Linear> head;
+};
+ViTOuterLayers vit_outer_layers(const ViTConfig& c, uint64_t seed, Device dev);
+// images (B, C, H, W) -> tokens (B, N, embed): the patch embedding plus the
+// positions, summed in fp32 (as torch's type promotion makes it), then cast.
+Tensor vit_embed(const ViTConfig& c, const Linear& patch_embed, const Embedding& pos_embed,
+                 const PositionIds& positions, const Tensor& images, const Autocast& ac);
+// The normed tokens (B, N, embed) -> logits (B, classes) or fields (B, out_channels, H, W).
+Tensor vit_head(const ViTConfig& c, const Linear& head, const Tensor& h, const Autocast& ac);
+// The fp32 output against labels (classify) or target fields (dense).
+Tensor vit_loss(const ViTConfig& c, const Tensor& out, const Tensor& targets);
 
 // FLOPs of one image's forward and backward (3x the forward's): every GEMM
 // (patch embedding, qkv, attention scores and values, projection, MLP,

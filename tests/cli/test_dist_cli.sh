@@ -73,6 +73,72 @@ case $case_name in
     grep -q '"val_accuracy":' "$work/i2/metrics.jsonl" || fail "no accuracy"
     echo "vit images np=2 vs np=1: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
     ;;
+  vit_tp)
+    # The ViT split over tp (models/vit/vit_tp.h) on grids 1x2, 2x2 and,
+    # sequence parallel, 1x2 and 2x2 against 1x1 with the same global batch
+    # (n_head 4 and the MLP width 64 split over 2), both heads; replicas
+    # checked after every step (over dp, and the replicated parameters over tp).
+    "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
+    vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
+         --stats "$work/wx/stats.h5" --patch 4 --n_layer 2 --n_head 4 --n_embd 16 --batch_size 2 --steps 6
+         --global_batch 8 --warmup_steps 2 --val_every 3 --val_batches 1 --device cpu)
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --out_dir "$work/g11" >/dev/null
+    for grid in "2 2" "4 2" "2 2 sp" "4 2 sp"; do
+      read -r np t sp <<<"$grid"
+      extra=(); [[ -n $sp ]] && extra=(--sequence_parallel)
+      name="g${np}x${t}${sp}"
+      mpi -np "$np" "$train" "${vit[@]}" --tp "$t" "${extra[@]}" --check_replicas 1 --out_dir "$work/$name" \
+        >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
+      grep -q "distributed: $np ranks (dp $(( np / t )) x tp $t)" "$work/log" || fail "$name: no grid summary"
+      grep -q "tensor parallel over $t ranks" "$work/log" || fail "$name: no tensor-parallel summary"
+      echo "vit weather dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+    done
+    # The per-rank report: at tp 2 a rank holds about half the parameters.
+    python3 - "$work/g11/metrics.jsonl" "$work/g2x2/metrics.jsonl" <<'PY'
+import json, sys
+one, two = [next(json.loads(l) for l in open(p) if "memory_per_rank" in l)["memory_per_rank"] for p in sys.argv[1:]]
+assert two["parameters"] < 0.7 * one["parameters"], (one, two)
+print(f"ok: per rank at tp 2: {two['parameters']} of {one['parameters']} parameters")
+PY
+    # The classifier (the mean over tokens after the gathered rows) at tp 2, sequence parallel.
+    "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
+    img=(--model vit --train_data "$work/fm/train.h5" --val_data "$work/fm/test.h5" --patch 7 --n_layer 1
+         --n_head 2 --n_embd 16 --batch_size 4 --steps 4 --global_batch 16 --warmup_steps 1 --val_every 2
+         --val_batches 20 --device cpu)
+    OMP_NUM_THREADS=1 "$train" "${img[@]}" --out_dir "$work/i1" >/dev/null
+    mpi -np 2 "$train" "${img[@]}" --tp 2 --sequence_parallel --check_replicas 1 --out_dir "$work/i2" >"$work/log" ||
+      fail "images tp 2 failed: $(tail -3 "$work/log")"
+    echo "vit images tp 2 sequence parallel vs 1x1: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
+    # Checkpoints in the one-process layout (timm names): tp 2 -> tp 1 and 1 -> 2 x 2.
+    mpi -np 2 "$train" "${vit[@]}" --tp 2 --stop_after 3 --out_dir "$work/r2" >/dev/null
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --resume --out_dir "$work/r2" >/dev/null
+    echo "vit tp2 -> resume at tp1: $(close "$work/g11/metrics.jsonl" "$work/r2/metrics.jsonl" 1e-4)"
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --stop_after 3 --out_dir "$work/r1" >/dev/null
+    mpi -np 4 "$train" "${vit[@]}" --tp 2 --sequence_parallel --resume --out_dir "$work/r1" >/dev/null
+    echo "vit tp1 -> resume at dp 2 x tp 2 (sequence parallel): $(close "$work/g11/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
+    # The emulated device over the NCCL look-alike, eager O0 and O3 (bf16, the
+    # step captured as a graph with its tp collectives inside).
+    emu=("${vit[@]}" --device emu --n_layer 1 --steps 3 --val_every 0)
+    for p in O0 O3; do
+      tol=$([[ $p == O0 ]] && echo 1e-4 || echo 2e-3)
+      OMP_NUM_THREADS=1 "$train" "${emu[@]}" --precision $p --out_dir "$work/e1$p" >/dev/null
+      mpi -np 2 "$train" "${emu[@]}" --precision $p --comm nccl --tp 2 --check_replicas 1 --out_dir "$work/e2$p" \
+        >"$work/log" || fail "emu $p nccl tp 2 failed: $(tail -3 "$work/log")"
+      [[ $p == O0 ]] || grep -q "captured as a CUDA graph" "$work/log" || fail "emu O3 vit tp: no graph"
+      echo "vit emu $p nccl tp 2 vs 1: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
+    done
+    # Token rows sequence parallelism cannot split (1 image x 8 tokens over tp 3):
+    # one line, said once, every rank exits non-zero, nothing written.
+    if mpi -np 3 "$train" "${vit[@]}" --n_head 3 --n_embd 12 --batch_size 1 --global_batch 3 --tp 3 \
+      --sequence_parallel --out_dir "$work/bad" >"$work/out" 2>"$work/err"; then
+      fail "sequence parallel rows not dividing by tp were accepted"
+    fi
+    [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
+    grep -q "batch_size x tokens = 1 x 8 token rows do not divide by tp = 3" "$work/err" ||
+      fail "bad message: $(cat "$work/err")"
+    [[ ! -e $work/bad ]] || fail "out_dir created by a refused run"
+    echo "ok: $(grep 'train: error' "$work/err")"
+    ;;
   equivalence)
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --out_dir "$work/np1" >/dev/null
     for np in 2 4; do

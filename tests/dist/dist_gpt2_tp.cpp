@@ -35,14 +35,6 @@ Tensor tokens(int64_t B, int64_t T, int64_t V, int64_t salt, Device dev) {
   return Tensor::from_ints(v, {B, T}, dev);
 }
 
-// Equal on every rank, bit for bit: the max and the -max over ranks are both x.
-bool same_on_every_rank(const Tensor& x, Communicator& c) {
-  Tensor hi = x.detach().clone(), lo = scale(x.detach(), -1.0);
-  c.all_reduce(hi, ReduceOp::max).wait();
-  c.all_reduce(lo, ReduceOp::max).wait();
-  return hi.to_vector() == x.to_vector() && scale(lo, -1.0).to_vector() == x.to_vector();
-}
-
 }  // namespace
 
 TEST_CASE("gpt2 under tp equals the serial model: loss and every gathered gradient", "[dist][tp]") {
@@ -79,7 +71,7 @@ TEST_CASE("gpt2 under tp equals the serial model: loss and every gathered gradie
           const Tensor g = model.unshard(params[i].first, params[i].second.grad());
           CHECK_CLOSE(test::values(g.to(kCPU)), test::values(ref[i].second.grad().to(kCPU)), 1e-5, 1e-4);
         }
-        for (const Tensor& p : model.replicated_parameters()) CHECK(same_on_every_rank(p.grad(), *tp));
+        for (const Tensor& p : model.replicated_parameters()) CHECK(dist_test::same_on_every_rank(p.grad(), *tp));
       }
 }
 

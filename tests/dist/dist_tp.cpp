@@ -117,6 +117,14 @@ TEST_CASE("tp mappings: each forward and backward against its serial definition"
     backward_with(y, ints(me, {k, C}, dev));
     CHECK(host(x.grad()) == stacked);
 
+    // gather_from_sp_to_replicated: every rank's rows; the gradient (the
+    // same whole on every rank, as a replicated consumer gives it) is my rows.
+    x = leaf(ints(me, {k, C}, dev));
+    y = gather_from_sp_to_replicated(x, *tp);
+    CHECK(host(y) == stacked);
+    backward_with(y, tall);
+    CHECK(host(x.grad()) == host(narrow(tall, 0, me * k, k)));
+
     // Shapes that do not divide: one-line errors naming the shape and tp.
     if (P > 1) {
       CHECK_THROWS_WITH(scatter_to_tp(ints(0, {2, P * n + 1}, dev), *tp),

@@ -6,6 +6,7 @@
 
 #include "comm/communicator.h"
 #include "comm/world.h"
+#include "engine/ops.h"
 
 namespace dist_test {
 
@@ -32,6 +33,15 @@ inline std::vector<float> values(int r, int64_t n, int64_t first = 0) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = value(r, first + i);
   return v;
+}
+
+// Equal on every rank, bit for bit: the max and the -max over ranks are both x.
+inline bool same_on_every_rank(const eng::Tensor& x, eng::comm::Communicator& c) {
+  using eng::comm::ReduceOp;
+  eng::Tensor hi = x.detach().clone(), lo = eng::scale(x.detach(), -1.0);
+  c.all_reduce(hi, ReduceOp::max).wait();
+  c.all_reduce(lo, ReduceOp::max).wait();
+  return hi.to_vector() == x.to_vector() && eng::scale(lo, -1.0).to_vector() == x.to_vector();
 }
 
 }  // namespace dist_test

@@ -1,0 +1,103 @@
+// The ViT under tensor parallelism (vit_tp.h): the serial model's seeds,
+// the blocks on local heads and MLP slices, the replicated rest.
+#include "models/vit/vit_tp.h"
+
+#include "base/error.h"
+#include "comm/tp_mappings.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/profile.h"
+
+namespace eng::models {
+
+ViTTpBlock::ViTTpBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
+                       ViTTpOptions o)
+    : local_heads_(c.heads / tp.size()),
+      head_size_(c.embed / c.heads),
+      attention_(c.attention),
+      range_("blocks." + std::to_string(layer)) {
+  // The serial block's seeds (vit.cpp), so the full weights are the same.
+  const int64_t C = c.embed;
+  const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
+  auto w = [&](uint64_t k) { return InitOptions{s + k, DType::f32, dev, 0.02f}; };
+  comm::TpLinearOptions col, qkv3, row;
+  col.sequence_parallel = qkv3.sequence_parallel = row.sequence_parallel = o.sequence_parallel;
+  qkv3.groups = 3;
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(C, w(0), 1e-6));
+  qkv = register_module("attn.qkv", std::make_shared<comm::ColumnParallelLinear>(C, 3 * C, Bias::yes, w(1), tp, qkv3));
+  proj = register_module("attn.proj", std::make_shared<comm::RowParallelLinear>(C, C, Bias::yes, w(2), tp, row));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(C, w(0), 1e-6));
+  const int64_t F = c.mlp_ratio * C;
+  fc1 = register_module("mlp.fc1", std::make_shared<comm::ColumnParallelLinear>(C, F, Bias::yes, w(3), tp, col));
+  fc2 = register_module("mlp.fc2", std::make_shared<comm::RowParallelLinear>(F, C, Bias::yes, w(4), tp, row));
+}
+
+Tensor ViTTpBlock::forward(const Tensor& x, int64_t B, int64_t N, const Autocast& ac) const {
+  const profile::LayerRange r(range_);
+  const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
+  std::vector<Tensor> parts = split(qkv->forward(norm1->forward(x, ac), ac), {Cl, Cl, Cl}, -1);
+  const Shape h{B, N, local_heads_, head_size_};
+  Tensor y =
+      ac.cast(eng::attention(parts[0].reshape(h), parts[1].reshape(h), parts[2].reshape(h), Causal::no, attention_));
+  Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B * N, Cl}), ac)));
+  return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
+}
+
+ViTTp::ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& tp, ViTTpOptions o)
+    : TpModel(tp), cfg_(c), opt_(o) {
+  c.validate();
+  const int P = tp.size();
+  ENGINE_CHECK(c.heads % P == 0, "vit --tp ", P, ": n_head ", c.heads, " does not divide by tp ", P);
+  ENGINE_CHECK((c.mlp_ratio * c.embed) % P == 0, "vit --tp ", P, ": the MLP width ", c.mlp_ratio * c.embed,
+               " does not divide by tp ", P);
+  // The serial model's modules and seeds, in its registration order.
+  ViTOuterLayers outer = vit_outer_layers(c, seed, dev);
+  patch_embed = register_module("patch_embed.proj", outer.patch_embed);
+  pos_embed = register_module("pos_embed", outer.pos_embed);
+  for (int l = 0; l < c.depth; ++l)
+    blocks.push_back(
+        register_module("blocks." + std::to_string(l), std::make_shared<ViTTpBlock>(c, l, seed, dev, tp, o)));
+  norm = register_module("norm", outer.norm);
+  head = register_module("head", outer.head);
+}
+
+Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const {
+  const int64_t N = cfg_.tokens(), C = cfg_.embed;
+  Tensor x = vit_embed(cfg_, *patch_embed, *pos_embed, positions_, images, ac);
+  const int64_t B = x.size(0);
+  ENGINE_CHECK(!opt_.sequence_parallel || (B * N) % tp().size() == 0, "vit --sequence_parallel: B N = ", B, " x ", N,
+               " token rows do not divide by tp ", tp().size());
+  x = x.reshape({B * N, C});
+  if (opt_.sequence_parallel) x = comm::scatter_to_sp(x, tp());  // my rows; the gradient gathered back whole
+  for (const auto& b : blocks) x = b->forward(x, B, N, ac);
+  const profile::LayerRange r(vit_layers().head);
+  Tensor h = norm->forward(x, ac);
+  // The head is replicated: every rank needs every row (and its gradient is already whole).
+  if (opt_.sequence_parallel) h = comm::gather_from_sp_to_replicated(h, tp());
+  return vit_head(cfg_, *head, h.reshape({B, N, C}), ac);
+}
+
+Tensor ViTTp::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
+  return vit_loss(cfg_, ac.f32(forward(images, ac)), targets);
+}
+
+TpSplit ViTTp::split_of(const std::string& name) const {
+  if (ends_with(name, "attn.qkv.weight") || ends_with(name, "attn.qkv.bias")) return TpSplit::qkv_rows;
+  if (ends_with(name, "mlp.fc1.weight") || ends_with(name, "mlp.fc1.bias")) return TpSplit::rows;
+  if (ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.fc2.weight")) return TpSplit::cols;
+  return TpSplit::whole;
+}
+
+std::vector<Tensor> ViTTp::partial_parameters() const {
+  std::vector<Tensor> partial;
+  if (!opt_.sequence_parallel || tp().size() == 1) return partial;
+  for (const auto& b : blocks)
+    for (const Tensor& p : {b->norm1->weight, b->norm1->bias, b->norm2->weight, b->norm2->bias, b->proj->bias,
+                            b->fc2->bias})
+      partial.push_back(p);
+  partial.push_back(norm->weight);
+  partial.push_back(norm->bias);
+  return partial;
+}
+
+}  // namespace eng::models

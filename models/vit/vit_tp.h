@@ -1,0 +1,80 @@
+// The ViT split over a tp group, as GPT-2 is (models/gpt2/gpt2_tp.h), through
+// the same parallel layers (comm/tp_layers.h). What rank r of tp holds:
+//   attn.qkv    heads [r H/tp, (r+1) H/tp): their q, k and v rows (3 blocks)
+//   attn.proj   the same heads' input columns; bias whole
+//   mlp.fc1     rows [r 4C/tp, (r+1) 4C/tp); mlp.fc2 those input columns
+//   patch_embed, pos_embed, norm1, norm2, norm, head   whole (replicated)
+// The blocks hold nearly all the weights and all the activations that grow
+// with the image (12 of the 16 C-wide tensors a block keeps, and the
+// attention), and they are what tp splits. The rest stays whole: the patch
+// embedding and positions are (C p p + N) x C, the norms 2C each, the dense
+// head C x p p C_out (the tutorial's mp shape: 0.2M of 151M parameters),
+// and splitting them would add two collectives per step to save less than
+// 1% of the weights. Every tp rank computes them alike.
+// Forward: the tokens (B N rows) enter each block's tp region through
+// copy_to_tp (sequence parallel: every rank's rows all-gathered), attention
+// runs non-causal on the local heads, and the row layers' partial sums are
+// all-reduced (sequence parallel: reduce-scattered to each rank's rows).
+// Under sequence parallelism the residual stream and the norms hold 1/tp of
+// the rows; the positions are added before the split, and the final norm's
+// rows are all-gathered for the replicated head (gather_from_sp_to_replicated).
+// Every rank draws the full weights from the serial model's seeds: tp = N
+// starts where tp = 1 starts. Names are the serial model's (timm's).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/tp_layers.h"
+#include "models/tp_model.h"
+#include "models/vit/vit.h"
+
+namespace eng::models {
+
+struct ViTTpOptions {
+  bool sequence_parallel = false;
+};
+
+class ViTTpBlock : public Module {
+ public:
+  ViTTpBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp, ViTTpOptions o);
+  // x: (B N, C) rows, or this rank's (B N / tp, C) under sequence parallelism.
+  Tensor forward(const Tensor& x, int64_t B, int64_t N, const Autocast& ac = Autocast()) const;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<comm::ColumnParallelLinear> qkv, fc1;
+  std::shared_ptr<comm::RowParallelLinear> proj, fc2;
+
+ private:
+  int64_t local_heads_, head_size_;
+  AttentionImpl attention_;
+  profile::Layer range_;  // "blocks.3"
+};
+
+class ViTTp : public TpModel {
+ public:
+  // Checks that heads and the MLP width divide by tp (one-line errors naming them).
+  ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& tp, ViTTpOptions o = {});
+  // images (B, C, H, W) -> the whole output on every tp rank, as ViT::forward.
+  Tensor forward(const Tensor& images, const Autocast& ac = Autocast()) const;
+  // The loss in fp32, the same on every tp rank.
+  Tensor loss(const Tensor& images, const Tensor& targets, const Autocast& ac = Autocast()) const;
+  // Sequence parallel: the norms and row biases (tp_model.h).
+  std::vector<Tensor> partial_parameters() const override;
+  const ViTConfig& config() const { return cfg_; }
+
+  std::shared_ptr<Linear> patch_embed;
+  std::shared_ptr<Embedding> pos_embed;
+  std::vector<std::shared_ptr<ViTTpBlock>> blocks;
+  std::shared_ptr<LayerNorm> norm;
+  std::shared_ptr<Linear> head;
+
+ protected:
+  TpSplit split_of(const std::string& name) const override;
+
+ private:
+  ViTConfig cfg_;
+  ViTTpOptions opt_;
+  PositionIds positions_;
+};
+
+}  // namespace eng::models
