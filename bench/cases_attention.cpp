@@ -87,10 +87,11 @@ AttnState forward_inputs(Device dev, const Dims& d) {
 void forward(Device dev, const AttnState& a, const Dims& d) {
   if (dev.type == DeviceType::cpu)
     cpu::attention_forward(a.q.data<float>(), a.k.data<float>(), a.v.data<float>(), a.out.data<float>(),
-                           a.att.data<float>(), d.B, d.T, d.NH, d.HS, d.cpu_mask());
+                           a.att.data<float>(), cpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.cpu_mask());
   else
     ENGINE_GPU_CALL(dev, attention_forward, gpu::storage_of(d.st), a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(),
-                    a.out.data_ptr(), a.lse.data<float>(), d.B, d.T, d.NH, d.HS, d.mask, nullptr);
+                    a.out.data_ptr(), a.lse.data<float>(), gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask,
+                    nullptr);
 }
 
 // The tolerances: f32 a different summation order; bf16/f16 the forward one
@@ -176,12 +177,13 @@ Case attention_bwd(const Dims& d) {
     auto run = [=] {
       if (dev.type == DeviceType::cpu)
         cpu::attention_backward(dout.data<float>(), a.q.data<float>(), a.k.data<float>(), a.v.data<float>(),
-                                a.att.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(), d.B, d.T,
-                                d.NH, d.HS, d.cpu_mask());
+                                a.att.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(),
+                                cpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.cpu_mask());
       else
         ENGINE_GPU_CALL(dev, attention_backward, gpu::storage_of(d.st), dout.data_ptr(), a.q.data_ptr(), a.k.data_ptr(),
                         a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(), delta.data<float>(), dq.data_ptr(),
-                        dk.data_ptr(), dv.data_ptr(), d.B, d.T, d.NH, d.HS, d.mask, nullptr);
+                        dk.data_ptr(), dv.data_ptr(), gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask,
+                        nullptr);
     };
     return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
   };

@@ -1,4 +1,4 @@
-// The dp x tp grid over the world.
+// The dp x cp x tp grid over the world.
 #include "comm/grid.h"
 
 #include "base/error.h"
@@ -6,12 +6,16 @@
 
 namespace eng::comm {
 
-Grid::Grid(int tp) : world_(Group::world_group()) {
+Grid::Grid(int tp, int cp) : world_(Group::world_group()) {
   const int n = world().size, r = world().rank;
-  ENGINE_CHECK(tp >= 1 && n % tp == 0, "grid: tp = ", tp, " does not divide the world size ", n, " (world = dp x tp)");
-  // dp group: same tp_rank (color), ordered by dp_rank; tp group: same dp_rank.
-  dp_ = world_.split("dp", r % tp, r / tp);
-  tp_ = world_.split("tp", r / tp, r % tp);
+  ENGINE_CHECK(tp >= 1 && cp >= 1 && n % (tp * cp) == 0, "grid: tp x cp = ", tp, " x ", cp,
+               " does not divide the world size ", n, " (world = dp x cp x tp)");
+  const int t = r % tp, c = (r / tp) % cp, d = r / (tp * cp);
+  // Each group: the ranks that share the other coordinates (color), in the order of its own (key).
+  tp_ = world_.split("tp", r / tp, t);
+  cp_ = world_.split("cp", d * tp + t, c);
+  dp_ = world_.split("dp", c * tp + t, d);
+  dp_cp_ = world_.split("dpcp", t, r / tp);
 }
 
 }  // namespace eng::comm

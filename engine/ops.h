@@ -56,8 +56,11 @@ Tensor softmax(const Tensor& x, Causal causal = Causal::no);
 // cuDNN's fused attention (kernels/cudnn/), on the cuda device in bf16/f16
 // only, and is an error, saying why, anywhere else: never a silent fallback.
 enum class AttentionImpl : uint8_t { ours, cudnn };
+// q_offset (context parallelism): q is (B, Tq, NH, HS), the queries at
+// positions q_offset .. q_offset + Tq - 1 of the keys' sequence, k and v are
+// (B, Tk, NH, HS), all of it; causal masks keys j > q_offset + i. ours only.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes,
-                 AttentionImpl impl = AttentionImpl::ours);
+                 AttentionImpl impl = AttentionImpl::ours, int64_t q_offset = 0);
 // "ours" / "cudnn", and back (an error naming the accepted values).
 const char* attention_impl_name(AttentionImpl impl);
 AttentionImpl parse_attention_impl(const std::string& name);

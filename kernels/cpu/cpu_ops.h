@@ -52,15 +52,20 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t C, bool causal);
 template <typename T>
 void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
 
-// attention.cpp: q, k, v, out (B, T, NH, HS); att (B, NH, T, T) probabilities.
-// causal: query i sees keys 0..i (att is 0 above the diagonal); none: every key.
+// attention.cpp: q, out (B, Tq, NH, HS); k, v (B, Tk, NH, HS); att (B, NH,
+// Tq, Tk) probabilities. Query i sits at position q_offset + i of the keys'
+// sequence (self-attention: Tq = Tk, q_offset 0; context parallel: a slice
+// of the queries against every key). causal: query i sees keys
+// 0..q_offset+i (att is 0 after); none: every key.
 enum class AttentionMask : uint8_t { none, causal };
+struct AttentionDims {
+  int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0;
+};
 template <typename T>
-void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, int64_t B, int64_t Tn, int64_t NH,
-                       int64_t HS, AttentionMask mask);
+void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const AttentionDims& d, AttentionMask mask);
 template <typename T>
-void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv, int64_t B,
-                        int64_t Tn, int64_t NH, int64_t HS, AttentionMask mask);
+void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv,
+                        const AttentionDims& d, AttentionMask mask);
 
 // cross_entropy.cpp: logits (N, V), targets (N). Forward writes per-row loss
 // (0 for ignored rows) and logsumexp; backward writes dlogits =

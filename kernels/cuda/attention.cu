@@ -1,7 +1,7 @@
-// Fused self-attention, causal or not, FlashAttention-2 style (Dao 2023),
+// Fused attention, causal or not, FlashAttention-2 style (Dao 2023),
 // forward and backward. Reference: kernels/cpu/attention.cpp; walk-through:
 // docs/kernels/attention.md.
-//   S = Q K^T * scale (causal: keys j > query i masked), P = softmax(S), O = P V,
+//   S = Q K^T * scale (causal: keys j > q_offset + i masked), P = softmax(S), O = P V,
 //   scale = 1/sqrt(HS), lse_i = log sum_j exp(S_ij)   (saved for backward)
 //   backward: D_i = rowsum(dO_i * O_i), P_ij = exp(S_ij - lse_i),
 //             dV = P^T dO, dS = P * (dO V^T - D), dQ = dS K * scale, dK = dS^T Q * scale
@@ -12,13 +12,18 @@
 // below the diagonal, P = n(n+1)/2 of them for n = ceil(Tn / 16) tiles, and
 // masks inside the diagonal tiles; none (a ViT's bidirectional attention)
 // visits all P = n^2 pairs, ~2x the FLOPs, and masks only the keys past Tn
-// of the ragged last tile. A template parameter rather than a runtime field:
-// the causal instantiations compile to exactly the registers they had before
-// the mask existed (ptxas -v, sm_80 and sm_90), where a runtime flag moved
-// them by -3..+13; the price is twice the instantiations (compile time).
-// Layout: q, k, v, out and the gradients are (B, T, NH, HS) in the storage
-// dtype T (f32/bf16/f16): row (b, t, h) starts at ((b*T + t)*NH + h)*HS.
-// lse and delta are fp32 (B, NH, T). All math is fp32; outputs are written (=).
+// of the ragged last tile.
+// Queries and keys may differ in number (Tq <= Tk): context parallelism
+// gives a rank the queries at positions q_offset .. q_offset + Tq - 1 of the
+// sequence and every key (gathered). Then n_q = ceil(Tq / 16) query tiles
+// meet n_k key tiles; the diagonal moves by q_offset (causal: query i sees
+// keys 0..q_offset + i), and P counts the pairs at or below it. Below, Tn is
+// Tq for q, out, lse and Tk for k, v; self-attention is Tq = Tk, q_offset 0. A template parameter rather than a runtime
+// field: the causal instantiations compile to exactly the registers they had before the mask existed (ptxas -v, sm_80
+// and sm_90), where a runtime flag moved them by -3..+13; the price is twice the instantiations (compile time). Layout:
+// q, out, dq, dout are (B, Tq, NH, HS), k, v, dk, dv (B, Tk, NH, HS) in the storage dtype T (f32/bf16/f16): row (b, t,
+// h) starts at
+// ((b*T + t)*NH + h)*HS. lse and delta are fp32 (B, NH, Tq). All math is fp32; outputs are written (=).
 //
 // Tiling, the same in all three tile kernels: Br = Bc = kTile = 16, and a
 // block of 128 threads = 16 tile rows x 8 lanes. Lane l of a row owns the
@@ -92,32 +97,34 @@ __device__ __forceinline__ float dot_rows(const float* a, const float* b) {
 
 // Kernel arguments shared by the tile kernels.
 struct AttnDims {
-  int Tn, NH, hs, BH, tiles;  // BH = B*NH; tiles = ceil(Tn / kTile)
+  int Tq, Tk, q_off, NH, hs, BH, q_tiles, k_tiles;  // BH = B*NH; q_tiles = ceil(Tq / kTile), k_tiles likewise
   float scale;
 };
-__device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh) {
+// Where head (b, h) starts in a (B, Tn, NH, HS) tensor.
+__device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh, int Tn) {
   const int b = bh / a.NH, h = bh % a.NH;
-  return (int64_t(b) * a.Tn * a.NH + h) * a.hs;
+  return (int64_t(b) * Tn * a.NH + h) * a.hs;
 }
-// Whether query i attends to key j: causal, keys 0..i; none, every key.
-// Keys past Tn, the zero rows of a ragged last tile, are never seen (a zero
+// Whether query i attends to key j: causal, keys 0..q_off+i; none, every key.
+// Keys past Tk, the zero rows of a ragged last tile, are never seen (a zero
 // key scores 0, not -inf, and would take a share of the probability).
 template <gpu::AttentionMask kMask>
-__device__ __forceinline__ bool sees(int i, int key, int Tn) {
+__device__ __forceinline__ bool sees(int i, int key, const AttnDims& a) {
   if constexpr (kMask == gpu::AttentionMask::causal)
-    return key <= i && key < Tn;
+    return key <= a.q_off + i && key < a.Tk;
   else
-    return key < Tn;
+    return key < a.Tk;
 }
 // The last key tile that query tile qt sees (forward, dQ), and the first
 // query tile that sees key tile kt (dK/dV).
 template <gpu::AttentionMask kMask>
-__device__ __forceinline__ int last_key_tile(int qt, int tiles) {
-  return kMask == gpu::AttentionMask::causal ? qt : tiles - 1;
+__device__ __forceinline__ int last_key_tile(int qt, const AttnDims& a) {
+  return kMask == gpu::AttentionMask::causal ? min(a.k_tiles - 1, (a.q_off + qt * kTile + kTile - 1) / kTile)
+                                             : a.k_tiles - 1;
 }
 template <gpu::AttentionMask kMask>
-__device__ __forceinline__ int first_query_tile(int kt) {
-  return kMask == gpu::AttentionMask::causal ? kt : 0;
+__device__ __forceinline__ int first_query_tile(int kt, const AttnDims& a) {
+  return kMask == gpu::AttentionMask::causal ? max(0, kt * kTile - a.q_off) / kTile : 0;
 }
 }  // namespace
 
@@ -126,11 +133,11 @@ __device__ __forceinline__ int first_query_tile(int kt) {
 // none: all) with an online softmax: per query row a running max m and sum
 // l; each tile's scores raise m to m', the accumulator O and l are rescaled
 // by exp(m - m'), and O += exp(S - m') V. At the end O /= l, lse = m + log l.
-// Launch: grid = B*NH*tiles (causal: heaviest query tiles first), 128 threads, static
+// Launch: grid = B*NH*q_tiles (causal: heaviest query tiles first), 128 threads, static
 // shared memory (see the file comment). Preconditions: 1 <= hs <= kHS,
-// q, k, v, out do not alias; Tn >= 1. Every query row sees key 0, so m is
-// finite after the first tile (no exp(-inf - -inf)).
-// With P tile pairs (n(n+1)/2 causal, n^2 unmasked; n = tiles):
+// q, k, v, out do not alias; 1 <= Tq, causal: q_off + Tq <= Tk. Every query
+// row sees key 0, so m is finite after the first tile (no exp(-inf - -inf)).
+// With P tile pairs (n(n+1)/2 causal, n^2 unmasked for self-attention, n = tiles):
 // bytes = sizeof(T) B NH HS (2 Tn + 2 kTile P) + 4 B NH Tn
 //   (Q read and O written once; each K/V tile once per query tile that sees it);
 // flops = 4 B NH HS kTile^2 P (QK^T and PV) ~= 2 B NH Tn^2 HS causal,
@@ -144,26 +151,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_v[kTile][kHS + 1];
   __shared__ float smem_p[kTile][kTile + 1];
   constexpr int kD = kHS / kLanes;  // accumulator dims per lane
-  const int bh = int(blockIdx.x) % a.BH, qt = a.tiles - 1 - int(blockIdx.x) / a.BH;
-  const int64_t base = head_base(a, bh), row_stride = int64_t(a.NH) * a.hs;
+  const int bh = int(blockIdx.x) % a.BH, qt = a.q_tiles - 1 - int(blockIdx.x) / a.BH;
+  const int64_t qbase = head_base(a, bh, a.Tq), kbase = head_base(a, bh, a.Tk), row_stride = int64_t(a.NH) * a.hs;
   const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int q0 = qt * kTile, i = q0 + r;
 
-  load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
+  load_tile<kHS>(smem_q, q + qbase, q0, a.Tq, row_stride, a.hs);
   float m = -INFINITY, l = 0.f, o[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) o[x] = 0.f;
-  const int kt_last = last_key_tile<kMask>(qt, a.tiles);
+  const int kt_last = last_key_tile<kMask>(qt, a);
   for (int kt = 0; kt <= kt_last; ++kt) {
     const int k0 = kt * kTile;
-    load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
-    load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
+    load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, row_stride, a.hs);
+    load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, row_stride, a.hs);
     __syncthreads();
     float s[kCols], tile_max = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const int c = lane + j * kLanes, key = k0 + c;
-      s[j] = sees<kMask>(i, key, a.Tn) ? dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale : -INFINITY;
+      s[j] = sees<kMask>(i, key, a) ? dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale : -INFINITY;
       tile_max = fmaxf(tile_max, s[j]);
     }
     const float m_new = fmaxf(m, row_max(tile_max));
@@ -187,22 +194,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();  // before the next tile overwrites K, V, P
   }
-  if (i < a.Tn) {
+  if (i < a.Tq) {
     const float inv = 1.f / l;
-    T* orow = out + base + int64_t(i) * row_stride;
+    T* orow = out + qbase + int64_t(i) * row_stride;
 #pragma unroll
     for (int x = 0; x < kD; ++x) {
       const int d = lane + x * kLanes;
       if (d < a.hs) orow[d] = from_f32<T>(o[x] * inv);
     }
-    if (lane == 0) lse[int64_t(bh) * a.Tn + i] = m + logf(l);
+    if (lane == 0) lse[int64_t(bh) * a.Tq + i] = m + logf(l);
   }
 }
 
 // attention_delta_kernel: D = rowsum(dO * O) per (b, t, h), the softmax
 // backward's dot product, computed once instead of once per key tile.
 // Launch: 128 threads (a warp per row), grid_for(rows, 4), grid-stride;
-// rows = B*Tn*NH. bytes = 2 B Tn NH HS sizeof(T) + 4 B NH Tn; flops = 2 B Tn NH HS.
+// rows = B*Tq*NH. bytes = 2 B Tq NH HS sizeof(T) + 4 B NH Tq; flops = 2 B Tq NH HS.
 template <typename T>
 __global__ void attention_delta_kernel(const T* __restrict__ dout, const T* __restrict__ out, float* __restrict__ delta,
                                        int64_t rows, int Tn, int NH, int hs) {
@@ -221,10 +228,10 @@ __global__ void attention_delta_kernel(const T* __restrict__ dout, const T* __re
 
 // attention_backward_dkdv_kernel: one block per (key tile kt, b*h); K and V
 // stay in shared memory while the block walks the query tiles that see these
-// keys (causal: kt..tiles-1; none: all), recomputing per tile
+// keys (causal: from the tile of query kt*16 - q_off on; none: all), recomputing per tile
 // P = exp(S - lse) and dS = P (dO V^T - D), and accumulating in registers
 // dV += P^T dO and dK += dS^T Q (scaled once at the end). Thread row c is a key.
-// Launch: grid = B*NH*tiles (causal: key tile 0, the most work, first), 128 threads.
+// Launch: grid = B*NH*k_tiles (causal: key tile 0, the most work, first), 128 threads.
 // Preconditions: as the forward; lse and delta hold the forward's values.
 // With P tile pairs as in the forward:
 // bytes = sizeof(T) B NH HS (4 Tn + 2 kTile P) + 8 B NH kTile P;
@@ -245,30 +252,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_lse[kTile], smem_delta[kTile];
   constexpr int kD = kHS / kLanes;
   const int bh = int(blockIdx.x) % a.BH, kt = int(blockIdx.x) / a.BH;
-  const int64_t base = head_base(a, bh), row_stride = int64_t(a.NH) * a.hs;
+  const int64_t qbase = head_base(a, bh, a.Tq), kbase = head_base(a, bh, a.Tk), row_stride = int64_t(a.NH) * a.hs;
   const int c = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int k0 = kt * kTile, key = k0 + c;
 
-  load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
-  load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
+  load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, row_stride, a.hs);
+  load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, row_stride, a.hs);
   float acc_dk[kD], acc_dv[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) acc_dk[x] = acc_dv[x] = 0.f;
-  for (int qt = first_query_tile<kMask>(kt); qt < a.tiles; ++qt) {
+  for (int qt = first_query_tile<kMask>(kt, a); qt < a.q_tiles; ++qt) {
     const int q0 = qt * kTile;
-    load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
-    load_tile<kHS>(smem_do, dout + base, q0, a.Tn, row_stride, a.hs);
+    load_tile<kHS>(smem_q, q + qbase, q0, a.Tq, row_stride, a.hs);
+    load_tile<kHS>(smem_do, dout + qbase, q0, a.Tq, row_stride, a.hs);
     if (threadIdx.x < kTile) {
-      const bool in = q0 + int(threadIdx.x) < a.Tn;
-      smem_lse[threadIdx.x] = in ? lse[int64_t(bh) * a.Tn + q0 + threadIdx.x] : 0.f;
-      smem_delta[threadIdx.x] = in ? delta[int64_t(bh) * a.Tn + q0 + threadIdx.x] : 0.f;
+      const bool in = q0 + int(threadIdx.x) < a.Tq;
+      smem_lse[threadIdx.x] = in ? lse[int64_t(bh) * a.Tq + q0 + threadIdx.x] : 0.f;
+      smem_delta[threadIdx.x] = in ? delta[int64_t(bh) * a.Tq + q0 + threadIdx.x] : 0.f;
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const int r = lane + j * kLanes, i = q0 + r;
       float p = 0.f, ds = 0.f;
-      if (i < a.Tn && sees<kMask>(i, key, a.Tn)) {
+      if (i < a.Tq && sees<kMask>(i, key, a)) {
         p = expf(dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale - smem_lse[r]);
         ds = p * (dot_rows<kHS>(smem_do[r], smem_v[c]) - smem_delta[r]);
       }
@@ -286,8 +293,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();  // before the next query tile overwrites Q, dO, P, dS
   }
-  if (key < a.Tn) {
-    const int64_t off = base + int64_t(key) * row_stride;
+  if (key < a.Tk) {
+    const int64_t off = kbase + int64_t(key) * row_stride;
 #pragma unroll
     for (int x = 0; x < kD; ++x) {
       const int d = lane + x * kLanes;
@@ -301,12 +308,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // attention_backward_dq_kernel: one block per (query tile qt, b*h); Q, dO,
 // lse and D stay put while the block walks the key tiles it sees (causal:
-// 0..qt; none: all), recomputing P and dS once more and accumulating
+// up to the one holding key q_off + the tile's last query; none: all), recomputing P and dS once more and accumulating
 // dQ += dS K in registers. A second recomputation instead of atomicAdd into
 // a shared fp32 dQ: the result is deterministic (the same bits on every
 // run), needs no fp32 scratch tensor or cast pass, and costs 3 more tile
 // GEMMs of the 14 the backward does.
-// Launch: grid = B*NH*tiles (causal: heaviest first), 128 threads.
+// Launch: grid = B*NH*q_tiles (causal: heaviest first), 128 threads.
 // With P tile pairs as in the forward:
 // bytes = sizeof(T) B NH HS (3 Tn + 2 kTile P) + 8 B NH Tn;
 // flops = 6 B NH HS kTile^2 P (S, dP, dQ) ~= 3 B NH Tn^2 HS causal,
@@ -322,30 +329,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_v[kTile][kHS + 1];
   __shared__ float smem_ds[kTile][kTile + 1];
   constexpr int kD = kHS / kLanes;
-  const int bh = int(blockIdx.x) % a.BH, qt = a.tiles - 1 - int(blockIdx.x) / a.BH;
-  const int64_t base = head_base(a, bh), row_stride = int64_t(a.NH) * a.hs;
+  const int bh = int(blockIdx.x) % a.BH, qt = a.q_tiles - 1 - int(blockIdx.x) / a.BH;
+  const int64_t qbase = head_base(a, bh, a.Tq), kbase = head_base(a, bh, a.Tk), row_stride = int64_t(a.NH) * a.hs;
   const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int q0 = qt * kTile, i = q0 + r;
-  const bool row_in = i < a.Tn;
-  const float row_lse = row_in ? lse[int64_t(bh) * a.Tn + i] : 0.f;
-  const float row_delta = row_in ? delta[int64_t(bh) * a.Tn + i] : 0.f;
+  const bool row_in = i < a.Tq;
+  const float row_lse = row_in ? lse[int64_t(bh) * a.Tq + i] : 0.f;
+  const float row_delta = row_in ? delta[int64_t(bh) * a.Tq + i] : 0.f;
 
-  load_tile<kHS>(smem_q, q + base, q0, a.Tn, row_stride, a.hs);
-  load_tile<kHS>(smem_do, dout + base, q0, a.Tn, row_stride, a.hs);
+  load_tile<kHS>(smem_q, q + qbase, q0, a.Tq, row_stride, a.hs);
+  load_tile<kHS>(smem_do, dout + qbase, q0, a.Tq, row_stride, a.hs);
   float acc[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) acc[x] = 0.f;
-  const int kt_last = last_key_tile<kMask>(qt, a.tiles);
+  const int kt_last = last_key_tile<kMask>(qt, a);
   for (int kt = 0; kt <= kt_last; ++kt) {
     const int k0 = kt * kTile;
-    load_tile<kHS>(smem_k, k + base, k0, a.Tn, row_stride, a.hs);
-    load_tile<kHS>(smem_v, v + base, k0, a.Tn, row_stride, a.hs);
+    load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, row_stride, a.hs);
+    load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, row_stride, a.hs);
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const int c = lane + j * kLanes;
       float ds = 0.f;
-      if (row_in && sees<kMask>(i, k0 + c, a.Tn)) {
+      if (row_in && sees<kMask>(i, k0 + c, a)) {
         const float p = expf(dot_rows<kHS>(smem_q[r], smem_k[c]) * a.scale - row_lse);
         ds = p * (dot_rows<kHS>(smem_do[r], smem_v[c]) - row_delta);
       }
@@ -360,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // before the next key tile overwrites K, V, dS
   }
   if (row_in) {
-    const int64_t off = base + int64_t(i) * row_stride;
+    const int64_t off = qbase + int64_t(i) * row_stride;
 #pragma unroll
     for (int x = 0; x < kD; ++x) {
       const int d = lane + x * kLanes;
@@ -396,24 +403,29 @@ void dispatch_head_mask(int64_t HS, gpu::AttentionMask mask, F&& f) {
   });
 }
 
-AttnDims make_dims(const char* fn, int64_t B, int64_t Tn, int64_t NH, int64_t HS) {
-  ENGINE_CHECK(HS >= 1 && HS <= kMaxHS, fn, ": head size ", HS, " not supported (1..", kMaxHS, ")");
-  const int64_t tiles = (Tn + kTile - 1) / kTile;
-  ENGINE_CHECK(B * NH * tiles <= INT_MAX && B * Tn * NH <= INT_MAX, fn, ": (B, T, NH) = (", B, ", ", Tn, ", ", NH,
+AttnDims make_dims(const char* fn, const gpu::AttentionDims& d, gpu::AttentionMask mask) {
+  ENGINE_CHECK(d.HS >= 1 && d.HS <= kMaxHS, fn, ": head size ", d.HS, " not supported (1..", kMaxHS, ")");
+  ENGINE_CHECK(d.Tq <= d.Tk && d.q_offset >= 0 && (mask != gpu::AttentionMask::causal || d.q_offset + d.Tq <= d.Tk), fn,
+               ": queries at ", d.q_offset, "..", d.q_offset + d.Tq - 1, " do not lie within ", d.Tk, " keys");
+  const int64_t q_tiles = (d.Tq + kTile - 1) / kTile, k_tiles = (d.Tk + kTile - 1) / kTile;
+  const int64_t rows = d.B * d.Tk * d.NH;
+  ENGINE_CHECK(d.B * d.NH * k_tiles <= INT_MAX && rows <= INT_MAX, fn, ": (B, T, NH) = (", d.B, ", ", d.Tk, ", ", d.NH,
                ") too large");
-  return AttnDims{int(Tn), int(NH), int(HS), int(B * NH), int(tiles), 1.f / std::sqrt(float(HS))};
+  return AttnDims{int(d.Tq),    int(d.Tk),    int(d.q_offset),
+                  int(d.NH),    int(d.HS),    int(d.B * d.NH),
+                  int(q_tiles), int(k_tiles), 1.f / std::sqrt(float(d.HS))};
 }
 }  // namespace
 
 int64_t attention_max_head_size() { return kMaxHS; }
 
-void attention_forward(gpu::Storage st, const void* q, const void* k, const void* v, void* out, float* lse, int64_t B,
-                       int64_t Tn, int64_t NH, int64_t HS, gpu::AttentionMask mask, void* stream) {
-  if (B * Tn * NH == 0) return;
-  const AttnDims a = make_dims("attention_forward", B, Tn, NH, HS);
-  const unsigned grid = unsigned(a.BH) * unsigned(a.tiles);
+void attention_forward(gpu::Storage st, const void* q, const void* k, const void* v, void* out, float* lse,
+                       const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream) {
+  if (d.B * d.Tq * d.NH == 0) return;
+  const AttnDims a = make_dims("attention_forward", d, mask);
+  const unsigned grid = unsigned(a.BH) * unsigned(a.q_tiles);
   dispatch_storage(st, [&]<typename T>() {
-    dispatch_head_mask(HS, mask, [&]<int kHS, gpu::AttentionMask kMask>() {
+    dispatch_head_mask(d.HS, mask, [&]<int kHS, gpu::AttentionMask kMask>() {
       LAUNCH_KERNEL(attention_forward_kernel<T, kHS, kMask>, grid, kThreads, 0, as_stream(stream),
                     static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(out),
                     lse, a);
@@ -422,12 +434,12 @@ void attention_forward(gpu::Storage st, const void* q, const void* k, const void
 }
 
 void attention_backward(gpu::Storage st, const void* dout, const void* q, const void* k, const void* v, const void* out,
-                        const float* lse, float* delta, void* dq, void* dk, void* dv, int64_t B, int64_t Tn, int64_t NH,
-                        int64_t HS, gpu::AttentionMask mask, void* stream) {
-  if (B * Tn * NH == 0) return;
-  const AttnDims a = make_dims("attention_backward", B, Tn, NH, HS);
-  const unsigned grid = unsigned(a.BH) * unsigned(a.tiles);
-  const int64_t rows = B * Tn * NH;
+                        const float* lse, float* delta, void* dq, void* dk, void* dv, const gpu::AttentionDims& d,
+                        gpu::AttentionMask mask, void* stream) {
+  if (d.B * d.Tq * d.NH == 0) return;
+  const AttnDims a = make_dims("attention_backward", d, mask);
+  const unsigned q_grid = unsigned(a.BH) * unsigned(a.q_tiles), k_grid = unsigned(a.BH) * unsigned(a.k_tiles);
+  const int64_t rows = d.B * d.Tq * d.NH;
   dispatch_storage(st, [&]<typename T>() {
     const T* pdo = static_cast<const T*>(dout);
     const T* pq = static_cast<const T*>(q);
@@ -435,11 +447,11 @@ void attention_backward(gpu::Storage st, const void* dout, const void* q, const 
     const T* pv = static_cast<const T*>(v);
     const auto s = as_stream(stream);
     LAUNCH_KERNEL(attention_delta_kernel<T>, grid_for(rows, 4), 128, 0, s, pdo, static_cast<const T*>(out), delta, rows,
-                  a.Tn, a.NH, a.hs);
-    dispatch_head_mask(HS, mask, [&]<int kHS, gpu::AttentionMask kMask>() {
-      LAUNCH_KERNEL(attention_backward_dkdv_kernel<T, kHS, kMask>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
+                  a.Tq, a.NH, a.hs);
+    dispatch_head_mask(d.HS, mask, [&]<int kHS, gpu::AttentionMask kMask>() {
+      LAUNCH_KERNEL(attention_backward_dkdv_kernel<T, kHS, kMask>, k_grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
                     static_cast<const float*>(delta), static_cast<T*>(dk), static_cast<T*>(dv), a);
-      LAUNCH_KERNEL(attention_backward_dq_kernel<T, kHS, kMask>, grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
+      LAUNCH_KERNEL(attention_backward_dq_kernel<T, kHS, kMask>, q_grid, kThreads, 0, s, pdo, pq, pk, pv, lse,
                     static_cast<const float*>(delta), static_cast<T*>(dq), a);
     });
   });

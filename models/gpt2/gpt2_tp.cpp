@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "comm/cp_mappings.h"
 #include "comm/tp_mappings.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -26,7 +27,10 @@ Tensor GPT2Tp::unshard_custom(const std::string&, const Tensor& mine) const { re
 
 GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
                          GPT2TpOptions o)
-    : local_heads_(c.n_head / tp.size()), head_size_(c.n_embd / c.n_head), range_("h." + std::to_string(layer)) {
+    : local_heads_(c.n_head / tp.size()),
+      head_size_(c.n_embd / c.n_head),
+      cp_(o.cp),
+      range_("h." + std::to_string(layer)) {
   // The serial block's seeds (gpt2.cpp), so the full weights are the same.
   const int64_t C = c.n_embd;
   const uint64_t s = seed * 7919ull + uint64_t(layer) * 101ull;
@@ -54,8 +58,9 @@ Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocas
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
   std::vector<Tensor> parts = split(qkv, {Cl, Cl, Cl}, -1);
   const Shape heads{B, T, local_heads_, head_size_};
-  Tensor y = ac.cast(eng::attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads),
-                                    Causal::yes, attention));
+  const Tensor q = parts[0].reshape(heads), k = parts[1].reshape(heads), v = parts[2].reshape(heads);
+  Tensor y = ac.cast(cp_ ? comm::cp_attention(q, k, v, Causal::yes, *cp_, attention)
+                         : eng::attention(q, k, v, Causal::yes, attention));
   Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B * T, Cl}), ac)));
   Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
   return ac.cast(add(x1, m));
@@ -83,13 +88,15 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
   const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1), C = cfg_.n_embd;
-  ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
+  const int64_t cp = opt_.cp ? opt_.cp->size() : 1, first = opt_.cp ? opt_.cp->rank() * T : 0;
+  ENGINE_CHECK(T * cp <= cfg_.block_size, "gpt2: sequence length ", T * cp, " exceeds the model's block_size ",
+               cfg_.block_size);
   ENGINE_CHECK(!opt_.sequence_parallel || (B * T) % tp().size() == 0, "gpt2 --sequence_parallel: B T = ", B * T,
                " token rows do not divide by tp ", tp().size());
   Tensor x;
   {
     const profile::LayerRange r(gpt2_layers().embeddings);
-    Tensor pos = wpe->forward(positions_.get(B, T, ids.device())).reshape({B * T, C});
+    Tensor pos = wpe->forward(positions_.get(B, T, ids.device(), first)).reshape({B * T, C});
     if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, tp());
     // The token rows summed over tp (or my block of them), plus the positions, in fp32 then cast (as the serial model).
     x = ac.cast(add(wte->forward(ids), pos));

@@ -33,6 +33,10 @@ namespace eng::models {
 
 struct GPT2TpOptions {
   bool sequence_parallel = false;
+  // Context parallel (comm/cp_mappings.h): the ids are this cp rank's slice
+  // of each sequence, positions [r T, (r+1) T) of cp T; attention sees the
+  // keys of every slice (causal, with the slice's offset). Null: none.
+  comm::Communicator* cp = nullptr;
 };
 
 class GPT2TpBlock : public Module {
@@ -48,6 +52,7 @@ class GPT2TpBlock : public Module {
 
  private:
   int64_t local_heads_, head_size_;
+  comm::Communicator* cp_;
   profile::Layer range_;  // "h.3": its profiler range (engine/profile.h)
 };
 
@@ -55,7 +60,7 @@ class GPT2Tp : public TpModel {
  public:
   // Checks that n_head and 4 n_embd divide by tp (one-line errors naming them).
   GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o = {});
-  // ids (B, T) i32 -> this rank's logits (B T, Vp / tp).
+  // ids (B, T) i32 (under cp: this rank's slice) -> this rank's logits (B T, Vp / tp).
   // attention: the config's unless given (text sampling runs ours, as GPT2::forward says).
   Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
                  std::optional<AttentionImpl> attention = std::nullopt) const;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "comm/cp_mappings.h"
 #include "comm/tp_mappings.h"
 #include "comm/world.h"
 #include "engine/autograd.h"
@@ -46,7 +47,7 @@ std::string decode_bytes(const std::vector<int32_t>& tokens) {
 
 class GPT2Task : public TrainTask {
  public:
-  GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev, comm::Communicator* tp)
+  GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev, const ModelGrid& mg)
       : cfg_(c),
         plan_(plan),
         g_(gpt2_config(c)),
@@ -56,10 +57,12 @@ class GPT2Task : public TrainTask {
         train_(c.s("train_bin"), g_.vocab_size),
         val_(c.s("val_bin"), g_.vocab_size),
         sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
-        dev_(dev) {
-    if (tp && tp->size() > 1) {
-      tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *tp, GPT2TpOptions{c.b("sequence_parallel")});
-      tp_ = tp_grads_of(*tp_model_);
+        dev_(dev),
+        mg_(mg) {
+    if (mg.split()) {
+      tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *mg.tp,
+                                           GPT2TpOptions{c.b("sequence_parallel") && mg.tp_size() > 1, mg.cp});
+      if (mg.tp_size() > 1) tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<GPT2>(g_, seed_, dev);
     }
@@ -79,11 +82,14 @@ class GPT2Task : public TrainTask {
     std::snprintf(buf, sizeof buf, "GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step",
                   (long long)g_.n_layer, (long long)g_.n_head, (long long)g_.n_embd, double(full_parameters()) / 1e6,
                   (long long)items_per_step());
-    if (!tp_model_) return buf;
-    const int P = tp_.tp->size();
-    return cat(buf, "; tensor parallel over ", P, " ranks", cfg_.b("sequence_parallel") ? " (sequence parallel)" : "",
-               ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
-               " heads, vocabulary padded to ", comm::padded_vocab(g_.vocab_size, P), ")");
+    std::string out = buf;
+    const int P = mg_.tp_size(), cp = mg_.cp_size();
+    if (P > 1)
+      out += cat("; tensor parallel over ", P, " ranks", cfg_.b("sequence_parallel") ? " (sequence parallel)" : "",
+                 ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
+                 " heads, vocabulary padded to ", comm::padded_vocab(g_.vocab_size, P), ")");
+    if (cp > 1) out += cat("; context parallel over ", cp, " ranks: ", T_ / cp, " positions of each window on each");
+    return out;
   }
   std::string data_summary() const override {
     return cat(train_.path(), " (", train_.size(), " tokens), ", val_.path(), " (", val_.size(), " tokens)");
@@ -94,9 +100,10 @@ class GPT2Task : public TrainTask {
   double flops_per_step() const override { return gpt2_flops_per_token(g_, T_) * double(items_per_step()); }
   PeakGemm peak_gemm() const override { return {plan_.micro * T_, 4 * g_.n_embd, g_.n_embd}; }  // like c_fc
   double activation_bytes_per_sample(Precision p) const override {
-    const int64_t tp = tp_model_ ? tp_.tp->size() : 1;
+    const int64_t tp = mg_.tp_size();
     const BlockStack s{
-        g_.n_layer, T_, g_.n_embd, g_.n_head, tp, tp > 1 && cfg_.b("sequence_parallel"), recompute_ == Recompute::yes};
+        g_.n_layer,   T_, g_.n_embd, g_.n_head, tp, tp > 1 && cfg_.b("sequence_parallel"), recompute_ == Recompute::yes,
+        mg_.cp_size()};
     // fp32 logits and the cross-entropy's probabilities over this rank's vocabulary shard.
     return models::activation_bytes_per_sample(s, dev_, p,
                                                8.0 * double(comm::padded_vocab(g_.vocab_size, int(tp))) / double(tp));
@@ -111,7 +118,7 @@ class GPT2Task : public TrainTask {
     Tensor &x = xs_[size_t(m)], &y = ys_[size_t(m)];
     sampler_.batch(plan_.micro_index(step_, m), x, y);  // ids checked when the file was opened
     if (m == plan_.accum - 1) ++step_;
-    return {x, y};
+    return mine({x, y});
   }
   Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
     return tp_model_ ? tp_model_->loss(x, y, recompute_, ac) : model_->loss(x, y, recompute_, ac);
@@ -129,18 +136,20 @@ class GPT2Task : public TrainTask {
     for (int64_t k = 0; k < batches; ++k)
       for (int64_t m = 0; m < plan_.accum; ++m) {
         s.batch(plan_.micro_index(k, m), x, y);
-        const Tensor xd = x.to(dev_), yd = y.to(dev_);
+        const MicroBatch b = mine({x, y});
+        const Tensor xd = b.x.to(dev_), yd = b.y.to(dev_);
         total +=
             (tp_model_ ? tp_model_->loss(xd, yd, Recompute::no, ac) : model_->loss(xd, yd, Recompute::no, ac)).item();
       }
     EvalResult r;
-    // Every rank of the world adds its mean; the tp ranks of a dp rank hold the same one.
+    // Every rank of the world adds its mean; the tp ranks of a dp rank hold
+    // the same one, its cp ranks the means of their positions.
     r.loss = comm::all_reduce_host(total / double(batches * plan_.accum), comm::HostOp::sum, "the validation loss") /
              double(comm::world().size);
     return r;
   }
   bool has_samples() const override { return true; }
-  // Under tp every rank of a tp group runs the loop: the logits are gathered over tp.
+  // Under tp and cp every rank of the model's group runs the loop: the logits are gathered over both.
   bool sample_on_every_rank() const override { return tp_model_ != nullptr; }
   // Samples run our attention whatever --attention says (GPT2::forward says why).
   std::string sample(int64_t step) override {
@@ -149,20 +158,23 @@ class GPT2Task : public TrainTask {
       if (!tp_model_)
         return model_->forward(Tensor::from_ints(window, {1, T}, dev_), Recompute::no, Autocast(), AttentionImpl::ours)
             .to_vector();
-      // Sequence parallel needs T rows divisible by tp: pad on the right
-      // (causal: later positions change nothing before them), or, at the
-      // full context, drop the oldest few tokens (their rows stay 0; the
-      // loop reads the last row only).
-      const int64_t P = cfg_.b("sequence_parallel") ? tp_model_->tp().size() : 1, Tp = (T + P - 1) / P * P;
+      // Sequence parallel needs T rows divisible by tp, context parallel by
+      // cp: pad on the right (causal: later positions change nothing before
+      // them), or, at the full context, drop the oldest few tokens (their
+      // rows stay 0; the loop reads the last row only).
+      const int64_t P = (cfg_.b("sequence_parallel") ? mg_.tp_size() : 1) * mg_.cp_size(), Tp = (T + P - 1) / P * P;
       std::vector<int32_t> w = window;
       const int64_t drop = Tp > g_.block_size ? T % P : 0;
       if (drop > 0)
         w.erase(w.begin(), w.begin() + drop);
       else
         w.resize(size_t(Tp), 0);
-      const Tensor ids = Tensor::from_ints(w, {1, int64_t(w.size())}, dev_);
-      const Tensor all = comm::gather_from_tp(tp_model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours),
-                                              tp_model_->tp());  // (rows, padded)
+      Tensor ids = Tensor::from_ints(w, {1, int64_t(w.size())});
+      if (mg_.cp) ids = comm::cp_slice(ids, 1, *mg_.cp);  // my positions
+      ids = ids.to(dev_);
+      Tensor all = comm::gather_from_tp(tp_model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours),
+                                        tp_model_->tp());    // (my rows, padded vocabulary)
+      if (mg_.cp) all = comm::gather_from_sp(all, *mg_.cp);  // every cp rank's rows, in order
       const std::vector<float> got = narrow(all, 1, 0, V).to_vector();
       std::vector<float> out(size_t(T * V), 0.f);
       const int64_t rows = T - drop;  // the real rows, which end at the last token
@@ -225,6 +237,7 @@ class GPT2Task : public TrainTask {
   TokenFile train_, val_;
   TokenSampler sampler_;
   Device dev_;
+  ModelGrid mg_;
   std::unique_ptr<GPT2> model_;       // one process holds the whole model, or
   std::unique_ptr<GPT2Tp> tp_model_;  // tp > 1: this rank's shards
   TpGrads tp_;
@@ -236,6 +249,11 @@ class GPT2Task : public TrainTask {
     const int64_t C = g_.n_embd;
     return g_.n_layer * (12 * C * C + 13 * C) + (g_.vocab_size + g_.block_size) * C + 2 * C;
   }
+  // This cp rank's positions of host windows (the whole windows without cp).
+  MicroBatch mine(const MicroBatch& b) const {
+    if (!mg_.cp) return b;
+    return {comm::cp_slice(b.x, 1, *mg_.cp), comm::cp_slice(b.y, 1, *mg_.cp)};
+  }
   int64_t step_ = 0;
   std::vector<Tensor> xs_, ys_;  // the step's micro-batches, on the host
 };
@@ -243,8 +261,8 @@ class GPT2Task : public TrainTask {
 }  // namespace
 
 std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
-                                          comm::Communicator* tp) {
-  return std::make_unique<GPT2Task>(c, plan, dev, tp);
+                                          const ModelGrid& mg) {
+  return std::make_unique<GPT2Task>(c, plan, dev, mg);
 }
 
 }  // namespace eng::models

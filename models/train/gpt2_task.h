@@ -3,7 +3,8 @@
 // windows of the validation file, text samples, and checkpoints in Hugging
 // Face's GPT-2 layout (models/gpt2/gpt2_io.h). With a tp communicator of
 // more than one rank the model is split over it (models/gpt2/gpt2_tp.h); its
-// checkpoints are gathered to the same layout, so they load at any tp.
+// checkpoints are gathered to the same layout, so they load at any tp. With
+// cp ranks each takes its slice of every window's positions.
 #pragma once
 #include <memory>
 
@@ -18,7 +19,9 @@ namespace eng::models {
 // The model's shape from the config, with the checks every rank makes alike.
 GPT2Config gpt2_config(const TrainConfig& c);
 
+// With mg.split(), the model is split over tp and cp (gpt2_tp.h); each cp
+// rank reads whole windows and keeps its positions.
 std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
-                                          comm::Communicator* tp = nullptr);
+                                          const ModelGrid& mg = {});
 
 }  // namespace eng::models

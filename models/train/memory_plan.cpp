@@ -32,10 +32,12 @@ double activation_bytes_per_sample(const BlockStack& s, Device dev, Precision p,
   const double tp = double(s.tp), rest = s.sequence_parallel ? tp : 1.0;
   const double C = double(s.width);
   const double attention = 4.0 * double(s.heads) * (cpu ? double(s.tokens) : 1.0) / tp;
-  const double block = A * C * (12.0 / 16.0 / tp + 4.0 / 16.0 / rest) + attention;
   const double element = half && !cpu ? 2.0 : 4.0;  // the residual stream's element size
+  const double cp = double(std::max<int64_t>(s.cp, 1));
+  const double gathered = cp > 1 ? 2.0 * cp * C / tp * element : 0.0;  // K and V of every slice, per token of mine
+  const double block = A * C * (12.0 / 16.0 / tp + 4.0 / 16.0 / rest) + attention + gathered;
   const double blocks = s.recompute ? double(s.layers) * C * element / rest + block : double(s.layers) * block;
-  return double(s.tokens) * (blocks + 8.0 * C + head_bytes_per_token);
+  return double(s.tokens) / cp * (blocks + 8.0 * C + head_bytes_per_token);
 }
 
 size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards) {

@@ -23,6 +23,9 @@
 //     attention terms are split over tp, and with sequence parallelism the
 //     other 4 as well; with --recompute only each block's input stays (C
 //     elements) plus one block's activations at a time;
+//     under cp a rank keeps tokens / cp of them, and its attention also
+//     the keys and values of all tokens, gathered (2 C / tp per token of
+//     the sequence) and the probabilities against all keys on the cpu;
 //     + 8 C for the embedding and the final layernorm, + the head's own
 //     (GPT-2: fp32 logits and their softmax, 8 V / tp; ViT: about 22 bytes per
 //     pixel value of the patches in and the fields out).
@@ -42,6 +45,7 @@ struct BlockStack {
   int64_t layers = 0, tokens = 0, width = 0, heads = 0;
   int64_t tp = 1;
   bool sequence_parallel = false, recompute = false;
+  int64_t cp = 1;  // context parallel: tokens / cp per rank, plus the gathered keys and values
 };
 
 // Bytes the forward keeps for the backward per sample (`tokens` of them),

@@ -26,6 +26,19 @@
 
 namespace eng::models {
 
+// The groups a model is split over: tp (heads and MLP) and cp (the
+// sequence); null where the run does not split that way. With cp > 1 the
+// tp communicator is given even at tp = 1 (a group of one): the split
+// model's forward is the one that knows cp.
+struct ModelGrid {
+  comm::Communicator* tp = nullptr;
+  comm::Communicator* cp = nullptr;
+  bool split() const { return tp != nullptr || cp != nullptr; }
+  int tp_size() const { return tp ? tp->size() : 1; }
+  int cp_size() const { return cp ? cp->size() : 1; }
+  int cp_rank() const { return cp ? cp->rank() : 0; }
+};
+
 struct MicroBatch {
   Tensor x, y;  // inputs and targets, on the host or the model's device
 };

@@ -82,6 +82,22 @@ void validate(const TrainConfig& c) {
                  " is not supported yet (the loss scaler's overflow check would need the tp ranks' agreement); use "
                  "O2 (bf16)");
   }
+  const int64_t cp = c.i("cp");
+  ENGINE_CHECK(cp >= 1, "config: cp must be >= 1, got ", cp);
+  if (cp > 1) {
+    ENGINE_CHECK(c.s("attention") == "ours", "config: attention ", c.s("attention"), " with cp = ", cp,
+                 ": context parallelism runs our attention (a slice of the queries against every key); use "
+                 "--attention ours");
+    ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with cp = ", cp,
+                 " is not supported yet; use O2 (bf16)");
+    if (model == "gpt2") {
+      ENGINE_CHECK(c.i("seq_len") % cp == 0, "config: seq_len = ", c.i("seq_len"), " does not divide by cp = ", cp,
+                   " (each cp rank takes seq_len / cp positions; change seq_len or cp)");
+      ENGINE_CHECK(!c.b("sequence_parallel") || c.i("batch_size") * c.i("seq_len") / cp % tp == 0,
+                   "config: sequence_parallel: batch_size x seq_len / cp = ", c.i("batch_size"), " x ",
+                   c.i("seq_len") / cp, " token rows do not divide by tp = ", tp);
+    }
+  }
   ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
   ENGINE_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"), ": 0 (off) or 1 (ZeRO-1) only");
   ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
@@ -135,7 +151,7 @@ int run(int argc, char** argv) {
                                                     : OutDirMode::fresh);
   const Precision precision = parse_precision(cfg.s("precision"));
   const int64_t zero_stage = cfg.i("zero");
-  const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp"))); });
+  const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp")), int(cfg.i("cp"))); });
   // Every op the models use has a cpu kernel and a hand-written CUDA kernel,
   // so they train on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
@@ -157,12 +173,16 @@ int run(int argc, char** argv) {
   if (lead) std::printf("config:\n%s\n", cfg.json().dump(2).c_str());
 
   const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
-  // Tensor parallel: the model is split over the tp group (adjacent ranks).
-  std::unique_ptr<comm::Communicator> tp_comm;
-  if (grid.tp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
+  // Tensor parallel: the model is split over the tp group (adjacent ranks);
+  // context parallel: the sequence over the cp group (the split model's
+  // forward, with a tp group of one when tp = 1).
+  std::unique_ptr<comm::Communicator> tp_comm, cp_comm;
+  if (grid.tp() > 1 || grid.cp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
+  if (grid.cp() > 1) cp_comm = comm::make_communicator(grid.cp_group(), dev, backend);
+  const ModelGrid mg{tp_comm.get(), cp_comm.get()};
   // The data files are opened here, by every rank: an error names the file.
-  std::unique_ptr<TrainTask> task = cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, tp_comm.get())
-                                                             : make_vit_task(cfg, plan, dev, tp_comm.get());
+  std::unique_ptr<TrainTask> task =
+      cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, mg) : make_vit_task(cfg, plan, dev, mg);
   const TpGrads& tp_grads = task->tp_grads();
   std::vector<std::pair<std::string, Tensor>> tp_replicated;  // by name, for --check_replicas across tp
   for (const auto& [name, p] : task->model().named_parameters())
@@ -175,12 +195,15 @@ int run(int argc, char** argv) {
   nlohmann::json shapes;
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
   agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model");
-  // Data parallel: one replica per dp rank, all starting from rank 0's weights.
+  // Data parallel: one replica per dp rank, all starting from rank 0's
+  // weights. Parameters are replicated over cp as well, so their gradients
+  // are averaged over dp x cp (the mean of the cp ranks' losses).
+  const comm::Group& replicas = grid.cp() > 1 ? grid.dp_cp_group() : grid.dp_group();
   std::unique_ptr<comm::Communicator> dp_comm;
   std::unique_ptr<comm::DistributedDataParallel> ddp;
-  std::unique_ptr<comm::ZeroAdamW> zero;  // --zero 1 on more than one dp rank
-  if (grid.dp() > 1) {
-    dp_comm = comm::make_communicator(grid.dp_group(), dev, backend);
+  std::unique_ptr<comm::ZeroAdamW> zero;  // --zero 1 on more than one replica
+  if (replicas.size() > 1) {
+    dp_comm = comm::make_communicator(replicas, dev, backend);
     comm::DdpOptions dopt;
     dopt.bucket_mb = cfg.f("bucket_mb");
     dopt.first_bucket_mb = cfg.f("first_bucket_mb");
@@ -212,18 +235,20 @@ int run(int argc, char** argv) {
   }
   if (lead) {
     std::printf("model: %s on %s\n", task->summary().c_str(), dev.str().c_str());
+    const std::string shape = grid.cp() > 1 ? cat("dp ", grid.dp(), " x cp ", grid.cp(), " x tp ", grid.tp())
+                                            : cat("dp ", grid.dp(), " x tp ", grid.tp());
     if (world.size > 1)
       std::printf(
-          "distributed: %d ranks (dp %d x tp %d) on %s, %s backend, %d thread(s) each; global batch %lld = %lld "
+          "distributed: %d ranks (%s) on %s, %s backend, %d thread(s) each; global batch %lld = %lld "
           "x %lld micro-batches x %lld ranks; gradients in %s\n",
-          world.size, grid.dp(), grid.tp(), dev.str().c_str(), comm::backend_name(backend), threads,
-          (long long)plan.global(), (long long)plan.micro, (long long)accum, (long long)plan.dp,
-          ddp ? ddp->bucket_summary().c_str() : "-");
+          world.size, shape.c_str(), dev.str().c_str(), comm::backend_name(backend), threads, (long long)plan.global(),
+          (long long)plan.micro, (long long)accum, (long long)plan.dp, ddp ? ddp->bucket_summary().c_str() : "-");
     if (zero)
       std::printf(
-          "ZeRO-1: AdamW state sharded over %d dp ranks: %.2f MiB of moments on this rank, %.2f MiB without "
+          "ZeRO-1: AdamW state sharded over %d %s ranks: %.2f MiB of moments on this rank, %.2f MiB without "
           "ZeRO\n",
-          grid.dp(), double(zero->shard_state_bytes()) / 1048576.0, double(model.num_parameters()) * 8.0 / 1048576.0);
+          replicas.size(), grid.cp() > 1 ? "dp x cp" : "dp", double(zero->shard_state_bytes()) / 1048576.0,
+          double(model.num_parameters()) * 8.0 / 1048576.0);
     std::printf("blas: %s\n", cpu::blas_info().c_str());
   }
   const Autocast ac(precision);
@@ -247,7 +272,7 @@ int run(int argc, char** argv) {
   {
     // Before the first step: the planned peak against the device's free memory.
     MemoryPlan mp;
-    mp.state_bytes = state_bytes(model.num_parameters(), precision, zero ? grid.dp() : 1);
+    mp.state_bytes = state_bytes(model.num_parameters(), precision, zero ? replicas.size() : 1);
     mp.activations_per_sample = task->activation_bytes_per_sample(precision);
     mp.micro = plan.micro;
     const std::string line = check_memory_plan(mp, dev, cfg.f("memory_limit_gb"));
@@ -381,7 +406,9 @@ int run(int argc, char** argv) {
       const MemoryReport mr = memory_report(model, zero ? zero->shard_optimizer() : opt, precision);
       progress.message(grid.tp() > 1 ? cat("tensor parallel: per rank, the shards of tp rank 0 of ", grid.tp(),
                                            " (the others hold as much)\n", mr.str())
-                                     : mr.str());
+                       : grid.cp() > 1
+                           ? cat("context parallel: per rank, with ", grid.cp(), " slices of the sequence\n", mr.str())
+                           : mr.str());
       // The first step's metrics line carries rank 0's memory (what tp and ZeRO buy).
       mem_json = {{"memory_per_rank",
                    {{"parameters", mr.params},
@@ -390,7 +417,8 @@ int run(int argc, char** argv) {
                     {"optimizer_bytes", mr.optimizer},
                     {"peak_bytes", allocator_for(dev).stats().peak_bytes}}}};
     }
-    // The global batch's loss: every rank adds its own; the tp ranks of a dp rank hold the same one.
+    // The global batch's loss: every rank adds its own; the tp ranks of a dp
+    // rank hold the same one, its cp ranks the means of their slices.
     loss_sum =
         comm::all_reduce_host(loss_sum, comm::HostOp::sum, cat("the loss of step ", step + 1)) / double(world.size);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -424,7 +452,7 @@ int run(int argc, char** argv) {
     const int64_t done = step + 1;
     if (cfg.i("check_replicas") > 0 && done % cfg.i("check_replicas") == 0) {
       try {
-        comm::check_replicas(model.named_parameters(), grid.dp_group());
+        comm::check_replicas(model.named_parameters(), replicas);
         // The replicated parameters agree across tp, bit for bit.
         if (tp_grads.active()) comm::check_replicas(tp_replicated, grid.tp_group());
       } catch (const comm::ReplicaDrift& e) {

@@ -87,6 +87,10 @@ const std::vector<OptionSpec>& train_options() {
       {"sequence_parallel", false,
        "with tp > 1: layernorms and the residual stream on 1/tp of the token rows (all-gather + reduce-scatter in "
        "place of all-reduce)"},
+      {"cp", 1,
+       "context-parallel ranks: each takes a contiguous slice of every sequence (gpt2: seq_len / cp positions; vit: "
+       "tokens / cp of each image), attention gathers the keys and values over cp (world = dp x cp x tp, cp between "
+       "tp and dp); seq_len or the token count must divide by cp"},
       {"memory_limit_gb", 0.0,
        "before the first step, refuse a run whose planned memory per rank (weights, gradients, optimizer state and "
        "activations) exceeds this many GB (0: the device's free memory: cudaMemGetInfo, or on the host the least of "

@@ -58,8 +58,8 @@ std::string fmt(double v, const char* f = "%.4f") {
 
 class ViTTask : public TrainTask {
  public:
-  ViTTask(const TrainConfig& c, const BatchPlan& plan, Device dev, comm::Communicator* tp)
-      : cfg_(c), plan_(plan), dev_(dev), seed_(uint64_t(c.i("seed"))), weather_(c.s("dataset") == "weather") {
+  ViTTask(const TrainConfig& c, const BatchPlan& plan, Device dev, const ModelGrid& mg)
+      : cfg_(c), mg_(mg), plan_(plan), dev_(dev), seed_(uint64_t(c.i("seed"))), weather_(c.s("dataset") == "weather") {
     const h5::ReadPath rp = read_path(c.s("read_path"));
     if (weather_) {
       WeatherOptions o;
@@ -100,14 +100,19 @@ class ViTTask : public TrainTask {
       v.classes = classes_;
     v.validate();
     vit_ = v;
-    if (tp && tp->size() > 1) {
-      const bool sp = c.b("sequence_parallel");
+    if (mg.split()) {
+      const int P = mg.tp_size(), cp = mg.cp_size();
+      const bool sp = c.b("sequence_parallel") && P > 1;
       // Every rank reads the same shapes: said once (WorldError).
-      if (sp && (plan.micro * v.tokens()) % tp->size() != 0)
-        throw WorldError(cat("config: sequence_parallel: batch_size x tokens = ", plan.micro, " x ", v.tokens(),
-                             " token rows do not divide by tp = ", tp->size(), " (change batch_size or patch)"));
-      tp_model_ = std::make_unique<ViTTp>(v, seed_, dev, *tp, ViTTpOptions{sp});
-      tp_ = tp_grads_of(*tp_model_);
+      if (v.tokens() % cp != 0)
+        throw WorldError(cat("config: cp = ", cp, ": ", v.img_h, " x ", v.img_w, " images in patches of ", v.patch,
+                             " make ", v.tokens(), " tokens, which do not divide by cp (change patch or cp)"));
+      if (sp && (plan.micro * v.tokens() / cp) % P != 0)
+        throw WorldError(cat("config: sequence_parallel: batch_size x tokens", cp > 1 ? " / cp" : "", " = ", plan.micro,
+                             " x ", v.tokens() / cp, " token rows do not divide by tp = ", P,
+                             " (change batch_size or patch)"));
+      tp_model_ = std::make_unique<ViTTp>(v, seed_, dev, *mg.tp, ViTTpOptions{sp, mg.cp});
+      if (P > 1) tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<ViT>(v, seed_, dev);
     }
@@ -130,11 +135,14 @@ class ViTTask : public TrainTask {
     return cat("ViT ", v.depth, " blocks, ", v.heads, " heads, ", v.embed, " wide, patch ", v.patch, " on ",
                v.in_channels, " x ", v.img_h, " x ", v.img_w, " (", v.tokens(), " tokens) -> ", head, ", ",
                fmt(double(full_parameters()) / 1e6, "%.2f"), "M parameters; ", items_per_step(), " images/step",
-               tp_model_ ? cat("; tensor parallel over ", tp_.tp->size(), " ranks",
-                               cfg_.b("sequence_parallel") ? " (sequence parallel)" : "", ": ",
-                               fmt(double(tp_model_->num_parameters()) / 1e6, "%.2f"), "M parameters on each (",
-                               v.heads / tp_.tp->size(), " heads)")
-                         : std::string());
+               mg_.tp_size() > 1 ? cat("; tensor parallel over ", mg_.tp_size(), " ranks",
+                                       cfg_.b("sequence_parallel") ? " (sequence parallel)" : "", ": ",
+                                       fmt(double(tp_model_->num_parameters()) / 1e6, "%.2f"), "M parameters on each (",
+                                       v.heads / mg_.tp_size(), " heads)")
+                                 : std::string(),
+               mg_.cp_size() > 1 ? cat("; context parallel over ", mg_.cp_size(),
+                                       " ranks: ", v.tokens() / mg_.cp_size(), " tokens of each image on each")
+                                 : std::string());
   }
   std::string data_summary() const override {
     return cat(train_->describe(), "; ", val_->describe(), "; loader: ", lopt_.workers, " reader thread(s), ",
@@ -146,8 +154,9 @@ class ViTTask : public TrainTask {
   int64_t items_per_step() const override { return plan_.global(); }
   double flops_per_step() const override { return vit_flops_per_image(vit_) * double(items_per_step()); }
   double activation_bytes_per_sample(Precision p) const override {
-    const int64_t tp = tp_model_ ? tp_.tp->size() : 1;
-    const BlockStack s{vit_.depth, vit_.tokens(), vit_.embed, vit_.heads, tp, tp > 1 && cfg_.b("sequence_parallel")};
+    const int64_t tp = mg_.tp_size();
+    const BlockStack s{vit_.depth, vit_.tokens(), vit_.embed, vit_.heads, tp, tp > 1 && cfg_.b("sequence_parallel"),
+                       false,      mg_.cp_size()};
     // The patches in (and the fields out, dense head): about 22 bytes per pixel value, measured.
     const int64_t pixels = vit_.patch * vit_.patch * (vit_.in_channels + (weather_ ? vit_.out_channels : 0));
     return models::activation_bytes_per_sample(s, dev_, p, 22.0 * double(pixels));
@@ -237,6 +246,7 @@ class ViTTask : public TrainTask {
 
  private:
   const TrainConfig& cfg_;
+  ModelGrid mg_;
   BatchPlan plan_;
   Device dev_;
   uint64_t seed_;
@@ -253,7 +263,7 @@ class ViTTask : public TrainTask {
     if (!tp_model_) return model_->num_parameters();
     int64_t n = 0;
     for (const Tensor& p : tp_model_->replicated_parameters()) n += p.numel();
-    return n + (tp_model_->num_parameters() - n) * tp_.tp->size();  // the split ones are 1/tp each
+    return n + (tp_model_->num_parameters() - n) * mg_.tp_size();  // the split ones are 1/tp each
   }
   std::unique_ptr<EpochSampler> sampler_, val_sampler_;
   LoaderOptions lopt_;
@@ -305,8 +315,8 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
     fm->add(o.data(), y.data(), has_persistence ? persistence.data() : nullptr, B);
   }
   const double batches = double(steps * plan_.accum * plan_.dp), samples = batches * double(B);
-  // The tp ranks of a dp rank hold the same output: tp rank 0 alone adds its sums.
-  if (tp_model_ && tp_.tp->rank() != 0) {
+  // The tp and cp ranks of a dp rank hold the same output: the first alone adds its sums.
+  if (tp_model_ && (mg_.tp->rank() != 0 || mg_.cp_rank() != 0)) {
     loss_sum = correct = 0;
     if (fm) fm->set_sums(std::vector<double>(fm->sums().size(), 0.0));
   }
@@ -354,9 +364,8 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
-                                         comm::Communicator* tp) {
-  return std::make_unique<ViTTask>(c, plan, dev, tp);
+std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev, const ModelGrid& mg) {
+  return std::make_unique<ViTTask>(c, plan, dev, mg);
 }
 
 }  // namespace eng::models

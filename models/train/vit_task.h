@@ -24,10 +24,10 @@ namespace eng::models {
 // Checks the ViT-only options every rank makes alike (before any file is read).
 void check_vit_options(const TrainConfig& c);
 
-// With a tp communicator of more than one rank the model is split over it
-// (models/vit/vit_tp.h); its checkpoints are gathered to the one-process
-// layout, so they load at any tp.
+// With mg.split() the model is split over tp and cp (models/vit/vit_tp.h);
+// its checkpoints are gathered to the one-process layout, so they load at
+// any tp or cp.
 std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev,
-                                         comm::Communicator* tp = nullptr);
+                                         const ModelGrid& mg = {});
 
 }  // namespace eng::models

@@ -2,6 +2,7 @@
 #include "models/vit/vit.h"
 
 #include "base/error.h"
+#include "comm/cp_mappings.h"
 #include "engine/ops.h"
 #include "engine/profile.h"
 
@@ -69,6 +70,12 @@ Tensor patchify(const Tensor& x, int64_t p) {
   return t.reshape({B, (H / p) * (W / p), C * p * p});
 }
 
+Tensor patchify_fields(const Tensor& x, int64_t p) {
+  const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  Tensor t = permute(x.reshape({B, C, H / p, p, W / p, p}), {0, 2, 4, 3, 5, 1});  // (B, h, w, p, p, C)
+  return t.reshape({B, (H / p) * (W / p), p * p * C});
+}
+
 Tensor unpatchify(const Tensor& t, int64_t p, int64_t C, int64_t H, int64_t W) {
   const int64_t B = t.size(0);
   Tensor x = permute(t.reshape({B, H / p, W / p, p, p, C}), {0, 5, 1, 3, 2, 4});  // (B, C, h, p, w, p)
@@ -81,13 +88,19 @@ const ViTLayers& vit_layers() {
 }
 
 Tensor vit_embed(const ViTConfig& c, const Linear& patch_embed, const Embedding& pos_embed,
-                 const PositionIds& positions, const Tensor& images, const Autocast& ac) {
+                 const PositionIds& positions, const Tensor& images, const Autocast& ac, const comm::Communicator* cp) {
   ENGINE_CHECK(
       images.ndim() == 4 && images.size(1) == c.in_channels && images.size(2) == c.img_h && images.size(3) == c.img_w,
       "vit: images must be (B, ", c.in_channels, ", ", c.img_h, ", ", c.img_w, "), got ", images.desc());
   const profile::LayerRange r(vit_layers().patch_embed);
-  return ac.cast(add(ac.f32(patch_embed.forward(patchify(ac.cast(images), c.patch), ac)),
-                     pos_embed.forward(positions.get(images.size(0), c.tokens(), images.device()))));
+  Tensor patches = patchify(ac.cast(images), c.patch);
+  int64_t first = 0;
+  if (cp && cp->size() > 1) {
+    patches = comm::cp_slice(patches, 1, *cp);  // the images need no gradient
+    first = cp->rank() * patches.size(1);
+  }
+  return ac.cast(add(ac.f32(patch_embed.forward(patches, ac)),
+                     pos_embed.forward(positions.get(images.size(0), patches.size(1), images.device(), first))));
 }
 
 Tensor vit_head(const ViTConfig& c, const Linear& head, const Tensor& h, const Autocast& ac) {

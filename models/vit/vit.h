@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "engine/nn/layers.h"
 #include "engine/ops.h"
 #include "engine/profile.h"
@@ -89,8 +90,11 @@ struct ViTOuterLayers {
 ViTOuterLayers vit_outer_layers(const ViTConfig& c, uint64_t seed, Device dev);
 // images (B, C, H, W) -> tokens (B, N, embed): the patch embedding plus the
 // positions, summed in fp32 (as torch's type promotion makes it), then cast.
+// With a cp group of more than one rank, this rank's slice of the tokens
+// (B, N / cp, embed), at their positions.
 Tensor vit_embed(const ViTConfig& c, const Linear& patch_embed, const Embedding& pos_embed,
-                 const PositionIds& positions, const Tensor& images, const Autocast& ac);
+                 const PositionIds& positions, const Tensor& images, const Autocast& ac,
+                 const comm::Communicator* cp = nullptr);
 // The normed tokens (B, N, embed) -> logits (B, classes) or fields (B, out_channels, H, W).
 Tensor vit_head(const ViTConfig& c, const Linear& head, const Tensor& h, const Autocast& ac);
 // The fp32 output against labels (classify) or target fields (dense).
@@ -108,5 +112,7 @@ Tensor patchify(const Tensor& images, int64_t p);
 // (B, N, p*p*C) with each token's values in (row, column, channel) order, the
 // tutorial's head layout -> (B, C, H, W).
 Tensor unpatchify(const Tensor& tokens, int64_t p, int64_t C, int64_t H, int64_t W);
+// Its inverse: fields (B, C, H, W) -> (B, N, p*p*C) in the head's layout.
+Tensor patchify_fields(const Tensor& fields, int64_t p);
 
 }  // namespace eng::models

@@ -3,6 +3,7 @@
 #include "models/vit/vit_tp.h"
 
 #include "base/error.h"
+#include "comm/cp_mappings.h"
 #include "comm/tp_mappings.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -10,11 +11,11 @@
 
 namespace eng::models {
 
-ViTTpBlock::ViTTpBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp,
-                       ViTTpOptions o)
+ViTTpBlock::ViTTpBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev, comm::Communicator& tp, ViTTpOptions o)
     : local_heads_(c.heads / tp.size()),
       head_size_(c.embed / c.heads),
       attention_(c.attention),
+      cp_(o.cp),
       range_("blocks." + std::to_string(layer)) {
   // The serial block's seeds (vit.cpp), so the full weights are the same.
   const int64_t C = c.embed;
@@ -37,8 +38,9 @@ Tensor ViTTpBlock::forward(const Tensor& x, int64_t B, int64_t N, const Autocast
   const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
   std::vector<Tensor> parts = split(qkv->forward(norm1->forward(x, ac), ac), {Cl, Cl, Cl}, -1);
   const Shape h{B, N, local_heads_, head_size_};
-  Tensor y =
-      ac.cast(eng::attention(parts[0].reshape(h), parts[1].reshape(h), parts[2].reshape(h), Causal::no, attention_));
+  const Tensor q = parts[0].reshape(h), k = parts[1].reshape(h), v = parts[2].reshape(h);
+  Tensor y = ac.cast(cp_ ? comm::cp_attention(q, k, v, Causal::no, *cp_, attention_)
+                         : eng::attention(q, k, v, Causal::no, attention_));
   Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B * N, Cl}), ac)));
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
@@ -50,6 +52,8 @@ ViTTp::ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& 
   ENGINE_CHECK(c.heads % P == 0, "vit --tp ", P, ": n_head ", c.heads, " does not divide by tp ", P);
   ENGINE_CHECK((c.mlp_ratio * c.embed) % P == 0, "vit --tp ", P, ": the MLP width ", c.mlp_ratio * c.embed,
                " does not divide by tp ", P);
+  ENGINE_CHECK(!o.cp || c.tokens() % o.cp->size() == 0, "vit --cp ", o.cp ? o.cp->size() : 1, ": ", c.tokens(),
+               " tokens do not divide by cp (change patch or cp)");
   // The serial model's modules and seeds, in its registration order.
   ViTOuterLayers outer = vit_outer_layers(c, seed, dev);
   patch_embed = register_module("patch_embed.proj", outer.patch_embed);
@@ -61,10 +65,10 @@ ViTTp::ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& 
   head = register_module("head", outer.head);
 }
 
-Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const {
-  const int64_t N = cfg_.tokens(), C = cfg_.embed;
-  Tensor x = vit_embed(cfg_, *patch_embed, *pos_embed, positions_, images, ac);
-  const int64_t B = x.size(0);
+Tensor ViTTp::features(const Tensor& images, const Autocast& ac) const {
+  const int64_t C = cfg_.embed;
+  Tensor x = vit_embed(cfg_, *patch_embed, *pos_embed, positions_, images, ac, opt_.cp);
+  const int64_t B = x.size(0), N = x.size(1);  // N: this rank's tokens
   ENGINE_CHECK(!opt_.sequence_parallel || (B * N) % tp().size() == 0, "vit --sequence_parallel: B N = ", B, " x ", N,
                " token rows do not divide by tp ", tp().size());
   x = x.reshape({B * N, C});
@@ -72,13 +76,31 @@ Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const {
   for (const auto& b : blocks) x = b->forward(x, B, N, ac);
   const profile::LayerRange r(vit_layers().head);
   Tensor h = norm->forward(x, ac);
-  // The head is replicated: every rank needs every row (and its gradient is already whole).
+  // The head is replicated over tp: every rank needs every row (and its gradient is already whole).
   if (opt_.sequence_parallel) h = comm::gather_from_sp_to_replicated(h, tp());
-  return vit_head(cfg_, *head, h.reshape({B, N, C}), ac);
+  return h.reshape({B, N, C});
+}
+
+Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const {
+  const Tensor h = features(images, ac);
+  if (cp() == 1) return vit_head(cfg_, *head, h, ac);
+  const profile::LayerRange r(vit_layers().head);
+  if (cfg_.head == ViTHead::classify)  // the mean over all tokens: my share, summed over cp
+    return ac.cast(head->forward(comm::all_reduce_cp(scale(mean(h, 1), 1.0 / double(cp())), *opt_.cp), ac));
+  const Tensor mine = head->forward(h, ac);  // (B, N / cp, p p C_out): my patches
+  return unpatchify(comm::gather_seq_from_cp(mine, *opt_.cp), cfg_.patch, cfg_.out_channels, cfg_.img_h, cfg_.img_w);
 }
 
 Tensor ViTTp::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
-  return vit_loss(cfg_, ac.f32(forward(images, ac)), targets);
+  if (cp() == 1 || cfg_.head == ViTHead::classify) return vit_loss(cfg_, ac.f32(forward(images, ac)), targets);
+  // Dense under cp: my patches against the same patches of the targets.
+  ENGINE_CHECK(targets.ndim() == 4 && targets.size(0) == images.size(0) && targets.size(1) == cfg_.out_channels &&
+                   targets.size(2) == cfg_.img_h && targets.size(3) == cfg_.img_w,
+               "vit: targets ", targets.desc(), " do not match the prediction (", images.size(0), ", ",
+               cfg_.out_channels, ", ", cfg_.img_h, ", ", cfg_.img_w, ")");
+  Tensor mine = ac.f32(head->forward(features(images, ac), ac));
+  const profile::LayerRange r(vit_layers().loss);
+  return mse_loss(mine, comm::cp_slice(patchify_fields(targets, cfg_.patch), 1, *opt_.cp));
 }
 
 TpSplit ViTTp::split_of(const std::string& name) const {
@@ -92,8 +114,8 @@ std::vector<Tensor> ViTTp::partial_parameters() const {
   std::vector<Tensor> partial;
   if (!opt_.sequence_parallel || tp().size() == 1) return partial;
   for (const auto& b : blocks)
-    for (const Tensor& p : {b->norm1->weight, b->norm1->bias, b->norm2->weight, b->norm2->bias, b->proj->bias,
-                            b->fc2->bias})
+    for (const Tensor& p :
+         {b->norm1->weight, b->norm1->bias, b->norm2->weight, b->norm2->bias, b->proj->bias, b->fc2->bias})
       partial.push_back(p);
   partial.push_back(norm->weight);
   partial.push_back(norm->bias);

@@ -18,6 +18,11 @@
 // Under sequence parallelism the residual stream and the norms hold 1/tp of
 // the rows; the positions are added before the split, and the final norm's
 // rows are all-gathered for the replicated head (gather_from_sp_to_replicated).
+// Context parallelism (ViTTpOptions::cp) splits the tokens instead: each
+// rank embeds its slice of the patches, runs the blocks on it (attention
+// gathers the keys and values of every slice), and the dense head predicts
+// its own patches (the loss compares them with the same patches of the
+// target); the classifier's token mean is summed over the slices.
 // Every rank draws the full weights from the serial model's seeds: tp = N
 // starts where tp = 1 starts. Names are the serial model's (timm's).
 #pragma once
@@ -33,6 +38,10 @@ namespace eng::models {
 
 struct ViTTpOptions {
   bool sequence_parallel = false;
+  // Context parallel (comm/cp_mappings.h): this rank keeps tokens
+  // [r N/cp, (r+1) N/cp) of every image; attention sees every slice's keys.
+  // Null: none.
+  comm::Communicator* cp = nullptr;
 };
 
 class ViTTpBlock : public Module {
@@ -47,6 +56,7 @@ class ViTTpBlock : public Module {
  private:
   int64_t local_heads_, head_size_;
   AttentionImpl attention_;
+  comm::Communicator* cp_;
   profile::Layer range_;  // "blocks.3"
 };
 
@@ -54,9 +64,12 @@ class ViTTp : public TpModel {
  public:
   // Checks that heads and the MLP width divide by tp (one-line errors naming them).
   ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& tp, ViTTpOptions o = {});
-  // images (B, C, H, W) -> the whole output on every tp rank, as ViT::forward.
+  // images (B, C, H, W) -> the whole output on every tp and cp rank, as ViT::forward.
   Tensor forward(const Tensor& images, const Autocast& ac = Autocast()) const;
-  // The loss in fp32, the same on every tp rank.
+  // The loss in fp32, the same on every tp rank. Under cp, the dense head's
+  // is the mean over this rank's tokens (cp_mappings.h: the step follows
+  // the mean over the cp ranks, the loss over all tokens); the classifier's
+  // is the whole batch's on every cp rank.
   Tensor loss(const Tensor& images, const Tensor& targets, const Autocast& ac = Autocast()) const;
   // Sequence parallel: the norms and row biases (tp_model.h).
   std::vector<Tensor> partial_parameters() const override;
@@ -72,6 +85,9 @@ class ViTTp : public TpModel {
   TpSplit split_of(const std::string& name) const override;
 
  private:
+  // This rank's tokens after the final norm: (B, N / cp, C), every tp rank alike.
+  Tensor features(const Tensor& images, const Autocast& ac) const;
+  int64_t cp() const { return opt_.cp ? opt_.cp->size() : 1; }
   ViTConfig cfg_;
   ViTTpOptions opt_;
   PositionIds positions_;

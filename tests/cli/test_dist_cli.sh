@@ -139,6 +139,90 @@ PY
     [[ ! -e $work/bad ]] || fail "out_dir created by a refused run"
     echo "ok: $(grep 'train: error' "$work/err")"
     ;;
+  cp)
+    # Context parallelism (comm/cp_mappings.h): each cp rank holds a slice of
+    # every sequence. GPT-2 (causal, each slice's offset in the mask) at
+    # 1 x cp 2, dp 2 x cp 2 and tp 2 x cp 2 with sequence parallelism, and
+    # the ViT (not causal) on weather fields at cp 2, dp 2 x cp 2 and
+    # tp 2 x cp 2, and its classifier at cp 2, each against 1x1 with the same
+    # global batch, replicas checked after every step (over dp x cp).
+    tp=("${common[@]}" --n_head 4 --sample_every 10)
+    OMP_NUM_THREADS=1 "$train" "${tp[@]}" --out_dir "$work/g11" >"$work/log11"
+    sample() { sed -n '/^---- sample at step 10/,/^----$/p' "$1"; }
+    for grid in "2 1 2" "4 1 2" "4 2 2 sp"; do
+      read -r np t c sp <<<"$grid"
+      extra=(); [[ -n $sp ]] && extra=(--sequence_parallel)
+      name="gpt2-${np}x${t}x${c}${sp}"
+      mpi -np "$np" "$train" "${tp[@]}" --tp "$t" --cp "$c" "${extra[@]}" --check_replicas 1 --out_dir "$work/$name" \
+        >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
+      grep -q "distributed: $np ranks (dp $(( np / t / c )) x cp $c x tp $t)" "$work/log" || fail "$name: no grid summary"
+      grep -q "context parallel over $c ranks: 16 positions of each window" "$work/log" || fail "$name: no cp summary"
+      [[ -n $(sample "$work/log") && $(sample "$work/log") == "$(sample "$work/log11")" ]] ||
+        fail "$name: sample differs: $(sample "$work/log") vs $(sample "$work/log11")"
+      echo "gpt2 dp $(( np / t / c )) x cp $c x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+    done
+    "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
+    vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
+         --stats "$work/wx/stats.h5" --patch 4 --n_layer 2 --n_head 4 --n_embd 16 --batch_size 2 --steps 6
+         --global_batch 8 --warmup_steps 2 --val_every 3 --val_batches 1 --device cpu)
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --out_dir "$work/v11" >/dev/null
+    for grid in "2 1 2" "4 1 2" "4 2 2"; do
+      read -r np t c <<<"$grid"
+      name="vit-${np}x${t}x${c}"
+      mpi -np "$np" "$train" "${vit[@]}" --tp "$t" --cp "$c" --check_replicas 1 --out_dir "$work/$name" \
+        >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
+      grep -q "context parallel over $c ranks: 4 tokens of each image" "$work/log" || fail "$name: no cp summary"
+      echo "vit weather dp $(( np / t / c )) x cp $c x tp $t vs 1x1: $(close "$work/v11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+    done
+    "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
+    img=(--model vit --train_data "$work/fm/train.h5" --val_data "$work/fm/test.h5" --patch 7 --n_layer 1
+         --n_head 2 --n_embd 16 --batch_size 4 --steps 4 --global_batch 16 --warmup_steps 1 --val_every 2
+         --val_batches 20 --device cpu)
+    OMP_NUM_THREADS=1 "$train" "${img[@]}" --out_dir "$work/i1" >/dev/null
+    mpi -np 2 "$train" "${img[@]}" --cp 2 --check_replicas 1 --out_dir "$work/i2" >"$work/log" ||
+      fail "images cp 2 failed: $(tail -3 "$work/log")"
+    echo "vit images cp 2 vs 1x1: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
+    # Checkpoints in the one-process layout: tp 2 x cp 2 -> 1x1 and 1x1 -> tp 2 x cp 2.
+    mpi -np 4 "$train" "${vit[@]}" --tp 2 --cp 2 --stop_after 3 --out_dir "$work/r4" >/dev/null
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --resume --out_dir "$work/r4" >/dev/null
+    echo "vit tp 2 x cp 2 -> resume at 1x1: $(close "$work/v11/metrics.jsonl" "$work/r4/metrics.jsonl" 1e-4)"
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --stop_after 3 --out_dir "$work/r1" >/dev/null
+    mpi -np 4 "$train" "${vit[@]}" --tp 2 --cp 2 --resume --out_dir "$work/r1" >/dev/null
+    echo "vit 1x1 -> resume at tp 2 x cp 2: $(close "$work/v11/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
+    # emu over the NCCL look-alike, eager O0 and O3 (the step captured as a
+    # graph with the cp all-gathers and reduce-scatters inside), ViT at cp 2.
+    emu=("${vit[@]}" --device emu --n_layer 1 --steps 3 --val_every 0)
+    for p in O0 O3; do
+      tol=$([[ $p == O0 ]] && echo 1e-4 || echo 2e-3)
+      OMP_NUM_THREADS=1 "$train" "${emu[@]}" --precision $p --out_dir "$work/e1$p" >/dev/null
+      mpi -np 2 "$train" "${emu[@]}" --precision $p --comm nccl --cp 2 --check_replicas 1 --out_dir "$work/e2$p" \
+        >"$work/log" || fail "emu $p nccl cp 2 failed: $(tail -3 "$work/log")"
+      [[ $p == O0 ]] || grep -q "captured as a CUDA graph" "$work/log" || fail "emu O3 vit cp: no graph"
+      echo "vit emu $p nccl cp 2 vs 1: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
+    done
+    ;;
+  cp_bad)
+    # Bad grids and shapes: one line, said once, every rank exits non-zero, nothing written.
+    "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
+    vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
+         --stats "$work/wx/stats.h5" --patch 4 --n_layer 1 --n_head 4 --n_embd 16 --batch_size 2 --steps 2 --warmup_steps 1
+         --global_batch 8 --device cpu)
+    refused() {  # NP MESSAGE ARGS...
+      local np=$1 msg=$2; shift 2
+      if mpi -np "$np" "$train" "$@" --out_dir "$work/x" >"$work/out" 2>"$work/err"; then
+        fail "np $np $* was accepted"
+      fi
+      [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
+      grep -q "$msg" "$work/err" || fail "bad message: $(cat "$work/err")"
+      [[ ! -e $work/x ]] || fail "out_dir created by a refused run"
+      echo "ok: $(grep 'train: error' "$work/err")"
+    }
+    refused 3 "tp x cp = 1 x 2 does not divide the world size 3" "${common[@]}" --cp 2
+    refused 3 "seq_len = 32 does not divide by cp = 3" "${common[@]}" --cp 3
+    refused 3 "make 8 tokens, which do not divide by cp (change patch or cp)" "${vit[@]}" --cp 3 --global_batch 6
+    refused 2 "O2-fp16 with cp = 2 is not supported yet" "${common[@]}" --cp 2 --precision O2-fp16
+    refused 2 "context parallelism runs our attention" "${common[@]}" --cp 2 --attention cudnn
+    ;;
   equivalence)
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --out_dir "$work/np1" >/dev/null
     for np in 2 4; do

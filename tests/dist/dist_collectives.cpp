@@ -3,6 +3,7 @@
 // blocks), odd sizes, in place and out of place, sum, avg and max, f32, bf16,
 // f64 and i32, and the MPI backend with tiny chunks (its int-count split).
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -179,12 +180,39 @@ TEST_CASE("broadcast copies the root's tensor to every rank", "[dist]") {
     }
 }
 
-TEST_CASE("collectives on the grid's dp and tp groups reduce within the group only", "[dist]") {
+TEST_CASE("collectives on the grid's dp, cp, tp and dp x cp groups reduce within the group only", "[dist]") {
   const int P = world().size;
+  // np 4: tp 2 x cp 2 (dp 1), and cp 2 alone (dp 2); np 2: each of tp 2 and cp 2; np 3: cp 3.
+  std::vector<std::pair<int, int>> shapes{{1, 1}};
+  if (P % 2 == 0) shapes.insert(shapes.end(), {{2, 1}, {1, 2}});
+  if (P == 4) shapes.push_back({2, 2});
+  if (P == 3) shapes.push_back({1, 3});
+  for (const auto& [tp, cp] : shapes) {
+    INFO("tp " << tp << " cp " << cp);
+    const Grid grid(tp, cp);
+    CHECK(grid.dp() * grid.cp() * grid.tp() == P);
+    CHECK(grid.dp_cp_group().size() == grid.dp() * grid.cp());
+    const int me = world().rank;
+    CHECK(me == grid.tp_rank() + tp * (grid.cp_rank() + cp * grid.dp_rank()));
+    // Each group holds exactly the ranks that agree on the other coordinates.
+    auto coords = [&](int r) { return std::array<int, 3>{r % tp, (r / tp) % cp, r / (tp * cp)}; };
+    const std::array<int, 3> mine = coords(me);
+    for (const auto& [g, varies] :
+         {std::pair<const Group*, std::array<bool, 3>>{&grid.tp_group(), {true, false, false}},
+          {&grid.cp_group(), {false, true, false}},
+          {&grid.dp_group(), {false, false, true}},
+          {&grid.dp_cp_group(), {false, true, true}}}) {
+      std::vector<int> want;
+      for (int r = 0; r < P; ++r) {
+        bool in = true;
+        for (int x = 0; x < 3; ++x) in = in && (varies[size_t(x)] || coords(r)[size_t(x)] == mine[size_t(x)]);
+        if (in) want.push_back(r);
+      }
+      CHECK(g->world_ranks() == want);
+    }
+  }
   const int tp = P % 2 == 0 ? 2 : 1;
   const Grid grid(tp);
-  CHECK(grid.dp() * grid.tp() == P);
-  CHECK(world().rank == grid.tp_rank() + tp * grid.dp_rank());
   for (const Case& c : cases()) {
     for (const Group* g : {&grid.dp_group(), &grid.tp_group()}) {
       auto comm = make_communicator(*g, c.dev, c.backend, c.opt);
@@ -209,6 +237,7 @@ TEST_CASE("bad arguments are one-line errors naming the op", "[dist]") {
   CHECK_THROWS_WITH(comm->all_reduce(e, ReduceOp::sum), Catch::Contains("on cpu"));
   CHECK_THROWS_WITH(make_communicator(world, kCPU, Backend::nccl), Catch::Contains("needs a GPU device"));
   CHECK_THROWS_WITH(Grid(world.size() + 1), Catch::Contains("does not divide the world size"));
+  CHECK_THROWS_WITH(Grid(1, world.size() + 1), Catch::Contains("tp x cp = 1 x " + std::to_string(world.size() + 1)));
 }
 
 TEST_CASE("group calls: collectives between group_start and group_end all complete at its Work", "[dist]") {

@@ -104,9 +104,8 @@ TEST_CASE("vit under tp: a full state loads into the shards; bad shapes are refu
   if (P > 1) {
     ViTConfig bad = cfg;
     bad.heads = 4 * P + 1, bad.embed = 4 * P + 1;
-    CHECK_THROWS_WITH(ViTTp(bad, 1, kCPU, *tp),
-                      Catch::Contains("n_head " + std::to_string(4 * P + 1) + " does not divide by tp " +
-                                      std::to_string(P)));
+    CHECK_THROWS_WITH(ViTTp(bad, 1, kCPU, *tp), Catch::Contains("n_head " + std::to_string(4 * P + 1) +
+                                                                " does not divide by tp " + std::to_string(P)));
     ViTTp sp(cfg, 3, kCPU, *tp, ViTTpOptions{true});
     // B N = 1 x 12 rows: divide by 2, 3 and 4; 5 images of 12 do not divide by 8 or any P not dividing 60.
     if (60 % P != 0) CHECK_THROWS_WITH(sp.forward(images(5, cfg, kCPU)), Catch::Contains("do not divide by tp"));

@@ -92,6 +92,45 @@ TEST_CASE("emu attention: non-causal (every key tile, ragged last tile) matches 
       for (int64_t HS : {8, 24, 64}) check_attention(2, T, 3, HS, t, uint64_t(T * 1000 + HS * 10 + 5), Causal::no);
 }
 
+// Context parallelism: Tq queries at positions off.. of Tk keys. The cpu
+// reference is checked against those rows of self-attention and by finite
+// differences (tests/ops/test_gradcheck.cpp); here the kernels' moved
+// diagonal and ragged tiles on both sides: slices starting inside a
+// tile (off 11, 22), on a tile edge (16), a short last slice (5 at 35), and
+// a slice of one query.
+TEST_CASE("emu attention: a slice of the queries at an offset against every key", "[emu][kernels]") {
+  struct Case {
+    int64_t Tq, Tk, off;
+  };
+  for (const Case& c :
+       {Case{11, 33, 0}, Case{11, 33, 11}, Case{11, 33, 22}, Case{16, 48, 16}, Case{5, 40, 35}, Case{1, 20, 7}})
+    for (Causal causal : {Causal::yes, Causal::no})
+      for (DType t : {DType::f32, DType::bf16}) {
+        if (t == DType::bf16 && c.Tq != 11) continue;
+        INFO(dtype_name(t) << " Tq = " << c.Tq << " Tk = " << c.Tk << " offset " << c.off
+                           << (causal == Causal::yes ? " causal" : " non-causal"));
+        const uint64_t seed = uint64_t(c.Tq * 131 + c.off * 7 + (causal == Causal::yes));
+        const Shape sq{2, c.Tq, 3, 16}, sk{2, c.Tk, 3, 16};
+        const Tensor q0 = Tensor::randn(sq, seed, 1.5f), k0 = Tensor::randn(sk, seed + 1, 1.5f),
+                     v0 = Tensor::randn(sk, seed + 2), g0 = Tensor::randn(sq, seed + 3);
+        Tensor qr = rounded(q0, t).set_requires_grad(true), kr = rounded(k0, t).set_requires_grad(true),
+               vr = rounded(v0, t).set_requires_grad(true);
+        Tensor ref = attention(qr, kr, vr, causal, AttentionImpl::ours, c.off);
+        ref.backward(rounded(g0, t));
+        Tensor qe = on_emu(q0, t).set_requires_grad(true), ke = on_emu(k0, t).set_requires_grad(true),
+               ve = on_emu(v0, t).set_requires_grad(true);
+        Tensor out = attention(qe, ke, ve, causal, AttentionImpl::ours, c.off);
+        CHECK(out.shape() == sq);
+        out.backward(on_emu(g0, t));
+        const Tol ft = tol_for(t);
+        const double gtol = t == DType::f32 ? ft.rtol : 4 * ft.rtol;
+        CHECK_CLOSE(values(out.to(kCPU)), values(ref), ft.atol, ft.rtol);
+        CHECK_CLOSE(values(qe.grad().to(kCPU)), values(qr.grad()), gtol, gtol);
+        CHECK_CLOSE(values(ke.grad().to(kCPU)), values(kr.grad()), gtol, gtol);
+        CHECK_CLOSE(values(ve.grad().to(kCPU)), values(vr.grad()), gtol, gtol);
+      }
+}
+
 TEST_CASE("emu attention: the default is causal", "[emu][kernels]") {
   const Tensor q = on_emu(Tensor::randn({1, 20, 2, 8}, 21, 1.5f), DType::f32);
   const Tensor k = on_emu(Tensor::randn({1, 20, 2, 8}, 22, 1.5f), DType::f32);

@@ -142,7 +142,8 @@ TEST_CASE("cpu attention_forward matches softmax(QK^T/sqrt(HS)) V by loops, caus
     const bool causal = mask == cpu::AttentionMask::causal;
     INFO((causal ? "causal" : "no mask"));
     std::vector<float> q = randv(n, 30), k = randv(n, 31), v = randv(n, 32), out(n), att(size_t(B * NH * T * T));
-    cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), att.data(), B, T, NH, HS, mask);
+    cpu::attention_forward(q.data(), k.data(), v.data(), out.data(), att.data(), cpu::AttentionDims{B, T, T, NH, HS, 0},
+                           mask);
     auto at = [&](const std::vector<float>& t, int64_t b, int64_t tt, int64_t h, int64_t e) {
       return double(t[size_t(((b * T + tt) * NH + h) * HS + e)]);
     };

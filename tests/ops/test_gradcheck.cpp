@@ -162,6 +162,57 @@ TEST_CASE("gradcheck: non-causal attention (every query sees every key)", "[grad
                   {leaf(s, 63), Tensor::randn(s, 64, 1.f, DType::f64), Tensor::randn(s, 65, 1.f, DType::f64)});
 }
 
+TEST_CASE("gradcheck: a slice of the queries at an offset against every key (context parallel)", "[gradcheck]") {
+  // 3 queries at positions off..off+2 of 7 keys: causal masks keys past each
+  // query's position (the diagonal moved by off), none masks nothing.
+  const Shape sq{2, 3, 2, 3}, sk{2, 7, 2, 3};
+  for (Causal c : {Causal::yes, Causal::no})
+    for (int64_t off : {0, 2, 4}) {
+      INFO((c == Causal::yes ? "causal" : "not causal") << " offset " << off);
+      CHECK_GRADCHECK([c, off](const Inputs& x) { return attention(x[0], x[1], x[2], c, AttentionImpl::ours, off); },
+                      {leaf(sq, 70), leaf(sk, 71), leaf(sk, 72)});
+    }
+}
+
+TEST_CASE("attention: a slice of the queries equals those rows of self-attention, forward and backward",
+          "[gradcheck]") {
+  // Self-attention over all T positions, with the gradient zero outside the
+  // slice, against the slice's Tq queries at offset off: the same rows out,
+  // the same dq rows, and the same dk, dv (only the slice's queries reach them).
+  const int64_t B = 2, T = 9, NH = 2, HS = 3;
+  for (Causal c : {Causal::yes, Causal::no})
+    for (int64_t off : {0, 3, 6}) {
+      INFO((c == Causal::yes ? "causal" : "not causal") << " offset " << off);
+      const int64_t Tq = 3;
+      const Tensor q = Tensor::randn({B, T, NH, HS}, 80), k = Tensor::randn({B, T, NH, HS}, 81),
+                   v = Tensor::randn({B, T, NH, HS}, 82), g = Tensor::randn({B, Tq, NH, HS}, 83);
+      Tensor qf = q.clone().set_requires_grad(true), kf = k.clone().set_requires_grad(true),
+             vf = v.clone().set_requires_grad(true);
+      std::vector<Tensor> parts;  // the gradient: g at the slice's rows, 0 elsewhere
+      if (off > 0) parts.push_back(Tensor::zeros({B, off, NH, HS}));
+      parts.push_back(g);
+      if (off + Tq < T) parts.push_back(Tensor::zeros({B, T - off - Tq, NH, HS}));
+      const Tensor gf = concat(parts, 1);
+      attention(qf, kf, vf, c).backward(gf);
+      Tensor qs = narrow(q, 1, off, Tq).clone().set_requires_grad(true), ks = k.clone().set_requires_grad(true),
+             vs = v.clone().set_requires_grad(true);
+      Tensor out = attention(qs, ks, vs, c, AttentionImpl::ours, off);
+      out.backward(g);
+      NoGradGuard ng;
+      CHECK_CLOSE(test::values(out), test::values(narrow(attention(q, k, v, c), 1, off, Tq)), 1e-6, 1e-5);
+      CHECK_CLOSE(test::values(qs.grad()), test::values(narrow(qf.grad(), 1, off, Tq)), 1e-6, 1e-5);
+      CHECK_CLOSE(test::values(ks.grad()), test::values(kf.grad()), 1e-6, 1e-5);
+      CHECK_CLOSE(test::values(vs.grad()), test::values(vf.grad()), 1e-6, 1e-5);
+    }
+}
+
+TEST_CASE("attention: queries at an offset past the keys are refused", "[gradcheck]") {
+  const Tensor q = Tensor::randn({1, 3, 1, 2}, 1), k = Tensor::randn({1, 4, 1, 2}, 2);
+  CHECK_THROWS_WITH(attention(q, k, k, Causal::yes, AttentionImpl::ours, 2),
+                    Catch::Contains("3 queries at offset 2 do not lie within 4 keys"));
+  CHECK_THROWS_WITH(attention(k, q, q), Catch::Contains("do not lie within"));
+}
+
 TEST_CASE("gradcheck: cross_entropy with respect to the logits, with ignored targets", "[gradcheck]") {
   const Tensor targets = Tensor::from_ints({3, -100, 0, 6}, {4});
   CHECK_GRADCHECK([&](const Inputs& x) { return cross_entropy(x[0], targets); }, {leaf({4, 7}, 60, 2.f)});
