@@ -117,6 +117,7 @@ Work Communicator::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
   ENGINE_CHECK(op != ReduceOp::avg || in.dtype() != DType::i32, "comm all_reduce: avg of i32 (use sum)");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
   static const char* const kNames[] = {"all_reduce sum", "all_reduce avg", "all_reduce max"};
+  bytes_sent_ += 2.0 * double(in.nbytes()) * double(size() - 1) / double(size());
   return tracked(kNames[int(op)], size_t(in.numel()), in.dtype(),
                  [&] { return all_reduce_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype(), op); });
 }
@@ -129,6 +130,7 @@ Work Communicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
                " elements of its dtype (pad it to a multiple of ", size(), ")");
   ENGINE_CHECK(op != ReduceOp::avg || in.dtype() != DType::i32, "comm reduce_scatter: avg of i32 (use sum)");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
+  bytes_sent_ += double(in.nbytes()) * double(size() - 1) / double(size());
   return tracked("reduce_scatter", size_t(in.numel()), in.dtype(), [&] {
     return reduce_scatter_raw(in.data_ptr(), out.data_ptr(), size_t(out.numel()), in.dtype(), op);
   });
@@ -140,6 +142,7 @@ Work Communicator::all_gather(const Tensor& in, Tensor& out) {
   ENGINE_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size(), "comm all_gather over ", size(),
                " ranks: output ", out.desc(), " must hold ", size(), " x the input's ", in.numel(), " elements");
   if (size() == 1 && opt_.short_circuit) return local_copy(in, out);
+  bytes_sent_ += double(out.nbytes()) * double(size() - 1) / double(size());
   return tracked("all_gather", size_t(out.numel()), in.dtype(),
                  [&] { return all_gather_raw(in.data_ptr(), out.data_ptr(), size_t(in.numel()), in.dtype()); });
 }
@@ -149,6 +152,7 @@ Work Communicator::broadcast(Tensor& t, int root) {
   ENGINE_CHECK(root >= 0 && root < size(), "comm broadcast: root ", root, " outside group ", group_.name(), " of ",
                size(), " ranks");
   if (size() == 1 && opt_.short_circuit) return Work();
+  bytes_sent_ += double(t.nbytes());
   return tracked("broadcast", size_t(t.numel()), t.dtype(),
                  [&] { return broadcast_raw(t.data_ptr(), size_t(t.numel()), t.dtype(), root); });
 }

@@ -81,6 +81,12 @@ class Communicator {
   // wait for. Groups do not nest across communicators.
   virtual void group_start() {}
   virtual Work group_end() { return Work(); }
+  // What this communicator has sent, per rank, under the ring model the
+  // figures of docs/distributed.md use: an all-reduce of n bytes sends
+  // 2 n (P-1)/P, a reduce-scatter or all-gather of n bytes in all (the
+  // input, or the output) n (P-1)/P, a broadcast n. Counted when issued;
+  // a group of one sends nothing, nor does the replay of a captured graph.
+  double bytes_sent() const { return bytes_sent_; }
 
  protected:
   // Raw forms: counts in elements, pointers already checked (devices, sizes,
@@ -100,6 +106,7 @@ class Communicator {
   Group group_;
   Device dev_;
   CommOptions opt_;
+  double bytes_sent_ = 0;
 };
 
 // The communicator for `dev` on group g. Collective over g (NCCL builds its

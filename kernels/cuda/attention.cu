@@ -12,18 +12,21 @@
 // below the diagonal, P = n(n+1)/2 of them for n = ceil(Tn / 16) tiles, and
 // masks inside the diagonal tiles; none (a ViT's bidirectional attention)
 // visits all P = n^2 pairs, ~2x the FLOPs, and masks only the keys past Tn
-// of the ragged last tile.
+// of the ragged last tile. A template parameter rather than a runtime field:
+// when the mask was added, the causal instantiations compiled to exactly the
+// registers they had before (ptxas -v, sm_80 and sm_90), where a runtime
+// flag moved them by -3..+13; the price is twice the instantiations (compile
+// time). The build fails on any spill (kernels/cuda/CMakeLists.txt).
 // Queries and keys may differ in number (Tq <= Tk): context parallelism
 // gives a rank the queries at positions q_offset .. q_offset + Tq - 1 of the
 // sequence and every key (gathered). Then n_q = ceil(Tq / 16) query tiles
 // meet n_k key tiles; the diagonal moves by q_offset (causal: query i sees
 // keys 0..q_offset + i), and P counts the pairs at or below it. Below, Tn is
-// Tq for q, out, lse and Tk for k, v; self-attention is Tq = Tk, q_offset 0. A template parameter rather than a runtime
-// field: the causal instantiations compile to exactly the registers they had before the mask existed (ptxas -v, sm_80
-// and sm_90), where a runtime flag moved them by -3..+13; the price is twice the instantiations (compile time). Layout:
-// q, out, dq, dout are (B, Tq, NH, HS), k, v, dk, dv (B, Tk, NH, HS) in the storage dtype T (f32/bf16/f16): row (b, t,
-// h) starts at
-// ((b*T + t)*NH + h)*HS. lse and delta are fp32 (B, NH, Tq). All math is fp32; outputs are written (=).
+// Tq for q, out, lse and Tk for k, v; self-attention is Tq = Tk, q_offset 0.
+// Layout: q, out, dq, dout are (B, Tq, NH, HS), k, v, dk, dv (B, Tk, NH, HS)
+// in the storage dtype T (f32/bf16/f16): row (b, t, h) starts at
+// ((b*T + t)*NH + h)*HS. lse and delta are fp32 (B, NH, Tq). All math is
+// fp32; outputs are written (=).
 //
 // Tiling, the same in all three tile kernels: Br = Bc = kTile = 16, and a
 // block of 128 threads = 16 tile rows x 8 lanes. Lane l of a row owns the
@@ -129,8 +132,8 @@ __device__ __forceinline__ int first_query_tile(int kt, const AttnDims& a) {
 }  // namespace
 
 // attention_forward_kernel: one block per (query tile, b*h); it loops over
-// the key/value tiles it sees (causal: 0..qt, later tiles are fully masked;
-// none: all) with an online softmax: per query row a running max m and sum
+// the key/value tiles it sees (causal: up to the tile of key q_off + its last
+// query, later tiles are fully masked; none: all) with an online softmax: per query row a running max m and sum
 // l; each tile's scores raise m to m', the accumulator O and l are rescaled
 // by exp(m - m'), and O += exp(S - m') V. At the end O /= l, lse = m + log l.
 // Launch: grid = B*NH*q_tiles (causal: heaviest query tiles first), 128 threads, static

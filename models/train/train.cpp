@@ -23,6 +23,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <vector>
 
 #include "base/error.h"
 #include "comm/ddp.h"
@@ -320,6 +321,12 @@ int run(int argc, char** argv) {
     if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
   };
   task->start(start);
+  // What each group's communicator sends per training step (forward,
+  // backward, gradients, optimizer; not validation): the figures of
+  // docs/distributed.md, measured (Communicator::bytes_sent).
+  const std::vector<std::pair<const char*, const comm::Communicator*>> comms{
+      {"tp", tp_comm.get()}, {"cp", cp_comm.get()}, {grid.cp() > 1 ? "dpcp" : "dp", dp_comm.get()}};
+  std::vector<double> step_bytes(comms.size(), 0.0);
   const auto t_start = std::chrono::steady_clock::now();
   double step_time_avg = 0;
   bool replay_reported = false;
@@ -336,6 +343,8 @@ int run(int argc, char** argv) {
     }
     std::optional<profile::Range> step_range(std::in_place, "step " + std::to_string(step + 1));
     const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < comms.size(); ++i)
+      if (comms[i].second) step_bytes[i] -= comms[i].second->bytes_sent();
     double loss_sum = 0, norm = 0;
     auto add_loss = [&](double l) {
       ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
@@ -401,6 +410,8 @@ int run(int argc, char** argv) {
         ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
       }
     }
+    for (size_t i = 0; i < comms.size(); ++i)
+      if (comms[i].second) step_bytes[i] += comms[i].second->bytes_sent();
     nlohmann::json mem_json = nlohmann::json::object();
     if (step == start) {
       const MemoryReport mr = memory_report(model, zero ? zero->shard_optimizer() : opt, precision);
@@ -502,6 +513,13 @@ int run(int argc, char** argv) {
     }
   }
   progress.finish();
+  if (world.size > 1 && end > start) {
+    std::string line = "communication per step, rank 0 (ring model, as sent):";
+    for (size_t i = 0; i < comms.size(); ++i)
+      if (comms[i].second && comms[i].second->size() > 1)
+        line += cat(" ", comms[i].first, " ", step_bytes[i] / double(end - start), " bytes;");
+    progress.message(line);
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   progress.message(cat("done: ", end - start, " steps in ", std::round(secs * 10) / 10, " s; checkpoint ", ckpt_dir,
                        " (", task->checkpoint_note(), ")"));

@@ -161,6 +161,11 @@ PY
         fail "$name: sample differs: $(sample "$work/log") vs $(sample "$work/log11")"
       echo "gpt2 dp $(( np / t / c )) x cp $c x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
     done
+    # ZeRO-1 shards AdamW over dp x cp (the group the gradients are averaged over).
+    mpi -np 4 "$train" "${tp[@]}" --cp 2 --zero 1 --check_replicas 1 --out_dir "$work/gpt2-zero" >"$work/log" ||
+      fail "zero dp 2 x cp 2 failed: $(tail -3 "$work/log")"
+    grep -q "ZeRO-1: AdamW state sharded over 4 dp x cp ranks" "$work/log" || fail "zero: not over dp x cp"
+    echo "gpt2 dp 2 x cp 2 zero 1 vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/gpt2-zero/metrics.jsonl" 1e-4)"
     "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
     vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
          --stats "$work/wx/stats.h5" --patch 4 --n_layer 2 --n_head 4 --n_embd 16 --batch_size 2 --steps 6
