@@ -58,6 +58,7 @@ class LocalCommunicator : public Communicator {
   Work all_gather_raw(const void*, void*, size_t, DType) override { unreachable(); }
   Work broadcast_raw(void*, size_t, DType, int) override { unreachable(); }
   void barrier_raw() override { unreachable(); }
+  Work p2p_raw(const std::vector<RawP2p>&) override { unreachable(); }
 
  private:
   [[noreturn]] static void unreachable() { ENGINE_FAIL("comm: a group of one reached a backend"); }
@@ -155,6 +156,40 @@ Work Communicator::broadcast(Tensor& t, int root) {
   bytes_sent_ += double(t.nbytes());
   return tracked("broadcast", size_t(t.numel()), t.dtype(),
                  [&] { return broadcast_raw(t.data_ptr(), size_t(t.numel()), t.dtype(), root); });
+}
+
+Work Communicator::send_recv(const std::vector<P2pOp>& ops) {
+  std::vector<RawP2p> raw;
+  std::vector<const Tensor*> to_self, from_self;
+  std::string what;  // "send to 1, recv from 0": the watchdog's description
+  double bytes = 0;
+  size_t count = 0;
+  for (const P2pOp& op : ops) {
+    const bool send = op.kind == P2pOp::send;
+    const char* name = send ? "send" : "recv";
+    check(name, op.tensor, "tensor");
+    ENGINE_CHECK(op.peer >= 0 && op.peer < size(), "comm ", name, ": peer ", op.peer, " outside group ", group_.name(),
+                 " of ", size(), " ranks");
+    what += cat(what.empty() ? "" : ", ", name, send ? " to " : " from ", op.peer);
+    if (op.peer == rank()) {
+      (send ? to_self : from_self).push_back(&op.tensor);
+      continue;
+    }
+    raw.push_back({send, op.tensor.data_ptr(), size_t(op.tensor.numel()), op.tensor.dtype(), op.peer});
+    if (send) bytes += double(op.tensor.nbytes());
+    count += size_t(op.tensor.numel());
+  }
+  // To itself: the sends copied into the receives, in order.
+  ENGINE_CHECK(to_self.size() == from_self.size(), "comm send_recv on group ", group_.name(), ": ", to_self.size(),
+               " send(s) to this rank (", rank(), ") and ", from_self.size(), " recv(s) from it");
+  for (size_t i = 0; i < to_self.size(); ++i) {
+    ENGINE_CHECK(to_self[i]->dtype() == from_self[i]->dtype() && to_self[i]->numel() == from_self[i]->numel(),
+                 "comm send_recv to self: sent ", to_self[i]->desc(), ", received into ", from_self[i]->desc());
+    copy_within(dev_, from_self[i]->data_ptr(), to_self[i]->data_ptr(), to_self[i]->nbytes());
+  }
+  if (raw.empty()) return Work();
+  bytes_sent_ += bytes;
+  return tracked(what.c_str(), count, raw.front().dt, [&] { return p2p_raw(raw); });
 }
 
 void Communicator::barrier() {

@@ -13,6 +13,7 @@
 // communication at all (a copy when out of place).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -74,6 +75,19 @@ class Communicator {
   Work all_gather(const Tensor& in, Tensor& out);                   // in: n, out: size x n
   Work broadcast(Tensor& t, int root);
   void barrier();
+  // Point-to-point. A lone send may wait for the peer's recv (NCCL's does),
+  // so two ranks that exchange must issue both sides together: send_recv
+  // issues every op of the list at once (ncclGroupStart/End of ncclSend and
+  // ncclRecv; MPI_Isend/Irecv), like PyTorch's batch_isend_irecv, and its
+  // Work covers them all.
+  struct P2pOp {
+    enum Kind : uint8_t { send, recv } kind;
+    Tensor tensor;  // recv: written in place
+    int peer;
+  };
+  Work send(const Tensor& t, int peer) { return send_recv({{P2pOp::send, t, peer}}); }
+  Work recv(Tensor& t, int peer) { return send_recv({{P2pOp::recv, t, peer}}); }
+  Work send_recv(const std::vector<P2pOp>& ops);
   // Group calls (ncclGroupStart/End): the collectives issued between them
   // are launched together at group_end(), whose Work covers them all (the
   // ones returned inside the group are complete placeholders on nccl). On
@@ -86,6 +100,7 @@ class Communicator {
   // 2 n (P-1)/P, a reduce-scatter or all-gather of n bytes in all (the
   // input, or the output) n (P-1)/P, a broadcast n. Counted when issued;
   // a group of one sends nothing, nor does the replay of a captured graph.
+  // A send of n bytes to another rank counts n.
   double bytes_sent() const { return bytes_sent_; }
 
  protected:
@@ -96,6 +111,15 @@ class Communicator {
   virtual Work all_gather_raw(const void* in, void* out, size_t count, DType dt) = 0;
   virtual Work broadcast_raw(void* buf, size_t count, DType dt, int root) = 0;
   virtual void barrier_raw() = 0;
+  // The ops to other ranks (a send to self is copied by the caller), issued together.
+  struct RawP2p {
+    bool send;
+    void* buf;
+    size_t count;
+    DType dt;
+    int peer;
+  };
+  virtual Work p2p_raw(const std::vector<RawP2p>& ops) = 0;
   const CommOptions& options() const { return opt_; }
 
  private:

@@ -128,6 +128,9 @@ class MpiCommunicator : public Communicator {
   void barrier_raw() override {
     if (comm() != MPI_COMM_NULL) MPI_CHECK(MPI_Barrier(comm()));
   }
+  Work p2p_raw(const std::vector<RawP2p>& ops) override {
+    return run([=, this] { return start_p2p(ops); });
+  }
 
  private:
   MPI_Comm comm() const { return group().handle() ? group().handle()->comm : MPI_COMM_NULL; }
@@ -245,6 +248,26 @@ class MpiCommunicator : public Communicator {
           std::memcpy(dst + (size_t(r) * n + off) * es, buf->data() + size_t(r) * k * es, k * es);
       }
     };
+    return w;
+  }
+
+  // Every op posted before any is waited for: the exchange of two
+  // neighbours cannot deadlock, whatever order each issued its ops in.
+  std::shared_ptr<MpiWork> start_p2p(const std::vector<RawP2p>& ops) {
+    auto w = std::make_shared<MpiWork>();
+    for (const RawP2p& op : ops) {
+      const size_t es = dtype_size(op.dt);
+      for (size_t off = 0; off < op.count; off += chunk()) {
+        const int n = int(std::min(chunk(), op.count - off));
+        char* p = static_cast<char*>(op.buf) + off * es;
+        MPI_Request r;
+        if (op.send)
+          MPI_CHECK(MPI_Isend(p, n, raw_type(op.dt), op.peer, 0, comm(), &r));
+        else
+          MPI_CHECK(MPI_Irecv(p, n, raw_type(op.dt), op.peer, 0, comm(), &r));
+        w->reqs.push_back(r);
+      }
+    }
     return w;
   }
 

@@ -5,8 +5,11 @@
 // real <nccl.h> (cuda) and once against this header (emu), so CI runs the
 // very lines that call NCCL, under mpirun -np 1..4, without a GPU.
 // Covered: unique id + CommInitRank (a rendezvous over MPI_COMM_WORLD),
-// AllReduce, ReduceScatter, AllGather, Broadcast, GroupStart/End (deferred
-// to the outermost End), async-error query, last error, abort, destroy.
+// AllReduce, ReduceScatter, AllGather, Broadcast, Send/Recv (point-to-point,
+// matched per pair in issue order), GroupStart/End (deferred to the
+// outermost End, whose sends and receives are all posted before any is
+// waited for, so a group's exchange never deadlocks), async-error query,
+// last error, abort, destroy.
 // Reductions: ncclSum on f32, f64, i32, u32, i64, u64 natively and on
 // f16/bf16 in fp32, rounded once; ncclAvg (sum / nranks) on the float
 // types; ncclMax on all of these; 8-bit types are moved (gather, broadcast), not reduced.
@@ -14,7 +17,7 @@
 // of the size the count implies, so a count in bytes is caught, not an
 // overrun (ncclInvalidArgument, with the sizes in ncclGetLastError).
 // Not covered: ncclProd/Min and ncclAvg on integers (ncclInvalidArgument
-// with a last-error message), fp8, ncclSend/Recv, split, config, user buffers.
+// with a last-error message), fp8, split, config, user buffers.
 // Each collective runs through emu::enqueue, i.e. in the emulator's stream
 // order (the stream argument is ignored: the emulator has one stream), so an
 // emulated CUDA graph captures and replays it.
@@ -86,6 +89,10 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
 

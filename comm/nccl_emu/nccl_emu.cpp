@@ -44,6 +44,16 @@ thread_local std::string t_last;                             // NCCL's last erro
 thread_local int t_group_depth = 0;                          // ncclGroupStart nesting, per thread as in NCCL
 thread_local std::vector<std::function<void()>> t_deferred;  // calls waiting for the outermost ncclGroupEnd
 
+// A send or receive, deferred like the collectives inside a group.
+struct P2p {
+  ncclComm_t comm;
+  bool send;
+  void* buf;
+  size_t bytes;
+  int peer;
+};
+thread_local std::vector<P2p> t_p2p;  // the group's sends and receives
+
 ncclResult_t fail(ncclResult_t rc, std::string msg) {
   t_last = std::move(msg);
   return rc;
@@ -267,6 +277,66 @@ ncclResult_t rendezvous(ncclComm* c, int creator, int tag) {
 }
 #endif
 
+// What one ncclGroupEnd launches, in stream order: every send and receive
+// posted (MPI_Isend/Irecv in chunks; a rank's sends to itself copied into
+// its receives from itself, in order), then the group's collectives in order
+// (MPI progresses the posted ops meanwhile), then the wait for them all.
+void run_group(const std::vector<P2p>& ops, const std::vector<std::function<void()>>& calls) {
+  std::vector<const P2p*> to_self, from_self;
+  for (const P2p& op : ops)
+    if (op.peer == op.comm->rank) (op.send ? to_self : from_self).push_back(&op);
+  for (size_t i = 0; i < to_self.size() && i < from_self.size(); ++i) {
+    if (to_self[i]->bytes != from_self[i]->bytes || to_self[i]->comm != from_self[i]->comm)
+      return async_fail(to_self[i]->comm,
+                        cat("a send of ", to_self[i]->bytes, " bytes to self met a recv of ", from_self[i]->bytes));
+    std::memmove(from_self[i]->buf, to_self[i]->buf, to_self[i]->bytes);
+  }
+  if (to_self.size() != from_self.size())
+    return async_fail(ops.front().comm,
+                      cat(to_self.size(), " send(s) to self and ", from_self.size(), " recv(s) in one group"));
+#if ENGINE_HAVE_MPI
+  std::vector<MPI_Request> reqs;
+  for (const P2p& op : ops) {
+    if (op.peer == op.comm->rank) continue;
+    for (size_t at = 0; at < op.bytes; at += kMaxChunk) {
+      const int k = int(std::min(kMaxChunk, op.bytes - at));
+      char* p = static_cast<char*>(op.buf) + at;
+      MPI_Request r;
+      const int rc = op.send ? MPI_Isend(p, k, MPI_BYTE, op.peer, 0, op.comm->mpi, &r)
+                             : MPI_Irecv(p, k, MPI_BYTE, op.peer, 0, op.comm->mpi, &r);
+      if (rc != MPI_SUCCESS)
+        return async_fail(op.comm, cat(op.send ? "MPI_Isend" : "MPI_Irecv", " failed (MPI error ", rc, ")"));
+      reqs.push_back(r);
+    }
+  }
+#endif
+  for (const auto& call : calls) call();
+#if ENGINE_HAVE_MPI
+  if (reqs.empty()) return;
+  if (int rc = MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE))
+    return async_fail(ops.front().comm,
+                      cat("MPI_Waitall of ", reqs.size(), " sends and receives failed (MPI error ", rc, ")"));
+#endif
+}
+
+// One send or receive: now (in stream order), or with the group's others at its ncclGroupEnd.
+ncclResult_t p2p(const char* call, ncclComm_t comm, bool send, const void* buf, size_t count, ncclDataType_t t,
+                 int peer) {
+  if (ncclResult_t rc = check_call(call, comm, t, nullptr)) return rc;
+  if (peer < 0 || peer >= comm->nranks)
+    return fail(ncclInvalidArgument, cat(call, ": peer ", peer, " of ", comm->nranks, " ranks"));
+  if (count == 0) return ncclSuccess;
+  if (ncclResult_t rc = check_buffer(call, send ? "sendbuff" : "recvbuff", buf, 1, count, "count", t)) return rc;
+  const P2p op{comm, send, const_cast<void*>(buf), count * elem_size(t), peer};
+  if (peer == comm->rank && t_group_depth == 0)  // to itself: only within a group, where its recv meets it
+    return fail(ncclInvalidUsage, cat(call, ": to its own rank outside ncclGroupStart/End would wait forever"));
+  if (t_group_depth > 0) {
+    t_p2p.push_back(op);
+    return ncclSuccess;
+  }
+  return submit(comm, [op] { run_group({op}, {}); });
+}
+
 }  // namespace
 
 // The look-alike follows NCCL 2.28's API; 22800 says so (real 2.28.x reports 228xx).
@@ -430,6 +500,13 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   });
 }
 
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t) {
+  return p2p("ncclSend", comm, true, send, count, t, peer);
+}
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t) {
+  return p2p("ncclRecv", comm, false, recv, count, t, peer);
+}
+
 ncclResult_t ncclGroupStart() {
   ++t_group_depth;
   return ncclSuccess;
@@ -441,7 +518,20 @@ ncclResult_t ncclGroupEnd() {
   if (--t_group_depth > 0) return ncclSuccess;
   std::vector<std::function<void()>> calls;
   calls.swap(t_deferred);
-  for (auto& call : calls) emu::enqueue(std::move(call));
+  std::vector<P2p> ops;
+  ops.swap(t_p2p);
+  if (ops.empty()) {
+    for (auto& call : calls) emu::enqueue(std::move(call));
+    return ncclSuccess;
+  }
+  // With sends or receives: one piece of stream-ordered work (run_group).
+  emu::enqueue([ops = std::move(ops), calls = std::move(calls)] {
+    try {
+      run_group(ops, calls);
+    } catch (const std::exception& e) {  // never escapes into the emulator
+      async_fail(ops.front().comm, e.what());
+    }
+  });
   return ncclSuccess;
 }
 

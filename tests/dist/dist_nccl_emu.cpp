@@ -75,3 +75,29 @@ TEST_CASE("nccl look-alike: group calls run at ncclGroupEnd, in call order", "[d
   CHECK(ncclAllReduce(a.data_ptr(), a.data_ptr(), 5, ncclFloat32, ncclMin, c, nullptr) == ncclInvalidArgument);
   CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
+
+TEST_CASE("nccl look-alike: ncclSend and ncclRecv, in a group with a collective, and their checks", "[dist]") {
+  ncclComm_t c = world_comm();
+  const int P = eng::comm::world().size, me = eng::comm::world().rank;
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  Tensor out = Tensor::full({7}, double(me + 1), DType::f32, kEmu), in = Tensor::zeros({7}, DType::f32, kEmu);
+  Tensor sum = Tensor::full({2}, 1.0, DType::f32, kEmu);
+  // A ring exchange and an all-reduce in one group (the receive listed first: no deadlock either way).
+  CHECK(ncclGroupStart() == ncclSuccess);
+  CHECK(ncclRecv(in.data_ptr(), 7, ncclFloat32, prev, c, nullptr) == ncclSuccess);
+  CHECK(ncclAllReduce(sum.data_ptr(), sum.data_ptr(), 2, ncclFloat32, ncclSum, c, nullptr) == ncclSuccess);
+  CHECK(ncclSend(out.data_ptr(), 7, ncclFloat32, next, c, nullptr) == ncclSuccess);
+  CHECK(in.to_vector()[0] == 0.f);  // deferred
+  CHECK(ncclGroupEnd() == ncclSuccess);
+  CHECK(in.to_vector() == std::vector<float>(7, float(prev + 1)));
+  CHECK(sum.to_vector()[1] == float(P));
+  // The count in bytes, a peer out of range, and a lone send to itself (it would wait forever) are refused.
+  CHECK(ncclSend(out.data_ptr(), 7 * sizeof(float), ncclFloat32, next, c, nullptr) == ncclInvalidArgument);
+  CHECK_THAT(std::string(ncclGetLastError(c)), Catch::Contains("bytes"));
+  CHECK(ncclRecv(in.data_ptr(), 7, ncclFloat32, P, c, nullptr) == ncclInvalidArgument);
+  CHECK(ncclSend(out.data_ptr(), 7, ncclFloat32, me, c, nullptr) == ncclInvalidUsage);
+  ncclResult_t async = ncclInternalError;
+  CHECK(ncclCommGetAsyncError(c, &async) == ncclSuccess);
+  CHECK(async == ncclSuccess);
+  CHECK(ncclCommDestroy(c) == ncclSuccess);
+}
