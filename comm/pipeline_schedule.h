@@ -41,4 +41,33 @@ int64_t max_in_flight(const std::vector<PipeOp>& ops);
 // The idle fraction of the ideal pipeline, (pp - 1) / (m + pp - 1).
 double ideal_bubble(int pp, int64_t m);
 
+// The messages around a schedule. A stage sends its forward output
+// ("act", to stage + 1) and its input's gradient ("grad", to stage - 1); a
+// send is not issued alone but with the next receive the stage needs, in one
+// send_recv (a lone send may wait for its receiver, and two neighbours that
+// each sent first would wait for each other forever: 1f1b's steady state
+// does exactly that). So a plan is a list of steps: a batch of messages
+// issued together and waited for, then one pass (or, last, none: the sends
+// still pending).
+struct PipeMsg {
+  enum Kind : uint8_t { act, grad } kind;
+  bool send;  // else receive
+  int64_t micro;
+  bool operator==(const PipeMsg&) const = default;
+};
+struct PipeStep {
+  std::vector<PipeMsg> batch;  // may be empty
+  bool has_op = true;
+  PipeOp op{PipeOp::forward, 0};
+};
+std::vector<PipeStep> pipeline_plan(PipeSchedule s, int pp, int stage, int64_t m);
+
+// Blocks per stage: `given` ("3,3,2", from --pp_layers) checked against the
+// block count, or, when empty, the contiguous split whose costliest stage
+// is cheapest (block_cost[i]: block i's FLOPs; first_extra and last_extra:
+// the embeddings' and the head's, which the first and last stage carry).
+// Every stage gets at least one block. Errors name the option.
+std::vector<int64_t> stage_layers(const std::string& given, const std::vector<double>& block_cost, double first_extra,
+                                  double last_extra, int pp);
+
 }  // namespace eng::comm

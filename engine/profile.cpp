@@ -1,6 +1,7 @@
 // Named ranges and the profiler window (engine/profile.h).
 #include "engine/profile.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -20,8 +21,15 @@ namespace {
 bool g_nvtx = false;
 std::vector<RangeEvent>* g_log = nullptr;
 
-// ENGINE_RANGE_LOG=FILE: the whole process's ranges, one "push NAME" or
-// "pop" per line, written at exit.
+// Now, as RangeEvent keeps it: the wall clock, not steady_clock, so that
+// the logs of several ranks line up on one time axis.
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// ENGINE_RANGE_LOG=FILE: the whole process's ranges, one "push TIME NAME" or
+// "pop TIME" per line (TIME first: names hold spaces), written at exit.
 struct EnvLog {
   std::string path;
   std::vector<RangeEvent> events;
@@ -45,7 +53,12 @@ struct EnvLog {
       std::fprintf(stderr, "ENGINE_RANGE_LOG: cannot write %s\n", path.c_str());
       return;
     }
-    for (const RangeEvent& e : events) std::fprintf(f, e.push ? "push %s\n" : "pop\n", e.name.c_str());
+    for (const RangeEvent& e : events) {
+      if (e.push)
+        std::fprintf(f, "push %lld %s\n", static_cast<long long>(e.time_us), e.name.c_str());
+      else
+        std::fprintf(f, "pop %lld\n", static_cast<long long>(e.time_us));
+    }
     std::fclose(f);
   }
 };
@@ -80,7 +93,7 @@ void push(const char* name, bool& nvtx, bool& logged) {
 #if defined(ENGINE_HAVE_CUDA)
   if (nvtx) nvtxRangePushA(name);
 #endif
-  if (logged) g_log->push_back({true, name});
+  if (logged) g_log->push_back({true, name, now_us()});
 }
 void pop(bool nvtx, bool logged) {
 #if defined(ENGINE_HAVE_CUDA)
@@ -88,7 +101,7 @@ void pop(bool nvtx, bool logged) {
 #else
   (void)nvtx;
 #endif
-  if (logged && g_log) g_log->push_back({false, ""});
+  if (logged && g_log) g_log->push_back({false, "", now_us()});
 }
 
 }  // namespace

@@ -16,8 +16,9 @@
 //
 // The range log (set_range_log, or ENGINE_RANGE_LOG=FILE for a whole
 // process, written at exit; under mpirun each rank writes FILE.rankN)
-// records every push and pop on the host whatever the device: it is how the
-// tests check that ranges nest and close.
+// records every push and pop on the host whatever the device, with its time:
+// it is how the tests check that ranges nest and close, and what
+// `scripts/plot.py timeline` draws, one row per rank.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -102,10 +103,14 @@ class BackwardLayers {
   bool nvtx_ = false, logged_ = false;  // where the open "... backward" range was pushed
 };
 
-// Every push (with its name) and pop while a log is set, in order.
+// Every push (with its name) and pop while a log is set, in order, with the
+// time it happened: microseconds since the Unix epoch by the system clock
+// (std::chrono::system_clock), so the ranks of one machine share a clock;
+// across machines it is only as good as their clock sync.
 struct RangeEvent {
   bool push = true;
   std::string name;
+  int64_t time_us = 0;
 };
 // Records into *log (nullptr: stop). Single-threaded use (the training thread).
 void set_range_log(std::vector<RangeEvent>* log);

@@ -60,14 +60,14 @@ std::vector<std::pair<std::string, Tensor>> TpModel::full_state() const {
 
 void TpModel::load_full_state(const std::vector<std::pair<std::string, Tensor>>& state) {
   NoGradGuard no_grad;
-  std::vector<std::pair<std::string, Tensor>> params = named_parameters();
-  ENGINE_CHECK(state.size() == params.size(), "--tp: a state of ", state.size(), " tensors for ", params.size(),
-               " parameters");
-  for (size_t i = 0; i < params.size(); ++i) {
-    ENGINE_CHECK(state[i].first == params[i].first, "--tp: state tensor ", i, " is ", state[i].first, ", expected ",
-                 params[i].first);
-    Tensor dst = params[i].second;
-    dst.copy_from(shard(params[i].first, state[i].second));
+  // By name: a pipeline stage takes its own parameters of the whole model's state.
+  for (const auto& [name, p] : named_parameters()) {
+    const Tensor* full = nullptr;
+    for (const auto& [n, t] : state)
+      if (n == name) full = &t;
+    ENGINE_CHECK(full, "model state: no tensor ", name, " among ", state.size());
+    Tensor dst = p;
+    dst.copy_from(shard(name, *full));
   }
 }
 

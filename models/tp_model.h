@@ -34,7 +34,8 @@ class TpModel : public Module {
   // The serial model's state: every parameter gathered to its full shape,
   // by name, in registration order. Collective over tp.
   std::vector<std::pair<std::string, Tensor>> full_state() const;
-  // Loads a full state (names, order and shapes of the serial model): this rank's shards.
+  // Loads a full state (names and shapes of the serial model): this rank's
+  // shards of the parameters it holds (a pipeline stage: its own).
   void load_full_state(const std::vector<std::pair<std::string, Tensor>>& state);
   // The parameters every tp rank holds whole: their gradients agree across
   // tp (after sync_partial_grads), so a global norm counts them once.

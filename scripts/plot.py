@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plots of the engine's two machine-readable outputs, as PNG files.
+"""Plots of the engine's machine-readable outputs, as PNG files.
 
   plot.py metrics RUN.jsonl [RUN2.jsonl ...] [--labels a,b] -o loss.png
       The metrics.jsonl of models/train (docs/train.md, "Output"), one or
@@ -9,9 +9,16 @@
       The --json file of bench/kernels (docs/bench.md) on a log-log
       roofline, one panel per device: 7 x 5.5 in each at 100 dpi, so
       700 x 550 px for the cpu alone, 1400 x 550 px with a GPU panel.
+  plot.py timeline LOG [LOG ...] [--steps A:B] [--title T] -o timeline.png
+      The range logs of ENGINE_RANGE_LOG (docs/profiling.md), one row per
+      file (per rank under mpirun): forward, backward, point-to-point waits
+      (send, recv, p2p), optimizer, communication and data ranges as bars on
+      a millisecond axis, steps A to B only with --steps. 15 in wide and
+      1.5 in + 0.5 in per row at 100 dpi: 1500 x 250 px for two ranks.
 
 Why: runs (O0 vs O2, np=1 vs 2, our attention vs cuDNN) compare at a glance
-on one figure, and a roofline shows which kernels are far from their limit.
+on one figure, a roofline shows which kernels are far from their limit, and
+a timeline shows where each rank waits (a pipeline's bubbles).
 Sizes are fixed (no bbox_inches="tight"): the pixel size depends only on the
 input (tests/cli/test_plot_cli.sh checks it). Bad input: one line on stderr,
 "plot: FILE[:LINE]: why", exit status 1, and no PNG (it is written to a
@@ -22,6 +29,7 @@ a warning.
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -29,6 +37,16 @@ DPI = 100
 METRICS_SIZE = (15, 4.5)  # inches; x DPI = pixels
 ROOFLINE_PANEL = (7, 5.5)
 IMPL_STYLE = {"cpu": ("o", "C0"), "cuda": ("s", "C1"), "cublaslt": ("^", "C2"), "cudnn": ("D", "C3")}  # marker, colour
+TIMELINE_WIDTH, TIMELINE_BASE, TIMELINE_ROW = 15, 1.5, 0.5  # inches: height = base + row x files
+# The ranges a timeline draws, by the start of their names: (legend label, prefixes, colour).
+TIMELINE_KINDS = (
+    ("forward", ("forward",), "C0"),
+    ("backward", ("backward",), "C1"),
+    ("send / recv / p2p", ("send", "recv", "p2p"), "C3"),  # the pipeline's point-to-point waits
+    ("optimizer", ("optimizer",), "C2"),
+    ("communication", ("communication",), "C4"),  # DDP's wait for the gradient buckets
+    ("data", ("data",), "C7"),
+)
 
 
 class PlotError(Exception):
@@ -257,6 +275,190 @@ def plot_roofline(plt, args):
     return fig
 
 
+RANGE_PUSH = re.compile(r"push (\d+) (.*)")
+RANGE_POP = re.compile(r"pop (\d+)")
+STEP_RANGE = re.compile(r"step (\d+)")
+MICRO_BATCH = re.compile(r"(?:forward|backward)(?: .*)? (\d+)")  # "forward 3": micro-batch 3
+
+
+def load_ranges(path):
+    """The ranges of one ENGINE_RANGE_LOG file in push order, each
+    [name, start us, end us, index of the enclosing range or -1]."""
+    ranges, open_, last = [], [], 0
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if m := RANGE_PUSH.fullmatch(line):
+            ranges.append([m[2], int(m[1]), None, open_[-1] if open_ else -1])
+            open_.append(len(ranges) - 1)
+        elif m := RANGE_POP.fullmatch(line):
+            if not open_:
+                raise PlotError(f"{path}:{n}: a pop with no open range")
+            r = ranges[open_.pop()]
+            r[2] = max(int(m[1]), r[1])  # the wall clock may step back (NTP): never a negative width
+        elif line == "pop" or line.startswith("push "):
+            raise PlotError(f"{path}:{n}: a range log without times ('{line}'), written by an older build: "
+                            "re-run with a current build")
+        elif line.strip():
+            raise PlotError(f"{path}:{n}: not a range log line (want 'push TIME NAME' or 'pop TIME')")
+        else:
+            continue
+        last = max(last, int(m[1]))
+    if open_:  # a process that exited inside ranges: draw them to its last event
+        print(f"plot: {path}: {len(open_)} range(s) left open (the innermost '{ranges[open_[-1]][0]}'), "
+              "drawn to the last event", file=sys.stderr)
+        for i in open_:
+            ranges[i][2] = max(last, ranges[i][1])
+    return ranges
+
+
+def range_kind(name):
+    """The index in TIMELINE_KINDS of the kind a range name starts with, or None."""
+    for k, (_, prefixes, _) in enumerate(TIMELINE_KINDS):
+        if name.startswith(prefixes):
+            return k
+    return None
+
+
+def steps_window(ranges, steps):
+    """(indices of the ranges inside the window, its start and end in us), or
+    (None, why, None) when the window is not in the log. Without steps, everything."""
+    if steps is None:
+        return list(range(len(ranges))), min(r[1] for r in ranges), max(r[2] for r in ranges)
+    first, last = steps
+    numbers = {i: int(m[1]) for i, r in enumerate(ranges) if (m := STEP_RANGE.fullmatch(r[0]))}
+    roots = [i for i, s in numbers.items() if first <= s <= last]
+    if not roots:
+        have = f"the log has steps {min(numbers.values())} to {max(numbers.values())}" if numbers else \
+            "the log has no 'step N' ranges"
+        want = f"range 'step {first}'" if first == last else f"ranges 'step {first}' to 'step {last}'"
+        return None, f"no {want} ({have})", None
+    inside = set(roots)
+    for i, r in enumerate(ranges):  # an enclosing range comes first in push order
+        if r[3] in inside:
+            inside.add(i)
+    return sorted(inside), min(ranges[i][1] for i in roots), max(ranges[i][2] for i in roots)
+
+
+def rank_of(path):
+    """N of a FILE.rankN name (ENGINE_RANGE_LOG under mpirun), else None."""
+    m = re.search(r"\.rank(\d+)$", path)
+    return int(m[1]) if m else None
+
+
+def row_labels(paths):
+    """"rank N" for FILE.rankN, else the file name; the file names, then the
+    paths, while two labels are the same."""
+    for labels in ([os.path.basename(p) if rank_of(p) is None else f"rank {rank_of(p)}" for p in paths],
+                   [os.path.basename(p) for p in paths], list(paths)):
+        if len(set(labels)) == len(labels):
+            break
+    return labels
+
+
+def widest_gap(start, end, inner):
+    """The widest (a, b) of start..end that none of the inner (start, end) spans covers."""
+    best, at = (start, start), start
+    for a, b in sorted(inner) + [(end, end)]:
+        if a - at > best[1] - best[0]:
+            best = (at, a)
+        at = max(at, b)
+    return best
+
+
+def covered(spans):
+    """Microseconds covered by a list of (start, end): overlaps count once."""
+    total, reach = 0, None
+    for a, b in sorted(spans):
+        if reach is None or a > reach:
+            total += b - a
+            reach = b
+        elif b > reach:
+            total += b - reach
+            reach = b
+    return total
+
+
+def plot_timeline(plt, args):
+    from matplotlib.patches import Patch
+    # Rows by rank; files without a .rankN suffix after them, in the order given (sorted is stable).
+    paths = sorted(args.files, key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
+    logs = [load_ranges(p) for p in paths]
+    where = "the whole log" if not args.steps else f"step {args.steps[0]}" if args.steps[0] == args.steps[1] else \
+        f"steps {args.steps[0]} to {args.steps[1]}"
+    prefixes = [p for _, ps, _ in TIMELINE_KINDS for p in ps]
+    nothing_drawn = f"no range whose name starts with {', '.join(prefixes[:-1])} or {prefixes[-1]}"
+    rows, missing = [], {}  # rows: (label, drawn ranges as (name, kind, start, end, depth, inner), window start, end)
+    for path, label, ranges in zip(paths, row_labels(paths), logs):
+        keep, lo, hi = steps_window(ranges, args.steps)
+        if keep is None:
+            missing.setdefault(lo, []).append(path)
+            continue
+        # depth: how many drawn ranges enclose a drawn one (it draws on top, thinner); owner: the innermost
+        # drawn range around a range, whose list of inner drawn spans (where its number is hidden) it joins.
+        depth, owner, drawn = {}, {}, []
+        for i in keep:
+            name, start, end, parent = ranges[i]
+            k = range_kind(name)
+            if k is None:
+                depth[i], owner[i] = depth.get(parent, 0), owner.get(parent)
+                continue
+            depth[i], owner[i] = depth.get(parent, 0) + 1, len(drawn)
+            if owner.get(parent) is not None:
+                drawn[owner[parent]][5].append((start, end))
+            drawn.append((name, k, start, end, depth[i] - 1, []))
+        if not drawn:
+            missing.setdefault(nothing_drawn, []).append(path)
+        rows.append((label, drawn, lo, hi))
+    if missing:
+        raise PlotError("; ".join(f"{', '.join(ps)}: nothing to draw in {where}: {why}" for why, ps in missing.items()))
+    t0, t1 = min(r[2] for r in rows), max(r[3] for r in rows)
+    span_ms = max((t1 - t0) / 1e3, 1e-3)
+
+    fig, ax = plt.subplots(figsize=(TIMELINE_WIDTH, TIMELINE_BASE + TIMELINE_ROW * len(rows)), dpi=DPI)
+    w, h = fig.get_size_inches()
+    left = max(0.9, 0.12 + 0.075 * max(len(r[0]) for r in rows))  # inches: room for the longest label
+    fig.subplots_adjust(left=left / w, right=1 - 0.3 / w, top=1 - 0.45 / h, bottom=0.55 / h)
+    ax.set_xlim(0, span_ms)
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first rank on top
+    px_per_ms = ax.get_window_extent().width / span_ms
+    used = set()
+    for y, (label, drawn, lo, hi) in enumerate(rows):
+        # One call per kind and depth; deeper (nested) bars on top, as pushed.
+        groups = {}
+        for name, k, start, end, d, inner in drawn:
+            groups.setdefault((k, d), []).append(((start - t0) / 1e3, (end - start) / 1e3))
+            used.add(k)
+            if mb := MICRO_BATCH.fullmatch(name):  # the number where no nested bar hides it, if it fits
+                a, b = widest_gap(start, end, inner)
+                if (b - a) / 1e3 * px_per_ms >= 6 * len(mb[1]) + 4:
+                    ax.text((a + b - 2 * t0) / 2e3, y, mb[1], ha="center", va="center", fontsize=7, color="white",
+                            zorder=3 + 2 * d)
+        for (k, d), bars in groups.items():
+            height = 0.8 * 0.7 ** d
+            ax.broken_barh(bars, (y - height / 2, height), facecolors=TIMELINE_KINDS[k][2], edgecolor="white",
+                           linewidth=0.4, zorder=2 + 2 * d)
+        share = {}
+        for _, k, start, end, *_ in drawn:
+            share.setdefault(k, []).append((start, end))
+        parts = [f"{TIMELINE_KINDS[k][0]} {100 * covered(share[k]) / max(hi - lo, 1):.0f}%" for k in sorted(share)]
+        print(f"timeline: {label}: {(hi - lo) / 1e3:.3f} ms; {', '.join(parts)}")
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.set_xlabel(f"ms from the first event of {where}")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.set_title(args.title or f"ranges, {where}", loc="left", fontsize=10)
+    ax.legend(handles=[Patch(color=TIMELINE_KINDS[k][2], label=TIMELINE_KINDS[k][0]) for k in sorted(used)],
+              loc="lower right", bbox_to_anchor=(1, 1), ncol=len(used), fontsize=8, frameon=False)
+    return fig
+
+
+def step_range(text):
+    """--steps A:B, 1 <= A <= B."""
+    m = re.fullmatch(r"(\d+):(\d+)", text)
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise argparse.ArgumentTypeError(f"'{text}': expected A:B, steps A to B (1-based, inclusive) with 1 <= A <= B")
+    return int(m[1]), int(m[2])
+
+
 def save(fig, out):
     """Writes to a temporary file beside out and renames it, so an error
     leaves no half-written PNG."""
@@ -286,6 +488,12 @@ def main():
     pr.add_argument("file", metavar="kernels.json")
     pr.add_argument("--impl", help="comma-separated impls to show (cpu, cuda, cublaslt; default: all)")
     pr.add_argument("-o", "--out", required=True, help="the PNG to write")
+    pt = sub.add_parser("timeline", help="a timeline of ENGINE_RANGE_LOG files, one row per rank")
+    pt.add_argument("files", nargs="+", metavar="LOG")
+    pt.add_argument("--steps", type=step_range, metavar="A:B",
+                    help="only what is inside the ranges 'step A' to 'step B' (default: everything)")
+    pt.add_argument("--title", help="the figure's title")
+    pt.add_argument("-o", "--out", required=True, help="the PNG to write")
     args = ap.parse_args()
     if args.cmd == "metrics" and args.labels and len(args.labels.split(",")) != len(args.files):
         pm.error(f"--labels has {len(args.labels.split(','))} names for {len(args.files)} files")
@@ -297,7 +505,7 @@ def main():
         sys.exit(f"plot: matplotlib is missing from {sys.executable}: run scripts/setup.sh (installs Debian's "
                  "python3-matplotlib) and use /usr/bin/python3")
     try:
-        fig = (plot_metrics if args.cmd == "metrics" else plot_roofline)(plt, args)
+        fig = {"metrics": plot_metrics, "roofline": plot_roofline, "timeline": plot_timeline}[args.cmd](plt, args)
         save(fig, args.out)
     except PlotError as e:
         sys.exit(f"plot: {e}")

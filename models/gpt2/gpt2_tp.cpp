@@ -67,24 +67,41 @@ Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocas
 }
 
 GPT2Tp::GPT2Tp(const GPT2Config& c, uint64_t seed, Device dev, comm::Communicator& tp, GPT2TpOptions o)
-    : TpModel(tp), cfg_(c), opt_(o) {
+    : TpModel(tp), cfg_(c), opt_(o), begin_(o.layer_begin), end_(o.layer_end < 0 ? c.n_layer : o.layer_end) {
   c.validate();
+  ENGINE_CHECK(0 <= begin_ && begin_ < end_ && end_ <= c.n_layer, "gpt2 pipeline stage: blocks [", begin_, ", ", end_,
+               ") of n_layer ", c.n_layer);
   const int P = tp.size();
   ENGINE_CHECK(c.n_head % P == 0, "gpt2 --tp ", P, ": n_head ", c.n_head, " does not divide by tp ", P);
   ENGINE_CHECK((4 * c.n_embd) % P == 0, "gpt2 --tp ", P, ": the MLP width 4 n_embd = ", 4 * c.n_embd,
                " does not divide by tp ", P);
-  wte = register_module(
-      "wte", std::make_shared<comm::VocabParallelEmbedding>(
-                 c.vocab_size, c.n_embd, InitOptions{seed * 31 + 1, DType::f32, dev, 0.02f}, tp, o.sequence_parallel));
-  wpe = register_module(
-      "wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}));
-  for (int l = 0; l < c.n_layer; ++l)
-    h.push_back(register_module("h." + std::to_string(l), std::make_shared<GPT2TpBlock>(c, l, seed, dev, tp, o)));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
+  // The serial model's registration order, less what this stage lacks.
+  if (first_stage() || last_stage())
+    wte = register_module("wte", std::make_shared<comm::VocabParallelEmbedding>(
+                                     c.vocab_size, c.n_embd, InitOptions{seed * 31 + 1, DType::f32, dev, 0.02f}, tp,
+                                     o.sequence_parallel));
+  if (first_stage())
+    wpe = register_module(
+        "wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, InitOptions{seed * 31 + 2, DType::f32, dev, 0.02f}));
+  for (int64_t l = begin_; l < end_; ++l)
+    h.push_back(register_module("h." + std::to_string(l), std::make_shared<GPT2TpBlock>(c, int(l), seed, dev, tp, o)));
+  if (last_stage())
+    ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
+}
+
+Shape GPT2Tp::stage_rows(int64_t B, int64_t T) const {
+  return {opt_.sequence_parallel ? B * T / tp().size() : B * T, cfg_.n_embd};
 }
 
 Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
                        std::optional<AttentionImpl> attention) const {
+  ENGINE_CHECK(first_stage() && last_stage(), "gpt2: forward of a pipeline stage (blocks ", begin_, "..", end_ - 1,
+               "): use stage_forward");
+  return stage_forward(Tensor(), ids, recompute, ac, attention);
+}
+
+Tensor GPT2Tp::stage_forward(const Tensor& in, const Tensor& ids, Recompute recompute, const Autocast& ac,
+                             std::optional<AttentionImpl> attention) const {
   const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1), C = cfg_.n_embd;
@@ -93,24 +110,28 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
                cfg_.block_size);
   ENGINE_CHECK(!opt_.sequence_parallel || (B * T) % tp().size() == 0, "gpt2 --sequence_parallel: B T = ", B * T,
                " token rows do not divide by tp ", tp().size());
-  Tensor x;
-  {
+  Tensor x = in;
+  if (first_stage()) {
     const profile::LayerRange r(gpt2_layers().embeddings);
     Tensor pos = wpe->forward(positions_.get(B, T, ids.device(), first)).reshape({B * T, C});
     if (opt_.sequence_parallel) pos = comm::scatter_to_sp(pos, tp());
     // The token rows summed over tp (or my block of them), plus the positions, in fp32 then cast (as the serial model).
     x = ac.cast(add(wte->forward(ids), pos));
+  } else {
+    ENGINE_CHECK(in.defined() && in.shape() == stage_rows(B, T), "gpt2 pipeline stage (blocks ", begin_, "..", end_ - 1,
+                 "): input ", in.desc(), ", expected rows ", shape_str(stage_rows(B, T)));
   }
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {
       const GPT2TpBlock* b = block.get();
       const profile::LayerTag tag(b->range());  // the checkpoint node belongs to the block's layer
-      x = checkpoint([b, ac, B, T, attn](const std::vector<Tensor>& in) { return b->forward(in[0], B, T, ac, attn); },
+      x = checkpoint([b, ac, B, T, attn](const std::vector<Tensor>& xs) { return b->forward(xs[0], B, T, ac, attn); },
                      {x});
     } else {
       x = block->forward(x, B, T, ac, attn);
     }
   }
+  if (!last_stage()) return x;
   const profile::LayerRange r(gpt2_layers().lm_head);
   Tensor hf = ln_f->forward(x, ac);
   // The tied lm_head is column parallel over the vocabulary: my logits only.
@@ -120,9 +141,13 @@ Tensor GPT2Tp::forward(const Tensor& ids, Recompute recompute, const Autocast& a
 
 Tensor GPT2Tp::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
-  Tensor logits = ac.f32(forward(ids, recompute, ac));
+  return stage_loss(forward(ids, recompute, ac), targets);
+}
+
+Tensor GPT2Tp::stage_loss(const Tensor& logits, const Tensor& targets) const {
   const profile::LayerRange r(gpt2_layers().loss);
-  return comm::vocab_parallel_cross_entropy(logits, targets.reshape({ids.numel()}), cfg_.vocab_size, tp());
+  return comm::vocab_parallel_cross_entropy(Autocast().f32(logits), targets.reshape({targets.numel()}), cfg_.vocab_size,
+                                            tp());
 }
 
 std::vector<Tensor> GPT2Tp::partial_parameters() const {
@@ -132,8 +157,10 @@ std::vector<Tensor> GPT2Tp::partial_parameters() const {
     for (const Tensor& p :
          {b->ln_1->weight, b->ln_1->bias, b->ln_2->weight, b->ln_2->bias, b->attn_proj->bias, b->mlp_proj->bias})
       partial.push_back(p);
-  partial.push_back(ln_f->weight);
-  partial.push_back(ln_f->bias);
+  if (ln_f) {
+    partial.push_back(ln_f->weight);
+    partial.push_back(ln_f->bias);
+  }
   return partial;
 }
 

@@ -16,7 +16,8 @@
 // partial gradients (sync_partial_grads sums them over tp).
 // GPT-2 has no dropout here, so there is no per-rank seed stream to keep.
 // Every rank draws the full weights from the serial model's seeds: tp = N
-// starts where tp = 1 starts. Parameter names are the serial model's, with
+// starts where tp = 1 starts. A pipeline stage holds some of the blocks
+// (GPT2TpOptions), named as in the serial model ("h.5" on any stage). Parameter names are the serial model's, with
 // shards in place of tensors; full_state() gathers them (checkpoints).
 #pragma once
 #include <memory>
@@ -37,6 +38,12 @@ struct GPT2TpOptions {
   // of each sequence, positions [r T, (r+1) T) of cp T; attention sees the
   // keys of every slice (causal, with the slice's offset). Null: none.
   comm::Communicator* cp = nullptr;
+  // Pipeline stage (models/train/pipeline_step.h): blocks [layer_begin,
+  // layer_end) only (-1: to n_layer). The first stage (layer_begin 0) holds
+  // the embeddings, the last (layer_end n_layer) the final norm and the tied
+  // head, hence the token table too: GPT-2's two copies of wte, whose
+  // gradients the train loop sums over the grid's embed group.
+  int64_t layer_begin = 0, layer_end = -1;
 };
 
 class GPT2TpBlock : public Module {
@@ -67,6 +74,18 @@ class GPT2Tp : public TpModel {
   // The mean cross-entropy (vocab parallel, fp32), the same on every tp rank.
   Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
               const Autocast& ac = Autocast()) const;
+  // A pipeline stage's pass: `in` is the previous stage's output rows
+  // (undefined on the first stage, which embeds the ids); the ids give B and
+  // T on every stage. Returns the rows for the next stage (stage_rows), or on
+  // the last stage its logits (as forward). forward() is this on a whole model.
+  Tensor stage_forward(const Tensor& in, const Tensor& ids, Recompute recompute = Recompute::no,
+                       const Autocast& ac = Autocast(), std::optional<AttentionImpl> attention = std::nullopt) const;
+  // The last stage: the mean cross-entropy of its logits (as loss).
+  Tensor stage_loss(const Tensor& logits, const Tensor& targets) const;
+  // The shape of the rows a stage passes on: (B T, C), or this rank's B T / tp under sequence parallelism.
+  Shape stage_rows(int64_t B, int64_t T) const;
+  bool first_stage() const { return begin_ == 0; }
+  bool last_stage() const { return end_ == cfg_.n_layer; }
   // Sequence parallel: the layernorms and row biases (tp_model.h).
   std::vector<Tensor> partial_parameters() const override;
   const GPT2Config& config() const { return cfg_; }
@@ -84,6 +103,7 @@ class GPT2Tp : public TpModel {
  private:
   GPT2Config cfg_;
   GPT2TpOptions opt_;
+  int64_t begin_, end_;  // this stage's blocks
   PositionIds positions_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "comm/cp_mappings.h"
+#include "comm/pipeline_schedule.h"
 #include "comm/tp_mappings.h"
 #include "comm/world.h"
 #include "engine/autograd.h"
@@ -37,6 +38,12 @@ GPT2Config gpt2_config(const TrainConfig& c) {
   return g;
 }
 
+std::vector<int64_t> gpt2_stage_layers(const TrainConfig& c) {
+  const double C = double(c.i("n_embd")), T = double(c.i("seq_len")), V = double(c.i("vocab_size"));
+  const std::vector<double> blocks(size_t(c.i("n_layer")), 24 * C * C + 4 * T * C);
+  return comm::stage_layers(c.s("pp_layers"), blocks, 0.0, 2 * V * C, int(c.i("pp")));
+}
+
 namespace {
 
 std::string decode_bytes(const std::vector<int32_t>& tokens) {
@@ -60,8 +67,13 @@ class GPT2Task : public TrainTask {
         dev_(dev),
         mg_(mg) {
     if (mg.split()) {
-      tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *mg.tp,
-                                           GPT2TpOptions{c.b("sequence_parallel") && mg.tp_size() > 1, mg.cp});
+      GPT2TpOptions o{c.b("sequence_parallel") && mg.tp_size() > 1, mg.cp};
+      if (mg.pp) {
+        for (int k = 0; k < mg.pp_rank(); ++k) o.layer_begin += mg.stage_layers[size_t(k)];
+        o.layer_end = o.layer_begin + mg.stage_layers[size_t(mg.pp_rank())];
+        pipe_ = std::make_unique<PipelineStep>(*mg.pp, comm::PipeSchedule::afab, 1);  // validation, samples
+      }
+      tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *mg.tp, o);
       if (mg.tp_size() > 1) tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<GPT2>(g_, seed_, dev);
@@ -89,6 +101,16 @@ class GPT2Task : public TrainTask {
                  ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
                  " heads, vocabulary padded to ", comm::padded_vocab(g_.vocab_size, P), ")");
     if (cp > 1) out += cat("; context parallel over ", cp, " ranks: ", T_ / cp, " positions of each window on each");
+    if (mg_.pp) {
+      out += "; pipeline stages (blocks):";
+      int64_t first = 0;
+      for (size_t k = 0; k < mg_.stage_layers.size(); ++k) {
+        const int64_t n = mg_.stage_layers[k];
+        out += cat(k ? ", " : " ", n == 1 ? cat(first) : cat(first, "-", first + n - 1));
+        first += n;
+      }
+      out += cat(" (embeddings on the first, ln_f and the tied head on the last)");
+    }
     return out;
   }
   std::string data_summary() const override {
@@ -101,12 +123,14 @@ class GPT2Task : public TrainTask {
   PeakGemm peak_gemm() const override { return {plan_.micro * T_, 4 * g_.n_embd, g_.n_embd}; }  // like c_fc
   double activation_bytes_per_sample(Precision p) const override {
     const int64_t tp = mg_.tp_size();
+    // A pipeline stage keeps its own blocks' activations (and, on the last, the logits).
+    const int64_t layers = mg_.pp ? mg_.stage_layers[size_t(mg_.pp_rank())] : g_.n_layer;
     const BlockStack s{
-        g_.n_layer,   T_, g_.n_embd, g_.n_head, tp, tp > 1 && cfg_.b("sequence_parallel"), recompute_ == Recompute::yes,
+        layers,       T_, g_.n_embd, g_.n_head, tp, tp > 1 && cfg_.b("sequence_parallel"), recompute_ == Recompute::yes,
         mg_.cp_size()};
     // fp32 logits and the cross-entropy's probabilities over this rank's vocabulary shard.
-    return models::activation_bytes_per_sample(s, dev_, p,
-                                               8.0 * double(comm::padded_vocab(g_.vocab_size, int(tp))) / double(tp));
+    const double head = mg_.last_stage() ? 8.0 * double(comm::padded_vocab(g_.vocab_size, int(tp))) / double(tp) : 0.0;
+    return models::activation_bytes_per_sample(s, dev_, p, head);
   }
   std::vector<std::string> shape_keys() const override {
     return {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"};
@@ -125,6 +149,18 @@ class GPT2Task : public TrainTask {
   }
   const TpGrads& tp_grads() const override { return tp_; }
 
+  Tensor stage_forward(const Tensor& in, const MicroBatch& b, const Autocast& ac) const override {
+    const Tensor out = tp_model_->stage_forward(in, b.x.to(dev_), recompute_, ac);
+    return mg_.last_stage() ? tp_model_->stage_loss(out, b.y.to(dev_)) : out;
+  }
+  StageIo stage_io(const Autocast& ac) const override {
+    return {tp_model_->stage_rows(plan_.micro, T_ / mg_.cp_size()), stage_dtype(ac.policy().compute, dev_)};
+  }
+  std::vector<Tensor> tied_parameters() const override {
+    if (!mg_.pp || mg_.pp_size() == 1 || !tp_model_->wte) return {};
+    return {tp_model_->wte->weight};
+  }
+
   // `val_batches` global batches of consecutive windows, split over the dp
   // ranks as the training batches are; the mean over ranks.
   EvalResult evaluate(const Autocast& ac) override {
@@ -133,19 +169,31 @@ class GPT2Task : public TrainTask {
     TokenSampler s(val_, B, T_, TokenSampler::Order::sequential, 0);
     Tensor x = Tensor::empty({B, T_}, DType::i32), y = Tensor::empty({B, T_}, DType::i32);
     double total = 0;
-    for (int64_t k = 0; k < batches; ++k)
-      for (int64_t m = 0; m < plan_.accum; ++m) {
-        s.batch(plan_.micro_index(k, m), x, y);
-        const MicroBatch b = mine({x, y});
-        const Tensor xd = b.x.to(dev_), yd = b.y.to(dev_);
-        total +=
-            (tp_model_ ? tp_model_->loss(xd, yd, Recompute::no, ac) : model_->loss(xd, yd, Recompute::no, ac)).item();
-      }
+    if (pipe_) {
+      // Through the pipeline, micro-batch k accum + m in order; the last stage's losses.
+      const auto outs = pipe_->forward_only(
+          batches * plan_.accum,
+          [&](int64_t i, const Tensor& in) {
+            s.batch(plan_.micro_index(i / plan_.accum, i % plan_.accum), x, y);
+            return stage_forward(in, mine({x, y}), ac);
+          },
+          stage_io(ac));
+      for (const Tensor& l : outs) total += l.item();
+    } else {
+      for (int64_t k = 0; k < batches; ++k)
+        for (int64_t m = 0; m < plan_.accum; ++m) {
+          s.batch(plan_.micro_index(k, m), x, y);
+          const MicroBatch b = mine({x, y});
+          const Tensor xd = b.x.to(dev_), yd = b.y.to(dev_);
+          total +=
+              (tp_model_ ? tp_model_->loss(xd, yd, Recompute::no, ac) : model_->loss(xd, yd, Recompute::no, ac)).item();
+        }
+    }
     EvalResult r;
-    // Every rank of the world adds its mean; the tp ranks of a dp rank hold
-    // the same one, its cp ranks the means of their positions.
+    // Every rank of the last stage adds its mean; the tp ranks of a dp rank
+    // hold the same one, its cp ranks the means of their positions.
     r.loss = comm::all_reduce_host(total / double(batches * plan_.accum), comm::HostOp::sum, "the validation loss") /
-             double(comm::world().size);
+             double(comm::world().size / mg_.pp_size());
     return r;
   }
   bool has_samples() const override { return true; }
@@ -172,13 +220,31 @@ class GPT2Task : public TrainTask {
       Tensor ids = Tensor::from_ints(w, {1, int64_t(w.size())});
       if (mg_.cp) ids = comm::cp_slice(ids, 1, *mg_.cp);  // my positions
       ids = ids.to(dev_);
-      Tensor all = comm::gather_from_tp(tp_model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours),
-                                        tp_model_->tp());    // (my rows, padded vocabulary)
-      if (mg_.cp) all = comm::gather_from_sp(all, *mg_.cp);  // every cp rank's rows, in order
-      const std::vector<float> got = narrow(all, 1, 0, V).to_vector();
+      Tensor mine_logits;  // (my rows, my vocabulary shard): the last stage's
+      if (pipe_) {
+        const auto outs = pipe_->forward_only(1,
+                                              [&](int64_t, const Tensor& in) {
+                                                return tp_model_->stage_forward(in, ids, Recompute::no, Autocast(),
+                                                                                AttentionImpl::ours);
+                                              },
+                                              {tp_model_->stage_rows(1, ids.size(1)), DType::f32});
+        if (!outs.empty()) mine_logits = outs[0];
+      } else {
+        mine_logits = tp_model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours);
+      }
       std::vector<float> out(size_t(T * V), 0.f);
-      const int64_t rows = T - drop;  // the real rows, which end at the last token
-      std::copy(got.begin(), got.begin() + rows * V, out.begin() + drop * V);
+      if (mine_logits.defined()) {
+        Tensor all = comm::gather_from_tp(mine_logits, tp_model_->tp());  // (my rows, padded vocabulary)
+        if (mg_.cp) all = comm::gather_from_sp(all, *mg_.cp);             // every cp rank's rows, in order
+        const std::vector<float> got = narrow(all, 1, 0, V).to_vector();
+        const int64_t rows = T - drop;  // the real rows, which end at the last token
+        std::copy(got.begin(), got.begin() + rows * V, out.begin() + drop * V);
+      }
+      if (pipe_) {  // the last stage's logits to every stage, which all draw the same token
+        Tensor t = Tensor::from_vector(out, {T * V}, DType::f32, dev_);
+        mg_.pp->broadcast(t, mg_.pp_size() - 1).wait();
+        out = t.to_vector();
+      }
       return out;
     };
     const std::vector<int32_t> out = generate(logits, g_.vocab_size, g_.block_size, {'\n'}, cfg_.i("sample_tokens"),
@@ -200,7 +266,10 @@ class GPT2Task : public TrainTask {
       std::vector<std::pair<std::string, Tensor>> opt_state) override {
     if (!tp_model_) return opt_state;
     if (comm::world().rank == 0) full_ = std::make_unique<GPT2>(g_, seed_, kCPU);
-    return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
+    if (!pipe_) return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
+    // Each parameter from one stage: the tables from the first, ln_f from the last, a block from its own.
+    StageGather g{mg_.pp, [this](const std::string& name) { return owner_stage(name); }, mg_.stage_leader};
+    return gather_pipeline_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_, g);
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
@@ -241,7 +310,16 @@ class GPT2Task : public TrainTask {
   std::unique_ptr<GPT2> model_;       // one process holds the whole model, or
   std::unique_ptr<GPT2Tp> tp_model_;  // tp > 1: this rank's shards
   TpGrads tp_;
-  std::unique_ptr<GPT2> full_;  // rank 0 under tp: the gathered weights being saved
+  std::unique_ptr<GPT2> full_;          // rank 0 under tp: the gathered weights being saved
+  std::unique_ptr<PipelineStep> pipe_;  // pp: forward through the stages (validation, samples)
+
+  int owner_stage(const std::string& name) const {
+    if (name.rfind("ln_f.", 0) == 0) return mg_.pp_size() - 1;
+    if (name.rfind("h.", 0) != 0) return 0;  // wte, wpe
+    int64_t layer = std::stoll(name.substr(2)), k = 0;
+    while (layer >= mg_.stage_layers[size_t(k)]) layer -= mg_.stage_layers[size_t(k++)];
+    return int(k);
+  }
 
   int64_t full_parameters() const {
     if (!tp_model_) return model_->num_parameters();

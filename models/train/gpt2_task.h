@@ -19,6 +19,10 @@ namespace eng::models {
 // The model's shape from the config, with the checks every rank makes alike.
 GPT2Config gpt2_config(const TrainConfig& c);
 
+// --pp: blocks per stage, from --pp_layers or balanced by FLOPs (a block's
+// 24 C^2 + 4 T C per token forward; the tied head's 2 V C on the last stage).
+std::vector<int64_t> gpt2_stage_layers(const TrainConfig& c);
+
 // With mg.split(), the model is split over tp and cp (gpt2_tp.h); each cp
 // rank reads whole windows and keeps its positions.
 std::unique_ptr<TrainTask> make_gpt2_task(const TrainConfig& c, const BatchPlan& plan, Device dev,

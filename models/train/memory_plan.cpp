@@ -52,7 +52,8 @@ std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_g
   const std::string what =
       cat(w.size > 1 ? cat("rank ", w.rank, ": ") : "", "batch_size ", plan.micro, " plans ", gb(planned), " on ",
           dev.str(), " (weights, gradients and AdamW state ", gb(double(plan.state_bytes)), " + activations ",
-          plan.micro, " x ", gb(plan.activations_per_sample), ")");
+          plan.micro, " x ", plan.in_flight > 1 ? cat(plan.in_flight, " micro-batches in flight x ") : "",
+          gb(plan.activations_per_sample), ")");
   if (limit_gb < 0) return cat("memory plan: ", what, "; not checked (--memory_limit_gb ", limit_gb, ")");
   // Free now, plus what this process already holds (the parameters): the
   // plan counts those too. Host memory is shared by the node's ranks. An
@@ -68,11 +69,13 @@ std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_g
   if (limit_gb > 0 && limit_gb * 1e9 < available) available = limit_gb * 1e9, source = "--memory_limit_gb";
   std::string error;
   if (planned > available) {
-    const double fit = std::floor((available - double(plan.state_bytes)) / plan.activations_per_sample);
-    error = cat("memory: ", what, ", more than the ", gb(available), " it can have (", source, "); ",
-                fit >= 1 ? cat("batch_size ", int64_t(fit), " fits (raise grad_accum to keep the global batch)")
-                         : std::string("not even batch_size 1 fits (a smaller model, --recompute, --tp or --zero 1)"),
-                "; --memory_limit_gb -1 skips this check");
+    const double fit =
+        std::floor((available - double(plan.state_bytes)) / (plan.activations_per_sample * double(plan.in_flight)));
+    error =
+        cat("memory: ", what, ", more than the ", gb(available), " it can have (", source, "); ",
+            fit >= 1 ? cat("batch_size ", int64_t(fit), " fits (raise grad_accum to keep the global batch)")
+                     : std::string("not even batch_size 1 fits (a smaller model, --recompute, --tp, --pp or --zero 1)"),
+            "; --memory_limit_gb -1 skips this check");
   }
   for (const std::string& e : comm::all_gather_strings(error, "the memory check"))
     if (!e.empty()) throw WorldError(e);

@@ -55,8 +55,9 @@ double activation_bytes_per_sample(const BlockStack& s, Device dev, Precision p,
 struct MemoryPlan {
   size_t state_bytes = 0;  // weights, gradients and optimizer state of this rank
   double activations_per_sample = 0;
-  int64_t micro = 0;  // samples per micro-batch
-  size_t planned() const { return state_bytes + size_t(activations_per_sample * double(micro)); }
+  int64_t micro = 0;      // samples per micro-batch
+  int64_t in_flight = 1;  // micro-batches whose activations are held at once (a pipeline stage: up to pp, or m)
+  size_t planned() const { return state_bytes + size_t(activations_per_sample * double(micro * in_flight)); }
 };
 
 // The state of `params` parameters at precision p, the AdamW moments split

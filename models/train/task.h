@@ -18,10 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/nn/module.h"
 #include "engine/optim/optimizer.h"
 #include "engine/precision.h"
 #include "io/loader.h"
+#include "models/train/pipeline_step.h"
 #include "models/train/tp_grads.h"
 
 namespace eng::models {
@@ -30,13 +32,22 @@ namespace eng::models {
 // sequence); null where the run does not split that way. With cp > 1 the
 // tp communicator is given even at tp = 1 (a group of one): the split
 // model's forward is the one that knows cp.
+// pp: the pipeline's stages (this rank's is pp's rank), each holding
+// stage_layers[k] blocks; stage_leader: this rank sends its stage's
+// checkpoint tensors to rank 0 (dp, cp and tp rank 0).
 struct ModelGrid {
   comm::Communicator* tp = nullptr;
   comm::Communicator* cp = nullptr;
-  bool split() const { return tp != nullptr || cp != nullptr; }
+  comm::Communicator* pp = nullptr;
+  std::vector<int64_t> stage_layers;
+  bool stage_leader = false;
+  bool split() const { return tp != nullptr || cp != nullptr || pp != nullptr; }
   int tp_size() const { return tp ? tp->size() : 1; }
   int cp_size() const { return cp ? cp->size() : 1; }
   int cp_rank() const { return cp ? cp->rank() : 0; }
+  int pp_size() const { return pp ? pp->size() : 1; }
+  int pp_rank() const { return pp ? pp->rank() : 0; }
+  bool last_stage() const { return pp_rank() == pp_size() - 1; }
 };
 
 struct MicroBatch {
@@ -87,6 +98,20 @@ class TrainTask {
   virtual bool has_samples() const { return false; }
   virtual bool sample_on_every_rank() const { return false; }
   virtual std::string sample(int64_t /*step*/) { return ""; }
+
+  // Pipeline parallelism (ModelGrid::pp, models/train/pipeline_step.h):
+  // this stage's pass over micro-batch b: `in` is the previous stage's
+  // output (undefined on the first stage); returns the output to send on, or
+  // on the last stage the micro-batch's mean loss. stage_io: what the
+  // stages pass each other.
+  virtual Tensor stage_forward(const Tensor& /*in*/, const MicroBatch& /*b*/, const Autocast& /*ac*/) const {
+    ENGINE_FAIL("this model has no pipeline stages");
+  }
+  virtual StageIo stage_io(const Autocast& /*ac*/) const { ENGINE_FAIL("this model has no pipeline stages"); }
+  // Parameters two stages hold (GPT-2's token table: the embedding on the
+  // first stage, the tied head on the last): their gradients are summed over
+  // the grid's embed group, and the global norm counts the first stage's.
+  virtual std::vector<Tensor> tied_parameters() const { return {}; }
 
   // Tensor parallelism (GPT-2 with tp > 1): how the step treats the
   // gradients between backward and optimizer; inactive otherwise.

@@ -1,12 +1,16 @@
 // The one-process layout for a tp-split model's checkpoint (tp_checkpoint.h).
 #include "models/train/tp_checkpoint.h"
 
+#include <algorithm>
+
+#include "engine/autograd.h"
+
 namespace eng::models {
 
 namespace {
 
 // Parameter names in AdamW's order (decay_groups: matrices, then vectors).
-std::vector<std::string> optimizer_names(const TpModel& m) {
+std::vector<std::string> optimizer_names(const Module& m) {
   std::vector<std::string> out;
   const auto named = m.named_parameters();
   for (const ParamGroup& g : decay_groups(m.parameters(), 0.0))
@@ -14,6 +18,19 @@ std::vector<std::string> optimizer_names(const TpModel& m) {
       for (const auto& [name, q] : named)
         if (q.same(p)) out.push_back(name);
   return out;
+}
+
+// An entry of a state list, whatever its shape (the callers know it).
+const Tensor& entry(const NamedTensors& state, const std::string& name) {
+  for (const auto& [n, t] : state)
+    if (n == name) return t;
+  ENGINE_FAIL("optimizer state '", name, "' is missing");
+}
+
+Tensor f64_tensor(const std::vector<double>& v) {
+  Tensor t = Tensor::empty({int64_t(v.size())}, DType::f64);
+  for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+  return t;
 }
 
 // i of "exp_avg.i" / "exp_avg_sq.i"; -1 for the other entries (step counts).
@@ -60,14 +77,99 @@ nlohmann::json load_tp_checkpoint(TpModel& m, Module& serial, Optimizer& opt, De
   AdamW full_opt(decay_groups(serial.parameters(), 0.0), 1.0);
   const nlohmann::json state = load(full_opt);
   m.load_full_state(serial.named_parameters());
-  const std::vector<std::string> names = optimizer_names(m);
-  NamedTensors mine = full_opt.state();
-  for (auto& [key, t] : mine) {
-    const size_t i = moment_index(key);
-    if (i != size_t(-1)) t = m.shard(names.at(i), t.to(dev));
+  // Moment i of this model is the serial model's moment of the same name (a
+  // pipeline stage holds some of them), sharded.
+  const std::vector<std::string> names = optimizer_names(m), all = optimizer_names(serial);
+  const NamedTensors full = full_opt.state();
+  if (state_is_fresh(full, "exp_avg.0")) {  // saved before any update: nothing to shard
+    opt.load_state(full);
+    return state;
   }
+  NamedTensors mine;
+  std::vector<double> steps;
+  const std::vector<double> all_steps = find_state(full, "step", {int64_t(all.size())}).to_f64_vector();
+  for (size_t j = 0; j < names.size(); ++j) {
+    const size_t i = size_t(std::find(all.begin(), all.end(), names[j]) - all.begin());
+    ENGINE_CHECK(i < all.size(), "checkpoint: no optimizer state for ", names[j]);
+    for (const std::string prefix : {"exp_avg.", "exp_avg_sq."})
+      mine.emplace_back(prefix + std::to_string(j), m.shard(names[j], entry(full, prefix + std::to_string(i)).to(dev)));
+    steps.push_back(all_steps[i]);
+  }
+  mine.emplace_back("step", f64_tensor(steps));
+  mine.emplace_back("optimizer_steps", find_state(full, "optimizer_steps", {1}));
   opt.load_state(mine);
   return state;
+}
+
+NamedTensors gather_pipeline_checkpoint(const TpModel& m, Module* serial, NamedTensors opt_state, Device dev,
+                                        const StageGather& g) {
+  // Every rank of tp: full shapes (collective over tp).
+  const NamedTensors weights = m.full_state();
+  const std::vector<std::string> names = optimizer_names(m);
+  std::vector<double> steps;
+  if (!state_is_fresh(opt_state, "exp_avg.0"))
+    steps = find_state(opt_state, "step", {int64_t(names.size())}).to_f64_vector();
+  for (auto& [key, t] : opt_state) {
+    const size_t i = moment_index(key);
+    if (i != size_t(-1)) t = m.unshard(names.at(i), t.to(dev)).to(kCPU);
+  }
+  if (!g.leader) return {};
+  comm::Communicator& pp = *g.pp;
+  const int me = pp.rank();
+  // What stage k sends rank 0, in an order both compute alike: the weights in
+  // registration order, then per moment its two tensors and its step count.
+  auto send = [&](const Tensor& t) { pp.send(t.to(dev), 0).wait(); };
+  if (me != 0) {
+    for (const auto& [name, w] : weights)
+      if (g.owner(name) == me) send(w);
+    for (size_t j = 0; j < names.size() && !steps.empty(); ++j)
+      if (g.owner(names[j]) == me) {
+        send(entry(opt_state, "exp_avg." + std::to_string(j)));
+        send(entry(opt_state, "exp_avg_sq." + std::to_string(j)));
+        send(f64_tensor({steps[j]}));
+      }
+    return {};
+  }
+  auto take = [&](const Shape& shape, DType dt, int from) {
+    Tensor t = Tensor::empty(shape, dt, dev);
+    pp.recv(t, from).wait();
+    return t.to(kCPU);
+  };
+  NoGradGuard no_grad;
+  for (const auto& [name, p] : serial->named_parameters()) {
+    const int k = g.owner(name);
+    Tensor dst = p;
+    dst.copy_from(k == 0 ? find_state(weights, name, p.shape()) : take(p.shape(), p.dtype(), k));
+  }
+  NamedTensors out;
+  const std::vector<std::string> all = optimizer_names(*serial);
+  const bool fresh = steps.empty();
+  std::vector<double> all_steps;
+  std::vector<Tensor> params_in_order;
+  for (const ParamGroup& grp : decay_groups(serial->parameters(), 0.0))
+    for (const Tensor& p : grp.params) params_in_order.push_back(p);
+  for (size_t i = 0; i < all.size() && !fresh; ++i) {
+    const int k = g.owner(all[i]);
+    const Shape shape = params_in_order[i].shape();
+    Tensor avg, avg_sq;
+    double st = 0;
+    if (k == 0) {
+      const size_t j = size_t(std::find(names.begin(), names.end(), all[i]) - names.begin());
+      avg = find_state(opt_state, "exp_avg." + std::to_string(j), shape);
+      avg_sq = find_state(opt_state, "exp_avg_sq." + std::to_string(j), shape);
+      st = steps[j];
+    } else {
+      avg = take(shape, DType::f32, k);
+      avg_sq = take(shape, DType::f32, k);
+      st = take({1}, DType::f64, k).to_f64_vector()[0];
+    }
+    out.emplace_back("exp_avg." + std::to_string(i), avg);
+    out.emplace_back("exp_avg_sq." + std::to_string(i), avg_sq);
+    all_steps.push_back(st);
+  }
+  if (!fresh) out.emplace_back("step", f64_tensor(all_steps));
+  out.emplace_back("optimizer_steps", find_state(opt_state, "optimizer_steps", {1}));
+  return out;
 }
 
 }  // namespace eng::models

@@ -27,5 +27,12 @@ Tensor tp_clip_coefficient(const TpGrads& g, double max_norm);
 // cpu: the same norm, and the gradients scaled by the factor (as
 // clip_grad_norm); returns the norm before clipping.
 double tp_clip_grad_norm(const TpGrads& g, double max_norm);
+// Pipeline parallel, any device, eager: the global norm over every stage.
+// Each stage's sum of squares (under tp by the rule above), leaving out
+// `uncounted` (the last stage's copy of a tied parameter, whose gradient
+// equals the first stage's), summed over pp; then every gradient of
+// `params` scaled as clip_grad_norm does. Returns the norm before clipping.
+double pipeline_clip_grad_norm(const std::vector<Tensor>& params, const TpGrads& g,
+                               const std::vector<Tensor>& uncounted, comm::Communicator& pp, double max_norm);
 
 }  // namespace eng::models

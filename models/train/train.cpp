@@ -28,6 +28,7 @@
 #include "base/error.h"
 #include "comm/ddp.h"
 #include "comm/grid.h"
+#include "comm/pipeline_schedule.h"
 #include "comm/replicas.h"
 #include "comm/watchdog.h"
 #include "comm/world.h"
@@ -45,6 +46,7 @@
 #include "models/train/gpt2_task.h"
 #include "models/train/memory_plan.h"
 #include "models/train/out_dir.h"
+#include "models/train/pipeline_step.h"
 #include "models/train/progress.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
@@ -99,6 +101,22 @@ void validate(const TrainConfig& c) {
                    c.i("seq_len") / cp, " token rows do not divide by tp = ", tp);
     }
   }
+  const int64_t pp = c.i("pp");
+  ENGINE_CHECK(pp >= 1, "config: pp must be >= 1, got ", pp);
+  ENGINE_CHECK(pp > 1 || c.s("pp_layers").empty(), "config: pp_layers '", c.s("pp_layers"),
+               "' with pp = 1 (set pp to the number of stages listed)");
+  if (pp > 1) {
+    ENGINE_CHECK(model == "gpt2", "config: pp = ", pp, " with model ", model,
+                 ": pipeline parallelism is built for gpt2 only so far");
+    comm::parse_pipe_schedule(c.s("pp_schedule"));
+    gpt2_stage_layers(c);  // pp within n_layer, pp_layers well formed
+    ENGINE_CHECK(c.i("zero") == 0, "config: zero 1 with pp = ", pp,
+                 " is not supported yet (the tied embedding's gradient is summed between the first and last stage "
+                 "after the dp average, which ZeRO's reduce-scatter has already sharded); use zero 0");
+    ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with pp = ", pp,
+                 " is not supported yet (the loss scaler's overflow check would need every stage's agreement); use "
+                 "O2 (bf16)");
+  }
   ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
   ENGINE_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"), ": 0 (off) or 1 (ZeRO-1) only");
   ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
@@ -152,7 +170,7 @@ int run(int argc, char** argv) {
                                                     : OutDirMode::fresh);
   const Precision precision = parse_precision(cfg.s("precision"));
   const int64_t zero_stage = cfg.i("zero");
-  const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp")), int(cfg.i("cp"))); });
+  const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp")), int(cfg.i("cp")), int(cfg.i("pp"))); });
   // Every op the models use has a cpu kernel and a hand-written CUDA kernel,
   // so they train on cpu, cuda (auto: when a GPU answers) and emu (the
   // emulated CUDA kernels: slow, for checking and stepping through them).
@@ -177,10 +195,20 @@ int run(int argc, char** argv) {
   // Tensor parallel: the model is split over the tp group (adjacent ranks);
   // context parallel: the sequence over the cp group (the split model's
   // forward, with a tp group of one when tp = 1).
-  std::unique_ptr<comm::Communicator> tp_comm, cp_comm;
-  if (grid.tp() > 1 || grid.cp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
+  // Pipeline parallel: the blocks in stages over the pp group (outermost),
+  // GPT-2's token table on the first and last stage (the embed group).
+  std::unique_ptr<comm::Communicator> tp_comm, cp_comm, pp_comm, embed_comm;
+  if (grid.tp() > 1 || grid.cp() > 1 || grid.pp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
   if (grid.cp() > 1) cp_comm = comm::make_communicator(grid.cp_group(), dev, backend);
-  const ModelGrid mg{tp_comm.get(), cp_comm.get()};
+  ModelGrid mg;
+  mg.tp = tp_comm.get(), mg.cp = cp_comm.get();
+  if (grid.pp() > 1) {
+    pp_comm = comm::make_communicator(grid.pp_group(), dev, backend);
+    embed_comm = comm::make_communicator(grid.embed_group(), dev, backend);
+    mg.pp = pp_comm.get();
+    mg.stage_layers = gpt2_stage_layers(cfg);
+    mg.stage_leader = grid.dp_rank() == 0 && grid.cp_rank() == 0 && grid.tp_rank() == 0;
+  }
   // The data files are opened here, by every rank: an error names the file.
   std::unique_ptr<TrainTask> task =
       cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, mg) : make_vit_task(cfg, plan, dev, mg);
@@ -195,7 +223,7 @@ int run(int argc, char** argv) {
   WarmupCosineLR sched(cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"), steps);
   nlohmann::json shapes;
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
-  agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model");
+  agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model", grid.pp_rank());  // per stage
   // Data parallel: one replica per dp rank, all starting from rank 0's
   // weights. Parameters are replicated over cp as well, so their gradients
   // are averaged over dp x cp (the mean of the cp ranks' losses).
@@ -217,6 +245,15 @@ int run(int argc, char** argv) {
     if (zero && tp_grads.active()) zero->set_tensor_parallel(*tp_grads.tp, tp_grads.replicated, tp_grads.partial);
   }
   Optimizer& optim = zero ? static_cast<Optimizer&>(*zero) : opt;  // what steps, saves and loads
+  // Pipeline parallel: this stage's passes in the schedule's order (eager, any device).
+  const comm::PipeSchedule pipe_schedule = comm::parse_pipe_schedule(cfg.s("pp_schedule"));
+  std::unique_ptr<PipelineStep> pipe;
+  if (pp_comm) pipe = std::make_unique<PipelineStep>(*pp_comm, pipe_schedule, accum);
+  const int64_t mp_in_flight =
+      pipe ? comm::max_in_flight(comm::pipeline_schedule(pipe_schedule, grid.pp(), grid.pp_rank(), accum)) : 1;
+  const std::vector<Tensor> tied = task->tied_parameters();
+  // The last stage's copy of a tied table: its gradient equals the first stage's (summed), so the norm skips it.
+  const std::vector<Tensor> uncounted = pipe && pipe->last() ? tied : std::vector<Tensor>{};
   const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
   int64_t start = 0;
   nlohmann::json resumed;  // state.json of the checkpoint resumed from
@@ -236,8 +273,8 @@ int run(int argc, char** argv) {
   }
   if (lead) {
     std::printf("model: %s on %s\n", task->summary().c_str(), dev.str().c_str());
-    const std::string shape = grid.cp() > 1 ? cat("dp ", grid.dp(), " x cp ", grid.cp(), " x tp ", grid.tp())
-                                            : cat("dp ", grid.dp(), " x tp ", grid.tp());
+    const std::string shape = cat(grid.pp() > 1 ? cat("pp ", grid.pp(), " x ") : "", "dp ", grid.dp(),
+                                  grid.cp() > 1 ? cat(" x cp ", grid.cp()) : "", " x tp ", grid.tp());
     if (world.size > 1)
       std::printf(
           "distributed: %d ranks (%s) on %s, %s backend, %d thread(s) each; global batch %lld = %lld "
@@ -255,6 +292,10 @@ int run(int argc, char** argv) {
   const Autocast ac(precision);
   apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda
   if (lead) std::printf("%s\n", precision_summary(precision, dev).c_str());
+  if (lead && pp_comm && ac.policy().cuda_graph && dev.type != DeviceType::cpu)
+    std::printf(
+        "O3 with pp: the pipeline's step runs eagerly (no CUDA graph: its sends and receives between the "
+        "passes are not captured yet)\n");
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
   std::unique_ptr<LossScaler> scaler;
   if (ac.policy().loss_scaling == LossScaling::dynamic) {
@@ -275,7 +316,9 @@ int run(int argc, char** argv) {
     MemoryPlan mp;
     mp.state_bytes = state_bytes(model.num_parameters(), precision, zero ? replicas.size() : 1);
     mp.activations_per_sample = task->activation_bytes_per_sample(precision);
+    // A stage holds the activations of the micro-batches in flight: all of them under afab, at most pp under 1f1b.
     mp.micro = plan.micro;
+    mp.in_flight = mp_in_flight;
     const std::string line = check_memory_plan(mp, dev, cfg.f("memory_limit_gb"));
     if (lead) std::printf("%s\n", line.c_str());
   }
@@ -299,7 +342,7 @@ int run(int argc, char** argv) {
   // On emu/cuda (without loss scaling) the step runs on the device with no
   // host read until it is done, eagerly or, at O3, as a CUDA graph.
   std::unique_ptr<GpuTrainStep> gpu_step;
-  if (dev.type != DeviceType::cpu && !scaler)
+  if (dev.type != DeviceType::cpu && !scaler && !pipe)
     gpu_step = std::make_unique<GpuTrainStep>(
         model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
         cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get(), tp_grads.active() ? &tp_grads : nullptr);
@@ -325,9 +368,16 @@ int run(int argc, char** argv) {
   // backward, gradients, optimizer; not validation): the figures of
   // docs/distributed.md, measured (Communicator::bytes_sent).
   const std::vector<std::pair<const char*, const comm::Communicator*>> comms{
-      {"tp", tp_comm.get()}, {"cp", cp_comm.get()}, {grid.cp() > 1 ? "dpcp" : "dp", dp_comm.get()}};
+      {"tp", tp_comm.get()},
+      {"cp", cp_comm.get()},
+      {grid.cp() > 1 ? "dpcp" : "dp", dp_comm.get()},
+      {"pp", pp_comm.get()},
+      {"embed", embed_comm.get()}};
   std::vector<double> step_bytes(comms.size(), 0.0);
   const auto t_start = std::chrono::steady_clock::now();
+  // pp, after the first step: when each step's passes began and ended here (us), and the seconds spent in them.
+  std::vector<double> pipe_starts, pipe_ends;
+  double pipe_busy = 0;
   double step_time_avg = 0;
   bool replay_reported = false;
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
@@ -350,7 +400,40 @@ int run(int argc, char** argv) {
       ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
       loss_sum += l;
     };
-    if (gpu_step) {
+    if (pipe) {
+      opt.set_lr(sched.lr_at(step));
+      opt.zero_grad();
+      const std::vector<double> losses = pipe->run(
+          [&](int64_t m, const Tensor& in) {
+            MicroBatch b;
+            {
+              const profile::Range r("data");
+              b = task->next(m);
+            }
+            return task->stage_forward(in, b, ac);
+          },
+          task->stage_io(ac), ddp.get());
+      for (double l : losses) add_loss(l);
+      if (step > start) {  // the first step warms the caches
+        pipe_starts.push_back(double(pipe->last_start_us()));
+        pipe_ends.push_back(double(pipe->last_end_us()));
+        pipe_busy += pipe->last_busy_seconds();
+      }
+      {
+        const profile::Range r("communication");
+        if (ddp) ddp->finish();
+        if (tp_grads.active()) tp_grads.sync_partial();
+        // The two copies of a tied table take the sum of their gradients, so they stay equal.
+        for (const Tensor& p : tied) {
+          Tensor g = p.grad();
+          embed_comm->all_reduce(g, comm::ReduceOp::sum).wait();
+        }
+      }
+      const profile::Range opt_range("optimizer");
+      norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
+      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+      opt.step();
+    } else if (gpu_step) {
       const GpuTrainStep::Result r = gpu_step->run(
           [&](int64_t m) {
             const profile::Range data("data");
@@ -415,11 +498,16 @@ int run(int argc, char** argv) {
     nlohmann::json mem_json = nlohmann::json::object();
     if (step == start) {
       const MemoryReport mr = memory_report(model, zero ? zero->shard_optimizer() : opt, precision);
-      progress.message(grid.tp() > 1 ? cat("tensor parallel: per rank, the shards of tp rank 0 of ", grid.tp(),
-                                           " (the others hold as much)\n", mr.str())
-                       : grid.cp() > 1
-                           ? cat("context parallel: per rank, with ", grid.cp(), " slices of the sequence\n", mr.str())
-                           : mr.str());
+      const std::string stage =
+          pipe ? cat("pipeline stage ", pipe->stage(), " of ", grid.pp(), " (", comm::pipe_schedule_name(pipe_schedule),
+                     ": the activations of up to ", mp_in_flight, " micro-batches at once); ")
+               : "";
+      progress.message(grid.tp() > 1   ? cat(stage, "tensor parallel: per rank, the shards of tp rank 0 of ", grid.tp(),
+                                             " (the others hold as much)\n", mr.str())
+                       : grid.cp() > 1 ? cat(stage, "context parallel: per rank, with ", grid.cp(),
+                                             " slices of the sequence\n", mr.str())
+                       : pipe          ? cat(stage, "per rank (rank 0's stage)\n", mr.str())
+                                       : mr.str());
       // The first step's metrics line carries rank 0's memory (what tp and ZeRO buy).
       mem_json = {{"memory_per_rank",
                    {{"parameters", mr.params},
@@ -430,8 +518,8 @@ int run(int argc, char** argv) {
     }
     // The global batch's loss: every rank adds its own; the tp ranks of a dp
     // rank hold the same one, its cp ranks the means of their slices.
-    loss_sum =
-        comm::all_reduce_host(loss_sum, comm::HostOp::sum, cat("the loss of step ", step + 1)) / double(world.size);
+    loss_sum = comm::all_reduce_host(loss_sum, comm::HostOp::sum, cat("the loss of step ", step + 1)) /
+               double(world.size / grid.pp());  // only the last stage has losses
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
@@ -466,6 +554,14 @@ int run(int argc, char** argv) {
         comm::check_replicas(model.named_parameters(), replicas);
         // The replicated parameters agree across tp, bit for bit.
         if (tp_grads.active()) comm::check_replicas(tp_replicated, grid.tp_group());
+        // The first and last stage's copies of a tied table agree (a group of one on the other stages).
+        if (pipe) {
+          std::vector<std::pair<std::string, Tensor>> copies;
+          for (const auto& [name, p] : model.named_parameters())
+            for (const Tensor& t : tied)
+              if (t.same(p)) copies.emplace_back(name, p);
+          comm::check_replicas(copies, grid.embed_group());
+        }
       } catch (const comm::ReplicaDrift& e) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }
@@ -513,6 +609,23 @@ int run(int argc, char** argv) {
     }
   }
   progress.finish();
+  if (pipe && end > start + 1) {
+    // The bubble as measured: each step's window runs from the first stage's
+    // start to the last stage's end (the system clock, shared by the ranks
+    // of a node); a stage's idle share is what of it it did not spend in passes.
+    const std::vector<double> first = comm::all_reduce_host(pipe_starts, comm::HostOp::min, "the steps' starts");
+    const std::vector<double> last = comm::all_reduce_host(pipe_ends, comm::HostOp::max, "the steps' ends");
+    double span = 0;
+    for (size_t i = 0; i < first.size(); ++i) span += (last[i] - first[i]) * 1e-6;
+    const double idle =
+        comm::all_reduce_host(span > 0 ? 1.0 - pipe_busy / span : 0.0, comm::HostOp::sum, "the stages' idle time") /
+        double(world.size);
+    progress.message(cat("pipeline ", comm::pipe_schedule_name(pipe_schedule), ", pp ", grid.pp(), ", m ", accum,
+                         ": stages idle ", std::round(idle * 1000) / 10,
+                         "% of the step on average (the bubble "
+                         "(pp - 1) / (m + pp - 1) = ",
+                         std::round(comm::ideal_bubble(grid.pp(), accum) * 1000) / 10, "%), steps 2 on"));
+  }
   if (world.size > 1 && end > start) {
     std::string line = "communication per step, rank 0 (ring model, as sent):";
     for (size_t i = 0; i < comms.size(); ++i)

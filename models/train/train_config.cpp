@@ -91,6 +91,16 @@ const std::vector<OptionSpec>& train_options() {
        "context-parallel ranks: each takes a contiguous slice of every sequence (gpt2: seq_len / cp positions; vit: "
        "tokens / cp of each image), attention gathers the keys and values over cp (world = dp x cp x tp, cp between "
        "tp and dp); seq_len or the token count must divide by cp"},
+      {"pp", 1,
+       "pipeline-parallel stages: the blocks split into pp contiguous stages over the outermost ranks (world = pp x "
+       "dp x cp x tp); the first stage holds the embeddings, the last the final norm, head and loss; "
+       "docs/distributed.md"},
+      {"pp_layers", "",
+       "with pp > 1: blocks per stage, comma-separated (e.g. 3,3,2; summing to n_layer); empty: balanced by FLOPs "
+       "(the embeddings and head count as part of the first and last stage)"},
+      {"pp_schedule", "1f1b",
+       "with pp > 1: afab (all forward, all backward: GPipe; holds every micro-batch's activations) | 1f1b (one "
+       "forward, one backward: PipeDream-Flush; holds at most pp); micro-batches are grad_accum's"},
       {"memory_limit_gb", 0.0,
        "before the first step, refuse a run whose planned memory per rank (weights, gradients, optimizer state and "
        "activations) exceeds this many GB (0: the device's free memory: cudaMemGetInfo, or on the host the least of "

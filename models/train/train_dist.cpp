@@ -31,12 +31,16 @@ int share_cores() {
   return omp_get_max_threads();
 }
 
-void agree(const nlohmann::json& mine, const std::string& what) {
-  const std::vector<std::string> all = comm::all_gather_strings(mine.dump(), "the agreement on the " + what);
-  const nlohmann::json root = nlohmann::json::parse(all[0]);
+void agree(const nlohmann::json& mine, const std::string& what, int peers) {
+  const std::vector<std::string> all =
+      comm::all_gather_strings(nlohmann::json{{"peers", peers}, {"v", mine}}.dump(), "the agreement on the " + what);
   for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] == all[0]) continue;
-    const nlohmann::json other = nlohmann::json::parse(all[r]);
+    const nlohmann::json other_all = nlohmann::json::parse(all[r]);
+    size_t r0 = 0;  // the first rank with the same peers
+    while (nlohmann::json::parse(all[r0])["peers"] != other_all["peers"]) ++r0;
+    if (r0 == r || all[r] == all[r0]) continue;
+    const nlohmann::json root = nlohmann::json::parse(all[r0])["v"];
+    const nlohmann::json other = other_all["v"];
     std::string key = "?";
     for (auto it = root.begin(); it != root.end(); ++it)
       if (!other.contains(it.key()) || other[it.key()] != it.value()) {
@@ -44,8 +48,8 @@ void agree(const nlohmann::json& mine, const std::string& what) {
         break;
       }
     const std::string theirs = other.contains(key) ? other[key].dump() : "(missing)";
-    throw WorldError(cat("ranks disagree on the ", what, ": rank ", r, " has ", key, " = ", theirs, ", rank 0 has ",
-                         root.contains(key) ? root[key].dump() : "(missing)",
+    throw WorldError(cat("ranks disagree on the ", what, ": rank ", r, " has ", key, " = ", theirs, ", rank ", r0,
+                         " has ", root.contains(key) ? root[key].dump() : "(missing)",
                          " (every rank must run the same command)"));
   }
 }

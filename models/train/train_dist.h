@@ -28,7 +28,9 @@ int share_cores();
 
 // Every rank's `what` (config, model shape, parameter count) must equal
 // rank 0's; otherwise a WorldError naming the first rank and key that differ.
-void agree(const nlohmann::json& mine, const std::string& what);
+// With `peers` (a pipeline stage's number), only the ranks that give the same
+// peers are compared: the first of them stands for rank 0.
+void agree(const nlohmann::json& mine, const std::string& what, int peers = 0);
 
 // The global batch over dp ranks: micro-batches of batch_size sequences,
 // grad_accum of them per rank per step.

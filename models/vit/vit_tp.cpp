@@ -46,8 +46,10 @@ Tensor ViTTpBlock::forward(const Tensor& x, int64_t B, int64_t N, const Autocast
 }
 
 ViTTp::ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& tp, ViTTpOptions o)
-    : TpModel(tp), cfg_(c), opt_(o) {
+    : TpModel(tp), cfg_(c), opt_(o), begin_(o.layer_begin), end_(o.layer_end < 0 ? c.depth : o.layer_end) {
   c.validate();
+  ENGINE_CHECK(0 <= begin_ && begin_ < end_ && end_ <= c.depth, "vit pipeline stage: blocks [", begin_, ", ", end_,
+               ") of depth ", c.depth);
   const int P = tp.size();
   ENGINE_CHECK(c.heads % P == 0, "vit --tp ", P, ": n_head ", c.heads, " does not divide by tp ", P);
   ENGINE_CHECK((c.mlp_ratio * c.embed) % P == 0, "vit --tp ", P, ": the MLP width ", c.mlp_ratio * c.embed,
@@ -55,25 +57,46 @@ ViTTp::ViTTp(const ViTConfig& c, uint64_t seed, Device dev, comm::Communicator& 
   ENGINE_CHECK(!o.cp || c.tokens() % o.cp->size() == 0, "vit --cp ", o.cp ? o.cp->size() : 1, ": ", c.tokens(),
                " tokens do not divide by cp (change patch or cp)");
   // The serial model's modules and seeds, in its registration order.
+  // A stage registers what it holds, in that order (and draws only those weights).
   ViTOuterLayers outer = vit_outer_layers(c, seed, dev);
-  patch_embed = register_module("patch_embed.proj", outer.patch_embed);
-  pos_embed = register_module("pos_embed", outer.pos_embed);
-  for (int l = 0; l < c.depth; ++l)
+  if (first_stage()) {
+    patch_embed = register_module("patch_embed.proj", outer.patch_embed);
+    pos_embed = register_module("pos_embed", outer.pos_embed);
+  }
+  for (int64_t l = begin_; l < end_; ++l)
     blocks.push_back(
-        register_module("blocks." + std::to_string(l), std::make_shared<ViTTpBlock>(c, l, seed, dev, tp, o)));
-  norm = register_module("norm", outer.norm);
-  head = register_module("head", outer.head);
+        register_module("blocks." + std::to_string(l), std::make_shared<ViTTpBlock>(c, int(l), seed, dev, tp, o)));
+  if (last_stage()) {
+    norm = register_module("norm", outer.norm);
+    head = register_module("head", outer.head);
+  }
+}
+
+Shape ViTTp::stage_rows(int64_t B) const {
+  const int64_t rows = B * cfg_.tokens() / cp();
+  return {opt_.sequence_parallel ? rows / tp().size() : rows, cfg_.embed};
 }
 
 Tensor ViTTp::features(const Tensor& images, const Autocast& ac) const {
-  const int64_t C = cfg_.embed;
-  Tensor x = vit_embed(cfg_, *patch_embed, *pos_embed, positions_, images, ac, opt_.cp);
-  const int64_t B = x.size(0), N = x.size(1);  // N: this rank's tokens
+  ENGINE_CHECK(first_stage() && last_stage(), "vit: the whole model's forward on a pipeline stage (blocks ", begin_,
+               "..", end_ - 1, "): use stage_forward");
+  return stage_forward(Tensor(), images, ac);
+}
+
+Tensor ViTTp::stage_forward(const Tensor& in, const Tensor& images, const Autocast& ac) const {
+  const int64_t C = cfg_.embed, B = images.size(0), N = cfg_.tokens() / cp();  // N: this rank's tokens
   ENGINE_CHECK(!opt_.sequence_parallel || (B * N) % tp().size() == 0, "vit --sequence_parallel: B N = ", B, " x ", N,
                " token rows do not divide by tp ", tp().size());
-  x = x.reshape({B * N, C});
-  if (opt_.sequence_parallel) x = comm::scatter_to_sp(x, tp());  // my rows; the gradient gathered back whole
+  Tensor x = in;
+  if (first_stage()) {
+    x = vit_embed(cfg_, *patch_embed, *pos_embed, positions_, images, ac, opt_.cp).reshape({B * N, C});
+    if (opt_.sequence_parallel) x = comm::scatter_to_sp(x, tp());  // my rows; the gradient gathered back whole
+  } else {
+    ENGINE_CHECK(in.defined() && in.shape() == stage_rows(B), "vit pipeline stage (blocks ", begin_, "..", end_ - 1,
+                 "): input ", in.desc(), ", expected rows ", shape_str(stage_rows(B)));
+  }
   for (const auto& b : blocks) x = b->forward(x, B, N, ac);
+  if (!last_stage()) return x;
   const profile::LayerRange r(vit_layers().head);
   Tensor h = norm->forward(x, ac);
   // The head is replicated over tp: every rank needs every row (and its gradient is already whole).
@@ -81,8 +104,9 @@ Tensor ViTTp::features(const Tensor& images, const Autocast& ac) const {
   return h.reshape({B, N, C});
 }
 
-Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const {
-  const Tensor h = features(images, ac);
+Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const { return stage_output(features(images, ac), ac); }
+
+Tensor ViTTp::stage_output(const Tensor& h, const Autocast& ac) const {
   if (cp() == 1) return vit_head(cfg_, *head, h, ac);
   const profile::LayerRange r(vit_layers().head);
   if (cfg_.head == ViTHead::classify)  // the mean over all tokens: my share, summed over cp
@@ -92,13 +116,17 @@ Tensor ViTTp::forward(const Tensor& images, const Autocast& ac) const {
 }
 
 Tensor ViTTp::loss(const Tensor& images, const Tensor& targets, const Autocast& ac) const {
-  if (cp() == 1 || cfg_.head == ViTHead::classify) return vit_loss(cfg_, ac.f32(forward(images, ac)), targets);
+  return stage_loss(features(images, ac), targets, ac);
+}
+
+Tensor ViTTp::stage_loss(const Tensor& h, const Tensor& targets, const Autocast& ac) const {
+  if (cp() == 1 || cfg_.head == ViTHead::classify) return vit_loss(cfg_, ac.f32(stage_output(h, ac)), targets);
   // Dense under cp: my patches against the same patches of the targets.
-  ENGINE_CHECK(targets.ndim() == 4 && targets.size(0) == images.size(0) && targets.size(1) == cfg_.out_channels &&
+  ENGINE_CHECK(targets.ndim() == 4 && targets.size(0) == h.size(0) && targets.size(1) == cfg_.out_channels &&
                    targets.size(2) == cfg_.img_h && targets.size(3) == cfg_.img_w,
-               "vit: targets ", targets.desc(), " do not match the prediction (", images.size(0), ", ",
-               cfg_.out_channels, ", ", cfg_.img_h, ", ", cfg_.img_w, ")");
-  Tensor mine = ac.f32(head->forward(features(images, ac), ac));
+               "vit: targets ", targets.desc(), " do not match the prediction (", h.size(0), ", ", cfg_.out_channels,
+               ", ", cfg_.img_h, ", ", cfg_.img_w, ")");
+  Tensor mine = ac.f32(head->forward(h, ac));
   const profile::LayerRange r(vit_layers().loss);
   return mse_loss(mine, comm::cp_slice(patchify_fields(targets, cfg_.patch), 1, *opt_.cp));
 }
@@ -117,8 +145,10 @@ std::vector<Tensor> ViTTp::partial_parameters() const {
     for (const Tensor& p :
          {b->norm1->weight, b->norm1->bias, b->norm2->weight, b->norm2->bias, b->proj->bias, b->fc2->bias})
       partial.push_back(p);
-  partial.push_back(norm->weight);
-  partial.push_back(norm->bias);
+  if (norm) {
+    partial.push_back(norm->weight);
+    partial.push_back(norm->bias);
+  }
   return partial;
 }
 

@@ -25,7 +25,9 @@
 // its own patches (the loss compares them with the same patches of the
 // target); the classifier's token mean is summed over the slices.
 // Every rank draws the full weights from the serial model's seeds: tp = N
-// starts where tp = 1 starts. Names are the serial model's (timm's).
+// starts where tp = 1 starts. Names are the serial model's (timm's). A
+// pipeline stage holds some of the blocks (ViTTpOptions), named as in the
+// serial model ("blocks.5" on any stage).
 #pragma once
 #include <memory>
 #include <string>
@@ -43,6 +45,10 @@ struct ViTTpOptions {
   // [r N/cp, (r+1) N/cp) of every image; attention sees every slice's keys.
   // Null: none.
   comm::Communicator* cp = nullptr;
+  // Pipeline stage: blocks [layer_begin, layer_end) only (-1: to depth); the
+  // first stage (layer_begin 0) holds the patch embedding and positions, the
+  // last (layer_end depth) the final norm and the head.
+  int64_t layer_begin = 0, layer_end = -1;
 };
 
 class ViTTpBlock : public Module {
@@ -72,6 +78,18 @@ class ViTTp : public TpModel {
   // the mean over the cp ranks, the loss over all tokens); the classifier's
   // is the whole batch's on every cp rank.
   Tensor loss(const Tensor& images, const Tensor& targets, const Autocast& ac = Autocast()) const;
+  // A pipeline stage's pass: `in` is the previous stage's output rows
+  // (undefined on the first stage, which embeds the images; every stage
+  // gets the images for B). Returns the rows for the next stage
+  // (stage_rows), or on the last stage the normed tokens (B, N / cp, C).
+  Tensor stage_forward(const Tensor& in, const Tensor& images, const Autocast& ac = Autocast()) const;
+  // The last stage: the output (as forward) and the loss (as loss) of its normed tokens.
+  Tensor stage_output(const Tensor& features, const Autocast& ac = Autocast()) const;
+  Tensor stage_loss(const Tensor& features, const Tensor& targets, const Autocast& ac = Autocast()) const;
+  // The rows a stage passes on: (B N / cp, C), or this rank's B N / cp / tp under sequence parallelism.
+  Shape stage_rows(int64_t B) const;
+  bool first_stage() const { return begin_ == 0; }
+  bool last_stage() const { return end_ == cfg_.depth; }
   // Sequence parallel: the norms and row biases (tp_model.h).
   std::vector<Tensor> partial_parameters() const override;
   const ViTConfig& config() const { return cfg_; }
@@ -91,6 +109,7 @@ class ViTTp : public TpModel {
   int64_t cp() const { return opt_.cp ? opt_.cp->size() : 1; }
   ViTConfig cfg_;
   ViTTpOptions opt_;
+  int64_t begin_, end_;  // this stage's blocks
   PositionIds positions_;
 };
 

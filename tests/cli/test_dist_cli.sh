@@ -26,6 +26,24 @@ common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --ba
         --warmup_steps 2 --val_every 5 --sample_every 0 --val_batches 2 --sample_tokens 8 --device cpu
         --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --steps 10 --global_batch 8)
 
+# Bad grids and shapes: one line, said once, every rank exits non-zero, nothing written.
+refused() {  # NP MESSAGE ARGS...
+  local np=$1 msg=$2; shift 2
+  if mpi -np "$np" "$train" "$@" --out_dir "$work/x" >"$work/out" 2>"$work/err"; then
+    fail "np $np $* was accepted"
+  fi
+  [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
+  grep -q "$msg" "$work/err" || fail "bad message: $(cat "$work/err")"
+  [[ ! -e $work/x ]] || fail "out_dir created by a refused run"
+  echo "ok: $(grep 'train: error' "$work/err")"
+}
+
+# The text sample of step 10 in a log, and two logs' samples compared.
+sample() { sed -n '/^---- sample at step 10/,/^----$/p' "$1"; }
+same_sample() {  # NAME LOG REFERENCE_LOG
+  [[ -n $(sample "$2") && $(sample "$2") == "$(sample "$3")" ]] || fail "$1: sample differs: $(sample "$2") vs $(sample "$3")"
+}
+
 losses() { grep -o '"\(val_\)\?loss":[^,}]*' "$1/metrics.jsonl"; }
 # Same keys in the same order, values within tol.
 close() {
@@ -148,7 +166,6 @@ PY
     # global batch, replicas checked after every step (over dp x cp).
     tp=("${common[@]}" --n_head 4 --sample_every 10)
     OMP_NUM_THREADS=1 "$train" "${tp[@]}" --out_dir "$work/g11" >"$work/log11"
-    sample() { sed -n '/^---- sample at step 10/,/^----$/p' "$1"; }
     for grid in "2 1 2" "4 1 2" "4 2 2 sp"; do
       read -r np t c sp <<<"$grid"
       extra=(); [[ -n $sp ]] && extra=(--sequence_parallel)
@@ -157,8 +174,7 @@ PY
         >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
       grep -q "distributed: $np ranks (dp $(( np / t / c )) x cp $c x tp $t)" "$work/log" || fail "$name: no grid summary"
       grep -q "context parallel over $c ranks: 16 positions of each window" "$work/log" || fail "$name: no cp summary"
-      [[ -n $(sample "$work/log") && $(sample "$work/log") == "$(sample "$work/log11")" ]] ||
-        fail "$name: sample differs: $(sample "$work/log") vs $(sample "$work/log11")"
+      same_sample "$name" "$work/log" "$work/log11"
       echo "gpt2 dp $(( np / t / c )) x cp $c x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
     done
     # ZeRO-1 shards AdamW over dp x cp (the group the gradients are averaged over).
@@ -212,21 +228,78 @@ PY
     vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
          --stats "$work/wx/stats.h5" --patch 4 --n_layer 1 --n_head 4 --n_embd 16 --batch_size 2 --steps 2 --warmup_steps 1
          --global_batch 8 --device cpu)
-    refused() {  # NP MESSAGE ARGS...
-      local np=$1 msg=$2; shift 2
-      if mpi -np "$np" "$train" "$@" --out_dir "$work/x" >"$work/out" 2>"$work/err"; then
-        fail "np $np $* was accepted"
-      fi
-      [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
-      grep -q "$msg" "$work/err" || fail "bad message: $(cat "$work/err")"
-      [[ ! -e $work/x ]] || fail "out_dir created by a refused run"
-      echo "ok: $(grep 'train: error' "$work/err")"
-    }
     refused 3 "tp x cp = 1 x 2 does not divide the world size 3" "${common[@]}" --cp 2
     refused 3 "seq_len = 32 does not divide by cp = 3" "${common[@]}" --cp 3
     refused 3 "make 8 tokens, which do not divide by cp (change patch or cp)" "${vit[@]}" --cp 3 --global_batch 6
     refused 2 "O2-fp16 with cp = 2 is not supported yet" "${common[@]}" --cp 2 --precision O2-fp16
     refused 2 "context parallelism runs our attention" "${common[@]}" --cp 2 --attention cudnn
+    ;;
+  pp)
+    # Pipeline parallelism (models/train/pipeline_step.h): GPT-2's 4 blocks in
+    # stages, against the one-process run with the same global batch and
+    # micro-batches (8 of 1 sequence, over dp when dp > 1): pp 2 and pp 4 with both
+    # schedules, dp 2 x pp 2, pp 2 x tp 2 (sequence parallel), pp 2 x cp 2;
+    # the tied embedding's two copies and the dp replicas checked after every
+    # step; validation and the text sample through the pipeline.
+    pp=("${common[@]}" --n_layer 4 --n_head 4 --batch_size 1 --sample_every 10)
+    OMP_NUM_THREADS=1 "$train" "${pp[@]}" --out_dir "$work/p1" >"$work/log1"
+    for grid in "2 2 1 1 1f1b" "2 2 1 1 afab" "4 4 1 1 1f1b" "4 4 1 1 afab" "4 2 1 1 1f1b" "4 2 2 1 1f1b" "4 2 1 2 afab"; do
+      read -r np p t c sched <<<"$grid"
+      extra=(); (( t > 1 )) && extra=(--sequence_parallel)
+      name="pp$np-$p-$t-$c-$sched"
+      mpi -np "$np" "$train" "${pp[@]}" --pp "$p" --tp "$t" --cp "$c" --pp_schedule "$sched" "${extra[@]}" \
+        --check_replicas 1 --out_dir "$work/$name" >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
+      grep -q "distributed: $np ranks (pp $p x dp $(( np / p / t / c ))" "$work/log" || fail "$name: no grid summary"
+      grep -q "pipeline stages (blocks): " "$work/log" || fail "$name: no stage summary"
+      grep -q "pipeline $sched, pp $p, m $(( 8 / (np / p / t / c) )): stages idle" "$work/log" || fail "$name: no bubble line"
+      same_sample "$name" "$work/log" "$work/log1"
+      echo "$name vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+    done
+    grep -q "pipeline stages (blocks): 0-1, 2-3 " "$work/log" || fail "the 4 blocks not split 2 + 2"
+    # --pp_layers overrides the balance.
+    mpi -np 2 "$train" "${pp[@]}" --pp 2 --pp_layers 3,1 --out_dir "$work/p31" >"$work/log"
+    grep -q "pipeline stages (blocks): 0-2, 3 " "$work/log" || fail "pp_layers 3,1 not taken: $(grep model: "$work/log")"
+    echo "pp_layers 3,1 vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/p31/metrics.jsonl" 1e-4)"
+    # Checkpoints in the one-process layout: pp 2 -> 1 process, and 1 process -> pp 2 x tp 2.
+    mpi -np 2 "$train" "${pp[@]}" --pp 2 --stop_after 4 --out_dir "$work/r2" >/dev/null
+    OMP_NUM_THREADS=1 "$train" "${pp[@]}" --resume --out_dir "$work/r2" >/dev/null
+    echo "pp 2 -> resume in 1 process: $(close "$work/p1/metrics.jsonl" "$work/r2/metrics.jsonl" 1e-4)"
+    OMP_NUM_THREADS=1 "$train" "${pp[@]}" --stop_after 4 --out_dir "$work/r1" >/dev/null
+    mpi -np 4 "$train" "${pp[@]}" --pp 2 --tp 2 --resume --out_dir "$work/r1" >/dev/null
+    echo "1 process -> resume at pp 2 x tp 2: $(close "$work/p1/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
+    # emu over the NCCL look-alike, O0 and O3 (under pp the step runs eagerly, said once).
+    emu=("${pp[@]}" --device emu --n_layer 2 --steps 3 --val_every 0 --sample_every 0 --global_batch 4 --comm nccl)
+    for p in O0 O3; do
+      tol=$([[ $p == O0 ]] && echo 1e-4 || echo 2e-3)
+      OMP_NUM_THREADS=1 "$train" "${emu[@]}" --precision $p --out_dir "$work/e1$p" >/dev/null
+      mpi -np 2 "$train" "${emu[@]}" --precision $p --pp 2 --check_replicas 1 --out_dir "$work/e2$p" >"$work/log" ||
+        fail "emu $p pp 2 failed: $(tail -3 "$work/log")"
+      [[ $p == O0 ]] || grep -q "O3 with pp: the pipeline's step runs eagerly" "$work/log" || fail "emu O3: not said"
+      echo "emu $p pp 2 (nccl look-alike) vs 1 process: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
+    done
+    ;;
+  pp_bad)
+    refused 2 "pp = 3 stages for n_layer = 2 blocks" "${common[@]}" --pp 3
+    refused 3 "pp x cp x tp = 2 x 1 x 1 does not divide the world size 3" "${common[@]}" --pp 2
+    refused 2 "pp_layers '2,1' sums to 3 blocks, n_layer = 4" "${common[@]}" --n_layer 4 --pp 2 --pp_layers 2,1
+    refused 2 "pp_layers '4' lists 1 stages, pp = 2" "${common[@]}" --n_layer 4 --pp 2 --pp_layers 4
+    refused 2 "pp_layers '1,1' with pp = 1" "${common[@]}" --pp_layers 1,1
+    refused 2 "pp_schedule 'zb': afab or 1f1b" "${common[@]}" --pp 2 --pp_schedule zb
+    refused 2 "zero 1 with pp = 2 is not supported yet" "${common[@]}" --pp 2 --zero 1
+    refused 2 "O2-fp16 with pp = 2 is not supported yet" "${common[@]}" --pp 2 --precision O2-fp16
+    "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
+    refused 2 "pipeline parallelism is built for gpt2 only so far" --model vit --train_data "$work/fm/train.h5" \
+      --val_data "$work/fm/test.h5" --patch 7 --n_layer 2 --n_head 2 --n_embd 16 --device cpu --pp 2
+    # A stage that stops answering: the watchdog names the send or receive its neighbour waits in.
+    start=$(date +%s)
+    if ENGINE_FAULT="stall:1:4" mpi -np 2 "$train" "${common[@]}" --pp 2 --comm_timeout 3 --out_dir "$work/h" \
+         >"$work/out" 2>"$work/err"; then
+      fail "the job succeeded although stage 1 stalled"
+    fi
+    grep -q "^rank 0: train: error: comm timeout: .* on group pp (2 ranks" "$work/err" ||
+      fail "bad message: $(cat "$work/err")"
+    (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end"
+    echo "ok: $(grep '^rank 0' "$work/err")"
     ;;
   equivalence)
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --out_dir "$work/np1" >/dev/null
@@ -242,14 +315,22 @@ PY
     ;;
   profile)
     # ENGINE_RANGE_LOG under mpirun: one log per rank (FILE.rankN), each with
-    # its own step, phase and layer ranges, every range closed; only rank 0
-    # announces the profiler window. dp 2: the DDP bucket launches sit inside
-    # backward. tp 2: the tensor-parallel model names the same layers.
-    # ranges_ok LOG NAME...: nesting, and the names that must appear.
+    # its own step, phase and layer ranges, every line timed, every range
+    # closed; only rank 0 announces the profiler window. dp 2: the DDP bucket
+    # launches sit inside backward. tp 2: the tensor-parallel model names the
+    # same layers.
+    # ranges_ok LOG NAME...: every line "push TIME NAME" or "pop TIME"; then,
+    # on LOG.plain (the log without its times), nesting and the names that must appear.
     ranges_ok() {
+      local log=$1 plain=$1.plain
+      [[ -s $log ]] || fail "no range log $log"
+      if grep -Evx -m1 '(push [0-9]+ .+|pop [0-9]+)' "$log" >"$work/untimed"; then
+        fail "$log: a line without its time: $(cat "$work/untimed")"
+      fi
+      sed -E 's/^(push|pop) [0-9]+/\1/' "$log" >"$plain"
       awk '$1 == "push" { n++ } $1 == "pop" { if (n == 0) { print "pop with nothing open at line " NR; exit 1 } n-- }
-           END { if (n != 0) { print n " range(s) left open"; exit 1 } }' "$1" || fail "$1: ranges do not nest"
-      for name in "${@:2}"; do grep -qxF "push $name" "$1" || fail "$1: no '$name' range"; done
+           END { if (n != 0) { print n " range(s) left open"; exit 1 } }' "$plain" || fail "$log: ranges do not nest"
+      for name in "${@:2}"; do grep -qxF "push $name" "$plain" || fail "$log: no '$name' range"; done
     }
     layers=("step 1" "step 3" data forward backward communication optimizer embeddings h.1 lm_head loss "h.0 backward")
     for run in dp tp; do
@@ -263,10 +344,10 @@ PY
         [[ -s $f ]] || fail "no range log for rank $r: $(ls "$work")"
         ranges_ok "$f" "${layers[@]}"
         [[ $run == tp ]] && continue
-        grep -q "^push gradient bucket 1 of " "$f" || fail "rank $r: no DDP bucket launch range"
+        grep -q "^push gradient bucket 1 of " "$f.plain" || fail "rank $r: no DDP bucket launch range"
         # The bucket launches sit inside backward: one opens before backward closes.
         awk '$0 == "push backward" { inb = 1; d = 0; next } inb && $1 == "push" { d++; if ($0 ~ /gradient bucket/) seen = 1 }
-             inb && $1 == "pop" { if (d == 0) inb = 0; else d-- } END { exit !seen }' "$f" ||
+             inb && $1 == "pop" { if (d == 0) inb = 0; else d-- } END { exit !seen }' "$f.plain" ||
           fail "rank $r: no bucket launch inside a backward range"
       done
     done
@@ -472,7 +553,6 @@ PY
     # across the tp ranks, after every step.
     tp=("${common[@]}" --n_head 4)
     OMP_NUM_THREADS=1 "$train" "${tp[@]}" --out_dir "$work/g11" >"$work/log11"
-    sample() { sed -n '/^---- sample at step 10/,/^----$/p' "$1"; }
     for grid in "2 2" "4 2" "4 4" "2 2 sp" "4 2 sp"; do
       read -r np t sp <<<"$grid"
       extra=(); [[ -n $sp ]] && extra=(--sequence_parallel)
@@ -482,8 +562,7 @@ PY
       grep -q "distributed: $np ranks (dp $(( np / t )) x tp $t)" "$work/log" || fail "$name: no grid summary"
       grep -q "tensor parallel over $t ranks" "$work/log" || fail "$name: no tensor-parallel summary"
       # The text sample: every tp rank draws it from the gathered logits, the same text as 1x1.
-      [[ -n $(sample "$work/log") && $(sample "$work/log") == "$(sample "$work/log11")" ]] ||
-        fail "$name: sample differs: $(sample "$work/log") vs $(sample "$work/log11")"
+      same_sample "$name" "$work/log" "$work/log11"
       echo "dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
     done
     # The per-rank report: at tp 2 a rank holds about half the parameters and moments.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Black-box tests of scripts/plot.py, one ctest entry per case
 # (tests/CMakeLists.txt): a PNG of the documented pixel size from hand-written
-# metrics.jsonl files and from bench/kernels --json, and bad input (a missing,
-# empty or non-JSON file, no training lines, no "results") as a one-line
-# "plot: ..." error, exit 1, and no PNG.
+# metrics.jsonl files, from bench/kernels --json and from range logs
+# (ENGINE_RANGE_LOG), and bad input (a missing, empty or non-JSON file, no
+# training lines, no "results", an untimed range log, nothing to draw) as a
+# one-line "plot: ..." error, exit 1, and no PNG.
 # Usage: test_plot_cli.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1
@@ -53,6 +54,40 @@ write_metrics() {
     for s in 1 2 3 4 5 6 7 8 9 10; do
       echo "{\"flops_per_s\":6.5e9,\"grad_norm\":1.5,\"loss\":$(awk "BEGIN{print 5.5 - 0.2 * $s}"),\"lr\":0.001,\"mem_peak_bytes\":6545408,\"mfu\":$mfu,\"step\":$s,\"tokens_per_s\":$((7000 + 10 * s))}"
       ((s % 5)) || echo "{\"step\":$s,\"val_loss\":$(awk "BEGIN{print 5.6 - 0.2 * $s}")}"
+    done
+  } >"$file"
+}
+
+# A range log as ENGINE_RANGE_LOG writes it ("push TIME NAME", "pop TIME",
+# microseconds since the epoch) for stage RANK of a 2-stage pipeline: two
+# steps of 4 micro-batches, all forwards then all backwards, with the
+# point-to-point waits between (rank 1 waits for its activations inside
+# forward, a nested range) and ranges the timeline does not draw (layers,
+# a DDP bucket launch).
+write_pipeline_log() {
+  local file=$1 rank=$2 t=$((1700000000000000 + 40 * $2)) s m
+  push() { t=$((t + $2)); echo "push $t $1"; }  # NAME, microseconds since the previous event
+  pop() { t=$((t + $1)); echo "pop $t"; }
+  {
+    for s in 1 2; do
+      push "step $s" 10
+      for m in 0 1 2 3; do
+        push data 3; pop 20
+        push "forward $m" 2
+        if ((rank == 1)); then push "p2p recv act $m" 1; pop 400; fi
+        push h.0 1; pop 300; pop 5
+        if ((rank == 0)); then push "p2p send act $m, recv grad $((m - 1))" 2; pop 30; fi
+      done
+      for m in 3 2 1 0; do
+        if ((rank == 0)); then push "p2p recv grad $m" 5; pop 250; fi
+        push "backward $m" 2; push "h.0 backward" 1; pop 500
+        if ((m == 0)); then push "gradient bucket 1 of 1" 1; pop 10; fi
+        pop 5
+        if ((rank == 1)); then push "p2p send grad $m" 2; pop 30; fi
+      done
+      push communication 3; pop 40
+      push optimizer 5; pop 100
+      pop 10
     done
   } >"$file"
 }
@@ -127,6 +162,49 @@ PY
   expect_plot_error 'no_results.json: not a bench/kernels --json file' roofline "$work/no_results.json"
   printf '{"machine": {},\n "results": [,]}\n' >"$work/broken.json"
   expect_plot_error "broken.json:2: not JSON" roofline "$work/broken.json"
+  no_leftovers
+  ;;
+timeline)
+  for r in 0 1; do write_pipeline_log "$work/pp.log.rank$r" $r; done
+  # Given in any order, the rows go by rank: 1.5 in + 0.5 in per row, 15 in wide.
+  /usr/bin/python3 "$plot" timeline "$work/pp.log.rank1" "$work/pp.log.rank0" -o "$work/all.png" >"$work/log"
+  grep -qxF "wrote $work/all.png (1500 x 250 px)" "$work/log" || fail "unexpected: $(cat "$work/log")"
+  [[ $(png_size "$work/all.png") == "1500 x 250" ]] || fail "all.png is $(png_size "$work/all.png")"
+  grep -n "^timeline: rank " "$work/log" | cut -d: -f1,3 >"$work/rows"
+  [[ $(cat "$work/rows") == $'1: rank 0\n2: rank 1' ]] || fail "rows not in rank order: $(cat "$work/log")"
+  grep -q "^timeline: rank 1: .*send / recv / p2p" "$work/log" || fail "no point-to-point waits on rank 1: $(cat "$work/log")"
+  # --steps 2:2: the window is rank 0's 'step 2' range, from its push to the last pop.
+  /usr/bin/python3 "$plot" timeline "$work"/pp.log.rank* --steps 2:2 --title "pp 2, step 2" -o "$work/step2.png" \
+    >"$work/log"
+  [[ $(png_size "$work/step2.png") == "1500 x 250" ]] || fail "step2.png is $(png_size "$work/step2.png")"
+  want=$(awk '$0 ~ /^push [0-9]+ step 2$/ { a = $2 } END { printf "%.3f", ($2 - a) / 1e3 }' "$work/pp.log.rank0")
+  grep -q "^timeline: rank 0: $want ms; forward" "$work/log" || fail "step 2 of rank 0 is not $want ms: $(cat "$work/log")"
+  # A file without a .rankN suffix is labelled by its name; a third row is 50 px more.
+  cp "$work/pp.log.rank0" "$work/single.log"
+  /usr/bin/python3 "$plot" timeline "$work/single.log" "$work"/pp.log.rank* -o "$work/three.png" >"$work/log"
+  [[ $(png_size "$work/three.png") == "1500 x 300" ]] || fail "three.png is $(png_size "$work/three.png")"
+  grep -q "^timeline: single.log: " "$work/log" || fail "single.log not labelled by its name: $(cat "$work/log")"
+  no_leftovers
+
+  expect_plot_error "missing.log.rank0: No such file" timeline "$work/pp.log.rank0" "$work/missing.log.rank0"
+  printf '%s\n' "push step 1" "push forward" "pop" "pop" >"$work/old.log"
+  expect_plot_error "old.log:1: a range log without times ('push step 1'), written by an older build: re-run with a current build" \
+    timeline "$work/old.log"
+  printf '%s\n' "push 100 forward 0" "pop 200" "pop 300" >"$work/stray.log"
+  expect_plot_error "stray.log:3: a pop with no open range" timeline "$work/stray.log"
+  expect_plot_error "pp.log.rank0, $work/pp.log.rank1: nothing to draw in step 3: no range 'step 3' (the log has steps 1 to 2)" \
+    timeline "$work"/pp.log.rank* --steps 3:3
+  # Step 2 holds only ranges the timeline does not draw (a layer, validation).
+  printf '%s\n' "push 100 step 1" "push 110 forward 0" "pop 200" "pop 210" \
+    "push 300 step 2" "push 310 h.0" "pop 400" "push 410 validation" "pop 500" "pop 510" >"$work/bare.log"
+  expect_plot_error "bare.log: nothing to draw in step 2: no range whose name starts with forward, backward, send, recv, p2p" \
+    timeline "$work/pp.log.rank0" "$work/bare.log" --steps 2:2
+  # A malformed window is a usage error (exit 2), before anything is read.
+  if /usr/bin/python3 "$plot" timeline "$work/pp.log.rank0" --steps 3-5 -o "$work/bad.png" 2>"$work/stderr"; then
+    fail "--steps 3-5 was accepted"
+  fi
+  grep -qF "argument --steps: '3-5': expected A:B" "$work/stderr" || fail "unexpected: $(cat "$work/stderr")"
+  [[ ! -e $work/bad.png ]] || fail "a PNG was written despite --steps 3-5"
   no_leftovers
   ;;
 *)

@@ -165,29 +165,44 @@ PY
     echo "ok: O3 (graph replays) matches O2 (eager) exactly: $(losses "$work/o3" | tr '\n' ' ')"
     ;;
   profile)
-    # The profiler's ranges (engine/profile.h), logged on the host: every
-    # step, phase and layer range opens and closes in order (a cpu run and an
-    # emu run at O3, where the replayed step is one "graph replay" range);
+    # The profiler's ranges (engine/profile.h), logged on the host with their
+    # times: every step, phase and layer range opens and closes in order (a
+    # cpu run and an emu run at O3, where the replayed step is one "graph replay" range);
     # --profile_steps opens and closes the profiler's window at the steps
     # asked; malformed windows are one-line errors.
     make_data
-    check_ranges() {  # LOG: nesting, and the names that must appear
+    now_us() { date +%s%6N; }  # the clock the log uses (system_clock), in microseconds since the epoch
+    # check_ranges LOG START END NAME...: every line is "push TIME NAME" or
+    # "pop TIME" with TIME within the run (START to END); then, on LOG.plain
+    # (the log without its times), nesting and the names that must appear.
+    check_ranges() {
+      local log=$1 plain=$1.plain
+      [[ -s $log ]] || fail "no range log $log"
+      if grep -Evx -m1 '(push [0-9]+ .+|pop [0-9]+)' "$log" >"$work/untimed"; then
+        fail "$log: a line without its time: $(cat "$work/untimed")"
+      fi
+      awk -v lo="$2" -v hi="$3" '$2 + 0 < lo + 0 || $2 + 0 > hi + 0 { print "line " NR ": time " $2 " outside the run"; exit 1 }' \
+        "$log" || fail "$log: times outside the run ($2 to $3)"
+      sed -E 's/^(push|pop) [0-9]+/\1/' "$log" >"$plain"
       awk '$1 == "push" { stack[++n] = substr($0, 6) } $1 == "pop" { if (n == 0) { print "pop with nothing open at line " NR; exit 1 } n-- }
-           END { if (n != 0) { print n " range(s) left open: " stack[n]; exit 1 } }' "$1" || fail "ranges do not nest: $1"
-      for name in "${@:2}"; do grep -qxF "push $name" "$1" || fail "no '$name' range in $1"; done
+           END { if (n != 0) { print n " range(s) left open: " stack[n]; exit 1 } }' "$plain" || fail "ranges do not nest: $log"
+      for name in "${@:4}"; do grep -qxF "push $name" "$plain" || fail "no '$name' range in $log"; done
     }
+    start=$(now_us)
     ENGINE_RANGE_LOG=$work/cpu.log "$train" "${common[@]}" --steps 3 --profile_steps 2:3 --out_dir "$work/p" >"$work/log"
-    check_ranges "$work/cpu.log" "step 1" "step 3" data forward backward communication optimizer embeddings h.0 h.1 \
-      lm_head loss "h.1 backward" "h.0 backward" "embeddings backward" checkpoint
+    check_ranges "$work/cpu.log" "$start" "$(now_us)" "step 1" "step 3" data forward backward communication optimizer \
+      embeddings h.0 h.1 lm_head loss "h.1 backward" "h.0 backward" "embeddings backward" checkpoint
     grep -q "profiler: recording steps 2 to 3" "$work/log" || fail "the window did not open at step 2: $(cat "$work/log")"
     grep -q "profiler: stopped after step 3" "$work/log" || fail "the window did not close after step 3"
     grep -qF "plot: /usr/bin/python3 scripts/plot.py metrics $work/p/metrics.jsonl" "$work/log" || fail "no plot command at the end"
     # The backward of a layer runs after the next layer's backward (reverse order).
-    [[ $(grep -m1 -n "push h.1 backward" "$work/cpu.log" | cut -d: -f1) -lt \
-       $(grep -m1 -n "push h.0 backward" "$work/cpu.log" | cut -d: -f1) ]] || fail "layer backward ranges out of order"
+    [[ $(grep -m1 -n "push h.1 backward" "$work/cpu.log.plain" | cut -d: -f1) -lt \
+       $(grep -m1 -n "push h.0 backward" "$work/cpu.log.plain" | cut -d: -f1) ]] || fail "layer backward ranges out of order"
     small=(--n_layer 1 --batch_size 2 --seq_len 16 --block_size 16 --val_batches 1 --device emu --steps 3)
+    start=$(now_us)
     ENGINE_RANGE_LOG=$work/emu.log "$train" "${common[@]}" "${small[@]}" --precision O3 --out_dir "$work/e" >/dev/null
-    check_ranges "$work/emu.log" "step 1" "step 3" "graph replay" forward backward optimizer "h.0 backward"
+    check_ranges "$work/emu.log" "$start" "$(now_us)" "step 1" "step 3" "graph replay" forward backward optimizer \
+      "h.0 backward"
     # A run resumed inside the window opens it at its first step; one that
     # stops inside it closes it after its last.
     "$train" "${common[@]}" --steps 6 --stop_after 2 --profile_steps 2:5 --out_dir "$work/w" >"$work/log"

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
+#include "base/error.h"
 #include "comm/grid.h"
 #include "comm/pipeline_schedule.h"
 #include "dist_util.h"
@@ -185,7 +186,7 @@ TEST_CASE("pipeline schedules: pp 4, m 8 as written out by hand", "[dist]") {
   CHECK(schedule_string(pipeline_schedule(PipeSchedule::one_f_one_b, 4, 0, 2)) == "F0 F1 B0 B1");
   CHECK(schedule_string(pipeline_schedule(PipeSchedule::one_f_one_b, 4, 3, 2)) == "F0 B0 F1 B1");
   CHECK(parse_pipe_schedule("1f1b") == PipeSchedule::one_f_one_b);
-  CHECK_THROWS_WITH(parse_pipe_schedule("zb"), Catch::Contains("afab or 1f1b"));
+  CHECK_THROWS_WITH(parse_pipe_schedule("zb"), Catch::Contains("pp_schedule 'zb': afab or 1f1b"));
 }
 
 namespace {
@@ -235,4 +236,100 @@ TEST_CASE("pipeline schedules: no deadlock, and the simulated idle fraction is (
         const double idle = 1.0 - double(m) * (f + b) / t;
         CHECK(idle == Approx(ideal_bubble(pp, m)).margin(1e-12));
       }
+}
+
+namespace {
+// Every stage's plan under NCCL's rules: a send completes only when its
+// receiver has posted the matching receive (no buffering), a stage waits for
+// its whole batch before its pass, and each direction of a pair matches in
+// issue order. Returns "" when every plan runs to its end, else where it stuck.
+std::string rendezvous(PipeSchedule kind, int pp, int64_t m) {
+  std::vector<std::vector<PipeStep>> plans;
+  for (int s = 0; s < pp; ++s) plans.push_back(pipeline_plan(kind, pp, s, m));
+  // Per directed pair and kind, the micro-batches in the order sent and received.
+  std::map<std::array<int, 3>, std::vector<int64_t>> sent, received;
+  for (int s = 0; s < pp; ++s)
+    for (const PipeStep& st : plans[size_t(s)])
+      for (const PipeMsg& msg : st.batch) {
+        const int peer = msg.kind == PipeMsg::act ? (msg.send ? s + 1 : s - 1) : (msg.send ? s - 1 : s + 1);
+        if (peer < 0 || peer >= pp) return eng::cat("stage ", s, " talks to stage ", peer);
+        const int from = msg.send ? s : peer, to = msg.send ? peer : s;
+        (msg.send ? sent : received)[{from, to, int(msg.kind)}].push_back(msg.micro);
+      }
+  if (sent != received) return "a pair's sends and receives differ in order or number";
+  std::vector<size_t> at(static_cast<size_t>(pp), 0);
+  std::vector<std::vector<bool>> done(static_cast<size_t>(pp));
+  auto posted = [&](int s, const PipeMsg& want) {  // the peer's current batch holds the matching op
+    if (at[size_t(s)] >= plans[size_t(s)].size()) return -1;
+    const auto& b = plans[size_t(s)][at[size_t(s)]].batch;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (b[i] == want) return int(i);
+    return -1;
+  };
+  for (int s = 0; s < pp; ++s)
+    done[size_t(s)].assign(plans[size_t(s)].empty() ? 0 : plans[size_t(s)][0].batch.size(), false);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < pp; ++s) {
+      if (at[size_t(s)] >= plans[size_t(s)].size()) continue;
+      const auto& batch = plans[size_t(s)][at[size_t(s)]].batch;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (done[size_t(s)][i]) continue;
+        const PipeMsg& msg = batch[i];
+        const int peer = msg.kind == PipeMsg::act ? (msg.send ? s + 1 : s - 1) : (msg.send ? s - 1 : s + 1);
+        const int j = posted(peer, {msg.kind, !msg.send, msg.micro});
+        if (j < 0) continue;
+        done[size_t(s)][i] = done[size_t(peer)][size_t(j)] = true;
+        progress = true;
+      }
+      if (std::all_of(done[size_t(s)].begin(), done[size_t(s)].end(), [](bool d) { return d; })) {
+        ++at[size_t(s)];  // the batch is through: the pass runs, the next batch is posted
+        done[size_t(s)].assign(
+            at[size_t(s)] < plans[size_t(s)].size() ? plans[size_t(s)][at[size_t(s)]].batch.size() : 0, false);
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < pp; ++s)
+    if (at[size_t(s)] < plans[size_t(s)].size())
+      return eng::cat("stage ", s, " stuck at step ", at[size_t(s)], " of ", plans[size_t(s)].size());
+  return "";
+}
+}  // namespace
+
+TEST_CASE("pipeline plans: sends go with the next receive, and no plan deadlocks under rendezvous sends", "[dist]") {
+  // Stage 1 of 2, 1f1b, m 3: a lone send alone would deadlock in the steady state; paired it does not.
+  const std::vector<PipeStep> plan = pipeline_plan(PipeSchedule::one_f_one_b, 3, 1, 3);
+  std::string text;
+  for (const PipeStep& st : plan) {
+    text += "[";
+    for (const PipeMsg& msg : st.batch)
+      text += eng::cat(msg.send ? "s" : "r", msg.kind == PipeMsg::act ? "a" : "g", msg.micro, " ");
+    text += st.has_op ? eng::cat("] ", st.op.kind == PipeOp::forward ? "F" : "B", st.op.micro, " ") : "]";
+  }
+  CHECK(text == "[ra0 ] F0 [sa0 ra1 ] F1 [sa1 rg0 ] B0 [sg0 ra2 ] F2 [sa2 rg1 ] B1 [sg1 rg2 ] B2 [sg2 ]");
+  for (PipeSchedule kind : {PipeSchedule::afab, PipeSchedule::one_f_one_b})
+    for (int pp = 1; pp <= 6; ++pp)
+      for (int64_t m = 1; m <= 10; ++m) {
+        INFO(pipe_schedule_name(kind) << " pp " << pp << " m " << m);
+        CHECK(rendezvous(kind, pp, m) == "");
+      }
+}
+
+TEST_CASE("stage_layers: balanced by cost, or as given, with one-line errors", "[dist]") {
+  // Equal blocks: as even as can be, the remainder on the earlier stages.
+  CHECK(stage_layers("", std::vector<double>(8, 1.0), 0, 0, 4) == std::vector<int64_t>{2, 2, 2, 2});
+  CHECK(stage_layers("", std::vector<double>(5, 1.0), 0, 0, 2) == std::vector<int64_t>{3, 2});
+  // A head worth two blocks on the last stage moves blocks to the first.
+  CHECK(stage_layers("", std::vector<double>(6, 1.0), 0, 2.0, 2) == std::vector<int64_t>{4, 2});
+  CHECK(stage_layers("3,1", std::vector<double>(4, 1.0), 0, 0, 2) == std::vector<int64_t>{3, 1});
+  CHECK_THROWS_WITH(stage_layers("", std::vector<double>(2, 1.0), 0, 0, 3),
+                    Catch::Contains("pp = 3 stages for n_layer = 2"));
+  CHECK_THROWS_WITH(stage_layers("3,2", std::vector<double>(4, 1.0), 0, 0, 2),
+                    Catch::Contains("sums to 5 blocks, n_layer = 4"));
+  CHECK_THROWS_WITH(stage_layers("4", std::vector<double>(4, 1.0), 0, 0, 2), Catch::Contains("lists 1 stages, pp = 2"));
+  CHECK_THROWS_WITH(stage_layers("2,x", std::vector<double>(4, 1.0), 0, 0, 2),
+                    Catch::Contains("'x' is not a block count"));
+  CHECK_THROWS_WITH(stage_layers("4,0", std::vector<double>(4, 1.0), 0, 0, 2),
+                    Catch::Contains("'0' is not a block count"));
 }

@@ -1,7 +1,10 @@
 // The profiler's ranges (engine/profile.h) through the host-side range log:
 // they nest and close, layers show in forward and (in reverse) in backward,
-// also under activation checkpointing; the nesting check itself catches a
-// stray pop and an unclosed range; and the --profile_steps window parser.
+// also under activation checkpointing; events hold the wall-clock time they
+// happened; the nesting check itself catches a stray pop and an unclosed
+// range; and the --profile_steps window parser.
+#include <chrono>
+
 #include "engine/ops.h"
 #include "engine/profile.h"
 #include "models/gpt2/gpt2.h"
@@ -84,17 +87,28 @@ TEST_CASE("profile: a GPT-2 step's ranges nest and close, layers forward and bac
 TEST_CASE("profile: ranges are recorded only while a log (or NVTX) is on", "[profile]") {
   CHECK_FALSE(nvtx_enabled());
   std::vector<RangeEvent> log;
+  const auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t t0 = now_us();
   {
     const Range before("before");  // opened with nothing listening: stays closed
     set_range_log(&log);
     const Range inside("inside");
   }
   set_range_log(nullptr);
+  const int64_t t1 = now_us();
   REQUIRE(log.size() == 2);
   CHECK(log[0].push);
   CHECK(log[0].name == "inside");
   CHECK_FALSE(log[1].push);
   CHECK(check_nesting(log) == "");
+  // Each event holds the wall-clock time it happened (scripts/plot.py timeline
+  // lines up the ranks on it), not the time the log is read.
+  CHECK(t0 <= log[0].time_us);
+  CHECK(log[0].time_us <= log[1].time_us);
+  CHECK(log[1].time_us <= t1);
 }
 
 TEST_CASE("profile: the nesting check finds a stray pop and an unclosed range", "[profile]") {
