@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "base/error.h"
 #include "comm/cp_mappings.h"
@@ -69,8 +70,7 @@ class GPT2Task : public TrainTask {
     if (mg.split()) {
       GPT2TpOptions o{c.b("sequence_parallel") && mg.tp_size() > 1, mg.cp};
       if (mg.pp) {
-        for (int k = 0; k < mg.pp_rank(); ++k) o.layer_begin += mg.stage_layers[size_t(k)];
-        o.layer_end = o.layer_begin + mg.stage_layers[size_t(mg.pp_rank())];
+        std::tie(o.layer_begin, o.layer_end) = stage_blocks(mg.stage_layers, mg.pp_rank());
         pipe_ = std::make_unique<PipelineStep>(*mg.pp, comm::PipeSchedule::afab, 1);  // validation, samples
       }
       tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *mg.tp, o);
@@ -101,16 +101,9 @@ class GPT2Task : public TrainTask {
                  ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
                  " heads, vocabulary padded to ", comm::padded_vocab(g_.vocab_size, P), ")");
     if (cp > 1) out += cat("; context parallel over ", cp, " ranks: ", T_ / cp, " positions of each window on each");
-    if (mg_.pp) {
-      out += "; pipeline stages (blocks):";
-      int64_t first = 0;
-      for (size_t k = 0; k < mg_.stage_layers.size(); ++k) {
-        const int64_t n = mg_.stage_layers[k];
-        out += cat(k ? ", " : " ", n == 1 ? cat(first) : cat(first, "-", first + n - 1));
-        first += n;
-      }
-      out += cat(" (embeddings on the first, ln_f and the tied head on the last)");
-    }
+    if (mg_.pp)
+      out +=
+          cat("; ", stage_summary(mg_.stage_layers), " (embeddings on the first, ln_f and the tied head on the last)");
     return out;
   }
   std::string data_summary() const override {
@@ -313,13 +306,7 @@ class GPT2Task : public TrainTask {
   std::unique_ptr<GPT2> full_;          // rank 0 under tp: the gathered weights being saved
   std::unique_ptr<PipelineStep> pipe_;  // pp: forward through the stages (validation, samples)
 
-  int owner_stage(const std::string& name) const {
-    if (name.rfind("ln_f.", 0) == 0) return mg_.pp_size() - 1;
-    if (name.rfind("h.", 0) != 0) return 0;  // wte, wpe
-    int64_t layer = std::stoll(name.substr(2)), k = 0;
-    while (layer >= mg_.stage_layers[size_t(k)]) layer -= mg_.stage_layers[size_t(k++)];
-    return int(k);
-  }
+  int owner_stage(const std::string& name) const { return parameter_stage(name, "h.", {"ln_f."}, mg_.stage_layers); }
 
   int64_t full_parameters() const {
     if (!tp_model_) return model_->num_parameters();

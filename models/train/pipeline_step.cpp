@@ -16,6 +16,32 @@ using comm::PipeMsg;
 using comm::PipeOp;
 using P2pOp = comm::Communicator::P2pOp;
 
+std::pair<int64_t, int64_t> stage_blocks(const std::vector<int64_t>& layers, int k) {
+  int64_t first = 0;
+  for (int j = 0; j < k; ++j) first += layers[size_t(j)];
+  return {first, first + layers[size_t(k)]};
+}
+
+std::string stage_summary(const std::vector<int64_t>& layers) {
+  std::string out = "pipeline stages (blocks):";
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const auto [first, end] = stage_blocks(layers, int(k));
+    out += cat(k ? ", " : " ", end - first == 1 ? cat(first) : cat(first, "-", end - 1));
+  }
+  return out;
+}
+
+int parameter_stage(const std::string& name, const std::string& block_prefix,
+                    const std::vector<std::string>& last_prefixes, const std::vector<int64_t>& layers) {
+  for (const std::string& p : last_prefixes)
+    if (name.rfind(p, 0) == 0) return int(layers.size()) - 1;
+  if (name.rfind(block_prefix, 0) != 0) return 0;
+  const int64_t block = std::stoll(name.substr(block_prefix.size()));
+  for (int k = 0; k < int(layers.size()); ++k)
+    if (block < stage_blocks(layers, k).second) return k;
+  ENGINE_FAIL("pipeline: parameter ", name, " beyond the stages' blocks");
+}
+
 DType stage_dtype(DType compute, Device dev) { return dev.type == DeviceType::cpu ? DType::f32 : compute; }
 
 PipelineStep::PipelineStep(comm::Communicator& pp, comm::PipeSchedule schedule, int64_t m)

@@ -18,6 +18,8 @@
 // scripts/plot.py timeline draws the schedule of a real run.
 #pragma once
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -63,6 +65,16 @@ class PipelineStep {
   double busy_s_ = 0;
   std::vector<comm::PipeStep> plan_;
 };
+
+// A model's split into stages (ModelGrid::stage_layers: blocks per stage):
+// stage k's blocks [first, end); the start-up line's "pipeline stages
+// (blocks): 0-1, 2-3"; the stage that holds parameter `name` (a block's
+// "<block_prefix>L." by the split, a name under one of last_prefixes on the
+// last stage, anything else on the first), which sends it for a checkpoint.
+std::pair<int64_t, int64_t> stage_blocks(const std::vector<int64_t>& layers, int k);
+std::string stage_summary(const std::vector<int64_t>& layers);
+int parameter_stage(const std::string& name, const std::string& block_prefix,
+                    const std::vector<std::string>& last_prefixes, const std::vector<int64_t>& layers);
 
 // The dtype of the activations between stages at this precision: the
 // compute dtype on GPU devices; f32 on the cpu, where autocast rounds and

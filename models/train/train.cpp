@@ -106,13 +106,11 @@ void validate(const TrainConfig& c) {
   ENGINE_CHECK(pp > 1 || c.s("pp_layers").empty(), "config: pp_layers '", c.s("pp_layers"),
                "' with pp = 1 (set pp to the number of stages listed)");
   if (pp > 1) {
-    ENGINE_CHECK(model == "gpt2", "config: pp = ", pp, " with model ", model,
-                 ": pipeline parallelism is built for gpt2 only so far");
     comm::parse_pipe_schedule(c.s("pp_schedule"));
-    gpt2_stage_layers(c);  // pp within n_layer, pp_layers well formed
+    model == "gpt2" ? gpt2_stage_layers(c) : vit_stage_layers(c);  // pp within n_layer, pp_layers well formed
     ENGINE_CHECK(c.i("zero") == 0, "config: zero 1 with pp = ", pp,
-                 " is not supported yet (the tied embedding's gradient is summed between the first and last stage "
-                 "after the dp average, which ZeRO's reduce-scatter has already sharded); use zero 0");
+                 " is not supported yet (ZeRO's sharded gradients would need the clip norm summed over the stages, and "
+                 "GPT-2's tied embedding summed before the reduce-scatter); use zero 0");
     ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with pp = ", pp,
                  " is not supported yet (the loss scaler's overflow check would need every stage's agreement); use "
                  "O2 (bf16)");
@@ -206,7 +204,7 @@ int run(int argc, char** argv) {
     pp_comm = comm::make_communicator(grid.pp_group(), dev, backend);
     embed_comm = comm::make_communicator(grid.embed_group(), dev, backend);
     mg.pp = pp_comm.get();
-    mg.stage_layers = gpt2_stage_layers(cfg);
+    mg.stage_layers = cfg.s("model") == "gpt2" ? gpt2_stage_layers(cfg) : vit_stage_layers(cfg);
     mg.stage_leader = grid.dp_rank() == 0 && grid.cp_rank() == 0 && grid.tp_rank() == 0;
   }
   // The data files are opened here, by every rank: an error names the file.

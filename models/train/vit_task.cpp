@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "base/error.h"
+#include "comm/pipeline_schedule.h"
 #include "comm/world.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -111,7 +113,12 @@ class ViTTask : public TrainTask {
         throw WorldError(cat("config: sequence_parallel: batch_size x tokens", cp > 1 ? " / cp" : "", " = ", plan.micro,
                              " x ", v.tokens() / cp, " token rows do not divide by tp = ", P,
                              " (change batch_size or patch)"));
-      tp_model_ = std::make_unique<ViTTp>(v, seed_, dev, *mg.tp, ViTTpOptions{sp, mg.cp});
+      ViTTpOptions o{sp, mg.cp};
+      if (mg.pp) {
+        std::tie(o.layer_begin, o.layer_end) = stage_blocks(mg.stage_layers, mg.pp_rank());
+        pipe_ = std::make_unique<PipelineStep>(*mg.pp, comm::PipeSchedule::afab, 1);  // validation
+      }
+      tp_model_ = std::make_unique<ViTTp>(v, seed_, dev, *mg.tp, o);
       if (P > 1) tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<ViT>(v, seed_, dev);
@@ -142,7 +149,10 @@ class ViTTask : public TrainTask {
                                  : std::string(),
                mg_.cp_size() > 1 ? cat("; context parallel over ", mg_.cp_size(),
                                        " ranks: ", v.tokens() / mg_.cp_size(), " tokens of each image on each")
-                                 : std::string());
+                                 : std::string(),
+               mg_.pp ? cat("; ", stage_summary(mg_.stage_layers),
+                            " (patch embedding on the first, norm and head on the last)")
+                      : std::string());
   }
   std::string data_summary() const override {
     return cat(train_->describe(), "; ", val_->describe(), "; loader: ", lopt_.workers, " reader thread(s), ",
@@ -155,8 +165,9 @@ class ViTTask : public TrainTask {
   double flops_per_step() const override { return vit_flops_per_image(vit_) * double(items_per_step()); }
   double activation_bytes_per_sample(Precision p) const override {
     const int64_t tp = mg_.tp_size();
-    const BlockStack s{vit_.depth, vit_.tokens(), vit_.embed, vit_.heads, tp, tp > 1 && cfg_.b("sequence_parallel"),
-                       false,      mg_.cp_size()};
+    const int64_t blocks = mg_.pp ? mg_.stage_layers[size_t(mg_.pp_rank())] : vit_.depth;  // this stage's
+    const BlockStack s{blocks, vit_.tokens(), vit_.embed, vit_.heads, tp, tp > 1 && cfg_.b("sequence_parallel"),
+                       false,  mg_.cp_size()};
     // The patches in (and the fields out, dense head): about 22 bytes per pixel value, measured.
     const int64_t pixels = vit_.patch * vit_.patch * (vit_.in_channels + (weather_ ? vit_.out_channels : 0));
     return models::activation_bytes_per_sample(s, dev_, p, 22.0 * double(pixels));
@@ -185,6 +196,16 @@ class ViTTask : public TrainTask {
   const TpGrads& tp_grads() const override { return tp_; }
   std::optional<LoaderStats> take_data_stats() override { return loader_->take_stats(); }
 
+  // The loader's batch is valid until its next call, which the pipeline
+  // makes before this micro-batch's backward: the pass keeps copies.
+  Tensor stage_forward(const Tensor& in, const MicroBatch& b, const Autocast& ac) const override {
+    const Tensor out = tp_model_->stage_forward(in, b.x.to(dev_).clone(), ac);
+    return mg_.last_stage() ? tp_model_->stage_loss(out, b.y.to(dev_).clone(), ac) : out;
+  }
+  StageIo stage_io(const Autocast& ac) const override {
+    return {tp_model_->stage_rows(plan_.micro), stage_dtype(ac.policy().compute, dev_)};
+  }
+
   EvalResult evaluate(const Autocast& ac) override;
 
   // Under tp every rank reads the file into a serial model on the host and keeps its shards.
@@ -200,7 +221,13 @@ class ViTTask : public TrainTask {
       std::vector<std::pair<std::string, Tensor>> opt_state) override {
     if (!tp_model_) return opt_state;
     if (comm::world().rank == 0) full_ = std::make_unique<ViT>(vit_, seed_, kCPU);
-    return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
+    if (!pipe_) return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
+    StageGather g{mg_.pp,
+                  [this](const std::string& name) {
+                    return parameter_stage(name, "blocks.", {"norm.", "head."}, mg_.stage_layers);
+                  },
+                  mg_.stage_leader};
+    return gather_pipeline_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_, g);
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
@@ -258,7 +285,8 @@ class ViTTask : public TrainTask {
   std::unique_ptr<ViT> model_;       // one process holds the whole model, or
   std::unique_ptr<ViTTp> tp_model_;  // tp > 1: this rank's shards
   TpGrads tp_;
-  std::unique_ptr<ViT> full_;  // rank 0 under tp: the gathered weights being saved
+  std::unique_ptr<ViT> full_;           // rank 0 under tp: the gathered weights being saved
+  std::unique_ptr<PipelineStep> pipe_;  // pp: forward through the stages (validation)
   int64_t full_parameters() const {
     if (!tp_model_) return model_->num_parameters();
     int64_t n = 0;
@@ -296,7 +324,16 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
   std::vector<float> persistence(size_t(has_persistence ? B * Co * HW : 0));
   for (int64_t k = 0; k < steps * plan_.accum; ++k) {
     const Batch b = loader.next();
-    const Tensor out = ac.f32(forward(b.x, ac));
+    Tensor out;
+    if (pipe_) {  // through the stages; the last has the output
+      const auto outs =
+          pipe_->forward_only(1, [&](int64_t, const Tensor& in) { return tp_model_->stage_forward(in, b.x, ac); },
+                              {tp_model_->stage_rows(B), stage_dtype(ac.policy().compute, dev_)});
+      if (outs.empty()) continue;
+      out = ac.f32(tp_model_->stage_output(outs[0], ac));
+    } else {
+      out = ac.f32(forward(b.x, ac));
+    }
     loss_sum += (weather_ ? mse_loss(out, b.y) : cross_entropy(out, b.y)).item();
     const std::vector<float> o = out.to_vector(), y = b.y.to_vector();
     if (!weather_) {
@@ -315,8 +352,8 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
     fm->add(o.data(), y.data(), has_persistence ? persistence.data() : nullptr, B);
   }
   const double batches = double(steps * plan_.accum * plan_.dp), samples = batches * double(B);
-  // The tp and cp ranks of a dp rank hold the same output: the first alone adds its sums.
-  if (tp_model_ && (mg_.tp->rank() != 0 || mg_.cp_rank() != 0)) {
+  // The tp and cp ranks of a dp rank hold the same output (on the last stage): the first alone adds its sums.
+  if (tp_model_ && (mg_.tp->rank() != 0 || mg_.cp_rank() != 0 || !mg_.last_stage())) {
     loss_sum = correct = 0;
     if (fm) fm->set_sums(std::vector<double>(fm->sums().size(), 0.0));
   }
@@ -363,6 +400,11 @@ EvalResult ViTTask::evaluate(const Autocast& ac) {
 }
 
 }  // namespace
+
+std::vector<int64_t> vit_stage_layers(const TrainConfig& c) {
+  return comm::stage_layers(c.s("pp_layers"), std::vector<double>(size_t(c.i("n_layer")), 1.0), 0.0, 0.0,
+                            int(c.i("pp")));
+}
 
 std::unique_ptr<TrainTask> make_vit_task(const TrainConfig& c, const BatchPlan& plan, Device dev, const ModelGrid& mg) {
   return std::make_unique<ViTTask>(c, plan, dev, mg);

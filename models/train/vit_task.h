@@ -23,6 +23,9 @@ namespace eng::models {
 
 // Checks the ViT-only options every rank makes alike (before any file is read).
 void check_vit_options(const TrainConfig& c);
+// --pp: blocks per stage, from --pp_layers or as even as they go (a ViT's
+// blocks cost alike; its patch embedding and head are small beside one).
+std::vector<int64_t> vit_stage_layers(const TrainConfig& c);
 
 // With mg.split() the model is split over tp and cp (models/vit/vit_tp.h);
 // its checkpoints are gathered to the one-process layout, so they load at
