@@ -67,13 +67,16 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
   // Reverse registration order; a new bucket when the current one is full
   // or the dtype changes. Deterministic: every rank gets the same buckets.
   size_t bytes = 0;
+  bool closed = false;  // the last bucket holds a parameter that stays alone
   for (size_t k = n; k-- > 0;) {
     const Tensor& p = s_->params[k];
     ENGINE_CHECK(p.device() == comm.device(), "ddp: parameter ", k, " is ", p.desc(), ", the dp communicator is on ",
                  comm.device().str());
+    bool alone = false;
+    for (const Tensor& a : opt.alone) alone = alone || a.same(p);
     const double cap = (s_->buckets.size() <= 1 ? opt.first_bucket_mb : opt.bucket_mb) * 1048576.0;
     const bool full = !s_->buckets.empty() && double(bytes + p.nbytes()) > cap && bytes > 0;
-    if (s_->buckets.empty() || full || s_->buckets.back().flat.dtype() != p.dtype()) {
+    if (s_->buckets.empty() || full || closed || (alone && bytes > 0) || s_->buckets.back().flat.dtype() != p.dtype()) {
       s_->buckets.emplace_back();
       s_->buckets.back().flat = Tensor::empty({0}, p.dtype(), p.device());  // sized below
       bytes = 0;
@@ -84,6 +87,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
     b.offset.push_back(b.params.empty() ? 0 : b.offset.back() + s_->params[b.params.back()].numel());
     b.params.push_back(k);
     bytes += p.nbytes();
+    closed = alone;
   }
   const int64_t P = comm.size();
   for (DdpBucket& b : s_->buckets) {
@@ -136,6 +140,12 @@ void DistributedDataParallel::finish() {
 
 const std::vector<Tensor>& DistributedDataParallel::parameters() const { return s_->params; }
 const std::vector<DdpBucket>& DistributedDataParallel::buckets() const { return s_->buckets; }
+
+const DdpBucket& DistributedDataParallel::bucket_holding(const Tensor& param) const {
+  for (size_t k = 0; k < s_->params.size(); ++k)
+    if (s_->params[k].same(param)) return s_->buckets[s_->bucket_of[k]];
+  ENGINE_FAIL("ddp: ", param.desc(), " is none of its parameters");
+}
 
 int DistributedDataParallel::num_buckets() const { return int(s_->buckets.size()); }
 

@@ -32,6 +32,11 @@ struct DdpOptions {
   // ZeRO-1 (zero.h): each bucket is padded to a multiple of dp and
   // reduce-scattered (averaged) into this rank's shard; no copy back.
   bool shard = false;
+  // Parameters that each get a bucket of their own. GPT-2's tied token table
+  // under pipeline parallelism: alone in its bucket on the first and on the
+  // last stage, its buckets there line up element for element, and so do
+  // their ZeRO shards, which the two stages then sum.
+  std::vector<Tensor> alone;
 };
 
 // A bucket as ZeRO sees it: the parameters whose gradients it holds, where,
@@ -62,6 +67,7 @@ class DistributedDataParallel {
 
   const std::vector<Tensor>& parameters() const;
   const std::vector<DdpBucket>& buckets() const;
+  const DdpBucket& bucket_holding(const Tensor& param) const;  // the bucket of one of the parameters
   int num_buckets() const;
   std::string bucket_summary() const;  // "3 buckets (1.0, 25.0, 4.2 MiB)"
 

@@ -116,12 +116,23 @@ void ZeroAdamW::sum_partial_over_tp() {
     }
 }
 
+void ZeroAdamW::set_pipeline(Communicator& pp, const std::vector<Tensor>& uncounted) {
+  pp_ = &pp;
+  uncounted_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const Tensor& u : uncounted) uncounted_[i] = uncounted_[i] || u.same(params_[i]);
+}
+
 std::vector<std::pair<double, std::vector<Tensor>>> ZeroAdamW::norm_terms() const {
-  if (!tp_) return {{1.0, masters_}};
   // Summed over tp below, a replicated parameter's squares would count tp
-  // times: weigh them by 1/tp.
+  // times: weigh them by 1/tp. A pipeline's uncounted copies weigh nothing.
   std::vector<Tensor> mine, rep;
-  for (size_t j = 0; j < pieces_.size(); ++j) (replicated_[pieces_[j].param] ? rep : mine).push_back(masters_[j]);
+  for (size_t j = 0; j < pieces_.size(); ++j) {
+    const size_t i = pieces_[j].param;
+    if (pp_ && uncounted_[i]) continue;
+    (tp_ && replicated_[i] ? rep : mine).push_back(masters_[j]);
+  }
+  if (!tp_) return {{1.0, mine}};
   return {{1.0, mine}, {1.0 / double(tp_->size()), rep}};
 }
 
@@ -137,6 +148,7 @@ double ZeroAdamW::clip_and_step(double max_norm) {
   Tensor ss = Tensor::full({1}, local, DType::f64, comm_.device());
   comm_.all_reduce(ss, ReduceOp::sum).wait();
   if (tp_) tp_->all_reduce(ss, ReduceOp::sum).wait();
+  if (pp_) pp_->all_reduce(ss, ReduceOp::sum).wait();
   const double norm = std::sqrt(ss.to_f64_vector()[0]);
   const double coef = max_norm / (norm + 1e-6);  // as clip_grad_norm
   if (max_norm > 0 && coef < 1.0)
@@ -164,6 +176,7 @@ Tensor ZeroAdamW::clip_and_step_device(double max_norm) {
   }
   comm_.all_reduce(ss, ReduceOp::sum).wait();
   if (tp_) tp_->all_reduce(ss, ReduceOp::sum).wait();
+  if (pp_) pp_->all_reduce(ss, ReduceOp::sum).wait();
   Tensor coef = clip_coefficient_from(ss, max_norm);
   Tensor factor = coef.slice(1, 2);
   step_shard(&factor);

@@ -44,6 +44,10 @@ class ZeroAdamW : public Optimizer {
   void set_tensor_parallel(Communicator& tp, const std::vector<Tensor>& replicated,
                            const std::vector<Tensor>& partial = {});
 
+  // Pipeline parallel: this optimizer holds one stage's parameters. The clip
+  // norm then sums the squares over pp too, leaving out `uncounted` (the last
+  // stage's copy of GPT-2's tied table, whose gradient equals the first's).
+  void set_pipeline(Communicator& pp, const std::vector<Tensor>& uncounted);
   // Not used: the step needs the clip, below.
   void step() override;
   // cpu: clips to max_norm (the global norm; <= 0: off), steps, gathers the
@@ -87,6 +91,8 @@ class ZeroAdamW : public Optimizer {
   std::unique_ptr<AdamW> inner_;
   Communicator* tp_ = nullptr;
   std::vector<bool> replicated_, partial_;  // per params_ entry, under tp
+  Communicator* pp_ = nullptr;
+  std::vector<bool> uncounted_;  // per params_ entry, under pp
   void sum_partial_over_tp();
 };
 

@@ -108,9 +108,6 @@ void validate(const TrainConfig& c) {
   if (pp > 1) {
     comm::parse_pipe_schedule(c.s("pp_schedule"));
     model == "gpt2" ? gpt2_stage_layers(c) : vit_stage_layers(c);  // pp within n_layer, pp_layers well formed
-    ENGINE_CHECK(c.i("zero") == 0, "config: zero 1 with pp = ", pp,
-                 " is not supported yet (ZeRO's sharded gradients would need the clip norm summed over the stages, and "
-                 "GPT-2's tied embedding summed before the reduce-scatter); use zero 0");
     ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with pp = ", pp,
                  " is not supported yet (the loss scaler's overflow check would need every stage's agreement); use "
                  "O2 (bf16)");
@@ -222,6 +219,15 @@ int run(int argc, char** argv) {
   nlohmann::json shapes;
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
   agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model", grid.pp_rank());  // per stage
+  // Pipeline parallel: this stage's passes in the schedule's order (eager, any device).
+  const comm::PipeSchedule pipe_schedule = comm::parse_pipe_schedule(cfg.s("pp_schedule"));
+  std::unique_ptr<PipelineStep> pipe;
+  if (pp_comm) pipe = std::make_unique<PipelineStep>(*pp_comm, pipe_schedule, accum);
+  const int64_t mp_in_flight =
+      pipe ? comm::max_in_flight(comm::pipeline_schedule(pipe_schedule, grid.pp(), grid.pp_rank(), accum)) : 1;
+  const std::vector<Tensor> tied = task->tied_parameters();
+  // The last stage's copy of a tied table: its gradient equals the first stage's (summed), so the norm skips it.
+  const std::vector<Tensor> uncounted = pipe && pipe->last() ? tied : std::vector<Tensor>{};
   // Data parallel: one replica per dp rank, all starting from rank 0's
   // weights. Parameters are replicated over cp as well, so their gradients
   // are averaged over dp x cp (the mean of the cp ranks' losses).
@@ -235,23 +241,16 @@ int run(int argc, char** argv) {
     dopt.bucket_mb = cfg.f("bucket_mb");
     dopt.first_bucket_mb = cfg.f("first_bucket_mb");
     dopt.shard = zero_stage == 1;
+    dopt.alone = tied;  // a tied table's ZeRO shards line up on its two stages
     ddp = std::make_unique<comm::DistributedDataParallel>(model.parameters(), *dp_comm, dopt);
     ddp->broadcast_parameters();
     if (zero_stage == 1)
       zero = std::make_unique<comm::ZeroAdamW>(decay_groups(model.parameters(), cfg.f("weight_decay")), *ddp, *dp_comm,
                                                cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
     if (zero && tp_grads.active()) zero->set_tensor_parallel(*tp_grads.tp, tp_grads.replicated, tp_grads.partial);
+    if (zero && pipe) zero->set_pipeline(*pp_comm, uncounted);
   }
   Optimizer& optim = zero ? static_cast<Optimizer&>(*zero) : opt;  // what steps, saves and loads
-  // Pipeline parallel: this stage's passes in the schedule's order (eager, any device).
-  const comm::PipeSchedule pipe_schedule = comm::parse_pipe_schedule(cfg.s("pp_schedule"));
-  std::unique_ptr<PipelineStep> pipe;
-  if (pp_comm) pipe = std::make_unique<PipelineStep>(*pp_comm, pipe_schedule, accum);
-  const int64_t mp_in_flight =
-      pipe ? comm::max_in_flight(comm::pipeline_schedule(pipe_schedule, grid.pp(), grid.pp_rank(), accum)) : 1;
-  const std::vector<Tensor> tied = task->tied_parameters();
-  // The last stage's copy of a tied table: its gradient equals the first stage's (summed), so the norm skips it.
-  const std::vector<Tensor> uncounted = pipe && pipe->last() ? tied : std::vector<Tensor>{};
   const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
   int64_t start = 0;
   nlohmann::json resumed;  // state.json of the checkpoint resumed from
@@ -420,17 +419,23 @@ int run(int argc, char** argv) {
       {
         const profile::Range r("communication");
         if (ddp) ddp->finish();
-        if (tp_grads.active()) tp_grads.sync_partial();
-        // The two copies of a tied table take the sum of their gradients, so they stay equal.
+        if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
+        // The two copies of a tied table take the sum of their gradients, so
+        // they stay equal (under ZeRO: of their buckets' shards, which line up).
         for (const Tensor& p : tied) {
-          Tensor g = p.grad();
+          Tensor g = zero ? ddp->bucket_holding(p).shard : p.grad();
           embed_comm->all_reduce(g, comm::ReduceOp::sum).wait();
         }
       }
       const profile::Range opt_range("optimizer");
-      norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
+      if (zero) {
+        zero->set_lr(opt.lr());
+        norm = zero->clip_and_step(cfg.f("grad_clip"));  // summed over dp, tp and the stages
+      } else {
+        norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
+        opt.step();
+      }
       ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-      opt.step();
     } else if (gpu_step) {
       const GpuTrainStep::Result r = gpu_step->run(
           [&](int64_t m) {

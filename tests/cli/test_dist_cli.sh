@@ -256,6 +256,11 @@ PY
       echo "$name vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
     done
     grep -q "pipeline stages (blocks): 0-1, 2-3 " "$work/log" || fail "the 4 blocks not split 2 + 2"
+    # ZeRO-1 per stage over its dp group: the tied table alone in a bucket, its shards summed between the stages.
+    mpi -np 4 "$train" "${pp[@]}" --pp 2 --zero 1 --check_replicas 1 --out_dir "$work/pz" >"$work/log" ||
+      fail "pp 2 x dp 2 zero 1 failed: $(tail -3 "$work/log")"
+    grep -q "ZeRO-1: AdamW state sharded over 2 dp ranks" "$work/log" || fail "pp zero: not sharded over dp"
+    echo "dp 2 x pp 2, zero 1 vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/pz/metrics.jsonl" 1e-4)"
     # --pp_layers overrides the balance.
     mpi -np 2 "$train" "${pp[@]}" --pp 2 --pp_layers 3,1 --out_dir "$work/p31" >"$work/log"
     grep -q "pipeline stages (blocks): 0-2, 3 " "$work/log" || fail "pp_layers 3,1 not taken: $(grep model: "$work/log")"
@@ -280,7 +285,7 @@ PY
     ;;
   pp_vit)
     # The ViT in stages (no tied parameter): weather fields at pp 2 (1f1b)
-    # and pp 2 x tp 2 (afab), the classifier on Fashion-MNIST at pp 2,
+    # and pp 2 x tp 2 (afab), dp 2 x pp 2 with ZeRO-1, the classifier on Fashion-MNIST at pp 2,
     # against one process; validation (RMSE, ACC, accuracy) through the
     # stages; a pp 2 checkpoint resumed in one process.
     "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
@@ -296,6 +301,8 @@ PY
       grep -q "pipeline stages (blocks): 0-1, 2-3 (patch embedding on the first" "$work/log" || fail "$name: no stage summary"
       echo "$name vs 1 process: $(close "$work/v1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
     done
+    mpi -np 4 "$train" "${vit[@]}" --pp 2 --zero 1 --check_replicas 1 --out_dir "$work/vz" >/dev/null
+    echo "vit dp 2 x pp 2, zero 1 vs 1 process: $(close "$work/v1/metrics.jsonl" "$work/vz/metrics.jsonl" 1e-4)"
     mpi -np 2 "$train" "${vit[@]}" --pp 2 --stop_after 3 --out_dir "$work/vr" >/dev/null
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --resume --out_dir "$work/vr" >/dev/null
     echo "vit pp 2 -> resume in 1 process: $(close "$work/v1/metrics.jsonl" "$work/vr/metrics.jsonl" 1e-4)"
@@ -315,8 +322,15 @@ PY
     refused 2 "pp_layers '4' lists 1 stages, pp = 2" "${common[@]}" --n_layer 4 --pp 2 --pp_layers 4
     refused 2 "pp_layers '1,1' with pp = 1" "${common[@]}" --pp_layers 1,1
     refused 2 "pp_schedule 'zb': afab or 1f1b" "${common[@]}" --pp 2 --pp_schedule zb
-    refused 2 "zero 1 with pp = 2 is not supported yet" "${common[@]}" --pp 2 --zero 1
     refused 2 "O2-fp16 with pp = 2 is not supported yet" "${common[@]}" --pp 2 --precision O2-fp16
+    # A stage that fails: its one line names the rank, and the whole job ends.
+    start=$(date +%s)
+    if ENGINE_FAULT=throw:1:3 mpi -np 2 "$train" "${common[@]}" --pp 2 --out_dir "$work/f" >"$work/out" 2>"$work/err"; then
+      fail "the job succeeded although stage 1 threw"
+    fi
+    grep -q "^rank 1: train: error: .*injected fault" "$work/err" || fail "rank not named: $(cat "$work/err")"
+    (( $(date +%s) - start < 60 )) || fail "the job took more than 60 s to end after stage 1 failed"
+    echo "ok: $(grep '^rank 1' "$work/err")"
     # A stage that stops answering: the watchdog names the send or receive its neighbour waits in.
     start=$(date +%s)
     if ENGINE_FAULT="stall:1:4" mpi -np 2 "$train" "${common[@]}" --pp 2 --comm_timeout 3 --out_dir "$work/h" \
