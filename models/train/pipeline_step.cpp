@@ -72,7 +72,7 @@ std::string describe(const std::vector<PipeMsg>& batch) {
 
 }  // namespace
 
-std::vector<double> PipelineStep::run(const StageFn& forward, const StageIo& io, comm::DistributedDataParallel* ddp) {
+std::vector<Tensor> PipelineStep::run(const StageFn& forward, const StageIo& io, comm::DistributedDataParallel* ddp) {
   const int s = stage();
   using Clock = std::chrono::steady_clock;
   auto wall_us = [] {
@@ -82,7 +82,7 @@ std::vector<double> PipelineStep::run(const StageFn& forward, const StageIo& io,
   start_us_ = wall_us();
   busy_s_ = 0;
   std::map<int64_t, Flight> flight;
-  std::vector<double> losses(last() ? size_t(m_) : 0, 0.0);
+  std::vector<Tensor> losses(last() ? size_t(m_) : 0);
   for (const comm::PipeStep& step : plan_) {
     if (!step.batch.empty()) {
       // The sends were kept in `flight` (or are its gradients), alive until the wait.
@@ -115,7 +115,7 @@ std::vector<double> PipelineStep::run(const StageFn& forward, const StageIo& io,
       if (f.in.defined()) f.in.set_requires_grad(true);
       f.out = forward(i, f.in);
       if (last()) {
-        losses[size_t(i)] = f.out.item();
+        losses[size_t(i)] = f.out.detach();
         if (m_ > 1) f.out = scale(f.out, 1.0 / double(m_));
       } else {
         check_io(f.out, io, "the output", i, s);

@@ -40,13 +40,16 @@ class PipelineStep {
   using StageFn = std::function<Tensor(int64_t m, const Tensor& in)>;
   // pp: the pipeline group's communicator (stage = its rank); m micro-batches per step.
   PipelineStep(comm::Communicator& pp, comm::PipeSchedule schedule, int64_t m);
+  comm::Communicator& comm() const { return pp_; }
   int stage() const { return pp_.rank(); }
   int stages() const { return pp_.size(); }
   bool first() const { return stage() == 0; }
   bool last() const { return stage() == stages() - 1; }
   const std::vector<comm::PipeStep>& plan() const { return plan_; }
-  // One step's passes; returns the last stage's losses (empty on the others).
-  std::vector<double> run(const StageFn& forward, const StageIo& io, comm::DistributedDataParallel* ddp);
+  // One step's passes; returns the last stage's losses, one device scalar
+  // per micro-batch (empty on the others). No host read: on a GPU device
+  // the step can be captured as a CUDA graph (models/train/train_step.h).
+  std::vector<Tensor> run(const StageFn& forward, const StageIo& io, comm::DistributedDataParallel* ddp);
   // Forward only, micro-batches 0..count-1 in order (validation, samples):
   // the last stage's outputs (empty on the others).
   std::vector<Tensor> forward_only(int64_t count, const StageFn& forward, const StageIo& io);

@@ -67,4 +67,19 @@ double pipeline_clip_grad_norm(const std::vector<Tensor>& params, const TpGrads&
   return norm;
 }
 
+Tensor pipeline_clip_coefficient(const std::vector<Tensor>& params, const TpGrads& g,
+                                 const std::vector<Tensor>& uncounted, comm::Communicator& pp, double max_norm) {
+  const Device dev = pp.device();
+  Tensor ss;
+  if (g.active()) {
+    ss = grad_sum_squares(without(g.sharded, uncounted), dev).clone();
+    g.tp->all_reduce(ss, comm::ReduceOp::sum).wait();
+    add_(ss, grad_sum_squares(without(g.replicated, uncounted), dev));
+  } else {
+    ss = grad_sum_squares(without(params, uncounted), dev).clone();
+  }
+  pp.all_reduce(ss, comm::ReduceOp::sum).wait();
+  return clip_coefficient_from(ss, max_norm);
+}
+
 }  // namespace eng::models

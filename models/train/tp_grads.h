@@ -34,5 +34,9 @@ double tp_clip_grad_norm(const TpGrads& g, double max_norm);
 // `params` scaled as clip_grad_norm does. Returns the norm before clipping.
 double pipeline_clip_grad_norm(const std::vector<Tensor>& params, const TpGrads& g,
                                const std::vector<Tensor>& uncounted, comm::Communicator& pp, double max_norm);
+// emu/cuda: the same norm as {norm, factor} on the device, without a host
+// read (as clip_coefficient; capturable). The gradients are not changed.
+Tensor pipeline_clip_coefficient(const std::vector<Tensor>& params, const TpGrads& g,
+                                 const std::vector<Tensor>& uncounted, comm::Communicator& pp, double max_norm);
 
 }  // namespace eng::models

@@ -289,10 +289,6 @@ int run(int argc, char** argv) {
   const Autocast ac(precision);
   apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda
   if (lead) std::printf("%s\n", precision_summary(precision, dev).c_str());
-  if (lead && pp_comm && ac.policy().cuda_graph && dev.type != DeviceType::cpu)
-    std::printf(
-        "O3 with pp: the pipeline's step runs eagerly (no CUDA graph: its sends and receives between the "
-        "passes are not captured yet)\n");
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
   std::unique_ptr<LossScaler> scaler;
   if (ac.policy().loss_scaling == LossScaling::dynamic) {
@@ -339,10 +335,18 @@ int run(int argc, char** argv) {
   // On emu/cuda (without loss scaling) the step runs on the device with no
   // host read until it is done, eagerly or, at O3, as a CUDA graph.
   std::unique_ptr<GpuTrainStep> gpu_step;
-  if (dev.type != DeviceType::cpu && !scaler && !pipe)
+  if (dev.type != DeviceType::cpu && !scaler)
     gpu_step = std::make_unique<GpuTrainStep>(
         model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
         cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get(), tp_grads.active() ? &tp_grads : nullptr);
+  if (gpu_step && pipe) {
+    GpuTrainStep::Pipeline gp;
+    gp.step = pipe.get();
+    gp.forward = [&](const Tensor& in, const MicroBatch& b) { return task->stage_forward(in, b, ac); };
+    gp.io = task->stage_io(ac);
+    gp.tied = tied, gp.uncounted = uncounted, gp.embed = embed_comm.get();
+    gpu_step->set_pipeline(std::move(gp));
+  }
   // The samplers and the RNGs are counter-based: their positions are
   // functions of the step, recorded in state.json so the file says so explicitly.
   auto save_checkpoint = [&](int64_t done) {
@@ -397,10 +401,30 @@ int run(int argc, char** argv) {
       ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
       loss_sum += l;
     };
-    if (pipe) {
+    if (gpu_step) {
+      const GpuTrainStep::Result r = gpu_step->run(
+          [&](int64_t m) {
+            const profile::Range data("data");
+            return task->next(m);
+          },
+          sched.lr_at(step));
+      if (r.replayed && !replay_reported) {
+        progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
+                         "; every step from now on is one graph replay");
+        replay_reported = true;
+      }
+      for (double l : r.losses) add_loss(l);
+      if (pipe && !r.replayed && step > start) {  // a replay runs no host code: nothing to time
+        pipe_starts.push_back(double(pipe->last_start_us()));
+        pipe_ends.push_back(double(pipe->last_end_us()));
+        pipe_busy += pipe->last_busy_seconds();
+      }
+      norm = r.grad_norm;
+      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+    } else if (pipe) {
       opt.set_lr(sched.lr_at(step));
       opt.zero_grad();
-      const std::vector<double> losses = pipe->run(
+      const std::vector<Tensor> losses = pipe->run(
           [&](int64_t m, const Tensor& in) {
             MicroBatch b;
             {
@@ -410,7 +434,7 @@ int run(int argc, char** argv) {
             return task->stage_forward(in, b, ac);
           },
           task->stage_io(ac), ddp.get());
-      for (double l : losses) add_loss(l);
+      for (const Tensor& l : losses) add_loss(l.item());
       if (step > start) {  // the first step warms the caches
         pipe_starts.push_back(double(pipe->last_start_us()));
         pipe_ends.push_back(double(pipe->last_end_us()));
@@ -435,21 +459,6 @@ int run(int argc, char** argv) {
         norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
         opt.step();
       }
-      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-    } else if (gpu_step) {
-      const GpuTrainStep::Result r = gpu_step->run(
-          [&](int64_t m) {
-            const profile::Range data("data");
-            return task->next(m);
-          },
-          sched.lr_at(step));
-      if (r.replayed && !replay_reported) {
-        progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
-                         "; every step from now on is one graph replay");
-        replay_reported = true;
-      }
-      for (double l : r.losses) add_loss(l);
-      norm = r.grad_norm;
       ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
     } else {
       opt.set_lr(sched.lr_at(step));
@@ -612,7 +621,7 @@ int run(int argc, char** argv) {
     }
   }
   progress.finish();
-  if (pipe && end > start + 1) {
+  if (pipe && !pipe_starts.empty()) {
     // The bubble as measured: each step's window runs from the first stage's
     // start to the last stage's end (the system clock, shared by the ranks
     // of a node); a stage's idle share is what of it it did not spend in passes.

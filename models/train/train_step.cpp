@@ -42,7 +42,9 @@ MicroBatch& GpuTrainStep::staged(int64_t m, const MicroBatch& b) {
 
 void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
   losses_.clear();
-  for (int64_t m = 0; m < accum_; ++m) {
+  if (pipe_.step)  // the stage's plan: micro-batch m is fetched at its forward, in order
+    losses_ = pipe_.step->run([&](int64_t m, const Tensor& in) { return pipe_.forward(in, batch(m)); }, pipe_.io, ddp_);
+  for (int64_t m = 0; m < accum_ && !pipe_.step; ++m) {
     const MicroBatch b = batch(m);
     Tensor loss;
     {
@@ -59,13 +61,21 @@ void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
     const profile::Range r("communication");
     if (ddp_) ddp_->finish();
     if (tp_ && !zero_) tp_->sync_partial();  // ZeRO sums them in its shard
+    for (const Tensor& p : pipe_.tied) {     // the two copies of a tied table stay equal
+      Tensor g = zero_ ? ddp_->bucket_holding(p).shard : p.grad();
+      pipe_.embed->all_reduce(g, comm::ReduceOp::sum).wait();
+    }
   }
   const profile::Range r("optimizer");
   if (zero_) {
     norm_coef_ = zero_->clip_and_step_device(grad_clip_);  // global norm, sharded AdamW, all-gather
     return;
   }
-  norm_coef_ = tp_ ? tp_clip_coefficient(*tp_, grad_clip_) : clip_coefficient(params_, grad_clip_);
+  static const TpGrads no_tp;
+  norm_coef_ = pipe_.step ? pipeline_clip_coefficient(params_, tp_ ? *tp_ : no_tp, pipe_.uncounted, pipe_.step->comm(),
+                                                      grad_clip_)
+               : tp_      ? tp_clip_coefficient(*tp_, grad_clip_)
+                          : clip_coefficient(params_, grad_clip_);
   opt_.step(norm_coef_.slice(1, 2));
 }
 

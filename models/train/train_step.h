@@ -15,7 +15,9 @@
 // Batches are trusted: their sources check them (token files at open, the
 // datasets' labels at open), and a replay could check nothing anyway.
 // On emu the emulator records and replays the same work, which is how CI
-// checks that a replayed step equals an eager one, bit for bit.
+// checks that a replayed step equals an eager one, bit for bit. Under
+// pipeline parallelism the stage's sends and receives are part of the step
+// (and of its graph) too.
 #pragma once
 #include <functional>
 #include <memory>
@@ -25,6 +27,7 @@
 #include "comm/zero.h"
 #include "engine/graph.h"
 #include "engine/optim/optimizer.h"
+#include "models/train/pipeline_step.h"
 #include "models/train/task.h"
 
 namespace eng::models {
@@ -47,6 +50,18 @@ class GpuTrainStep {
     double grad_norm = 0;        // before clipping
     bool replayed = false;       // this step was a graph replay
   };
+  // Pipeline parallel (pipeline_step.h): the micro-batches go through the
+  // stage's plan, forward(in, b) being the stage's pass; after DDP the tied
+  // tables' gradients are summed over `embed` (under ZeRO their buckets'
+  // shards), and the clip norm is summed over the stages, `uncounted` left out.
+  struct Pipeline {
+    PipelineStep* step = nullptr;
+    std::function<Tensor(const Tensor& in, const MicroBatch& b)> forward;
+    StageIo io;
+    std::vector<Tensor> tied, uncounted;
+    comm::Communicator* embed = nullptr;
+  };
+  void set_pipeline(Pipeline p) { pipe_ = std::move(p); }
   // Sets the lr, runs the step on next(0) ... next(accum - 1), reads the results.
   Result run(const BatchFn& next, double lr);
   bool captured() const { return graph_ != nullptr; }
@@ -65,6 +80,7 @@ class GpuTrainStep {
   comm::DistributedDataParallel* ddp_;  // averages the gradients over dp (null: one rank)
   comm::ZeroAdamW* zero_;               // --zero 1: steps instead of opt_ (which then only zeroes the gradients)
   const TpGrads* tp_;                   // tensor parallel: gradient sync and norm over tp (null: none)
+  Pipeline pipe_;                       // pipeline parallel (step null: none)
   int64_t steps_ = 0;
   std::vector<MicroBatch> inputs_;  // device copies: the same buffers every step (a graph reads them)
   std::vector<Tensor> losses_;      // device scalars written by the step

@@ -272,16 +272,22 @@ PY
     OMP_NUM_THREADS=1 "$train" "${pp[@]}" --stop_after 4 --out_dir "$work/r1" >/dev/null
     mpi -np 4 "$train" "${pp[@]}" --pp 2 --tp 2 --resume --out_dir "$work/r1" >/dev/null
     echo "1 process -> resume at pp 2 x tp 2: $(close "$work/p1/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
-    # emu over the NCCL look-alike, O0 and O3 (under pp the step runs eagerly, said once).
-    emu=("${pp[@]}" --device emu --n_layer 2 --steps 3 --val_every 0 --sample_every 0 --global_batch 4 --comm nccl)
+    # emu over the NCCL look-alike, O0 and O3 (the step, its sends and
+    # receives included, captured as a graph and replayed), and O3 with
+    # ZeRO-1 at dp 2 x pp 2.
+    emu=("${pp[@]}" --device emu --n_layer 2 --steps 4 --val_every 0 --sample_every 0 --global_batch 4 --comm nccl)
     for p in O0 O3; do
       tol=$([[ $p == O0 ]] && echo 1e-4 || echo 2e-3)
       OMP_NUM_THREADS=1 "$train" "${emu[@]}" --precision $p --out_dir "$work/e1$p" >/dev/null
       mpi -np 2 "$train" "${emu[@]}" --precision $p --pp 2 --check_replicas 1 --out_dir "$work/e2$p" >"$work/log" ||
         fail "emu $p pp 2 failed: $(tail -3 "$work/log")"
-      [[ $p == O0 ]] || grep -q "O3 with pp: the pipeline's step runs eagerly" "$work/log" || fail "emu O3: not said"
+      [[ $p == O0 ]] || grep -q "O3: the training step was captured as a CUDA graph on emu" "$work/log" ||
+        fail "emu O3 pp 2: not captured"
       echo "emu $p pp 2 (nccl look-alike) vs 1 process: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
     done
+    mpi -np 4 "$train" "${emu[@]}" --precision O3 --pp 2 --zero 1 --check_replicas 1 --out_dir "$work/e4z" >"$work/log" ||
+      fail "emu O3 dp 2 x pp 2 zero 1 failed: $(tail -3 "$work/log")"
+    echo "emu O3 dp 2 x pp 2, zero 1 vs 1 process: $(close "$work/e1O3/metrics.jsonl" "$work/e4z/metrics.jsonl" 2e-3)"
     ;;
   pp_vit)
     # The ViT in stages (no tied parameter): weather fields at pp 2 (1f1b)
