@@ -97,7 +97,7 @@ const std::vector<OptionSpec>& train_options() {
        "docs/distributed.md"},
       {"pp_layers", "",
        "with pp > 1: blocks per stage, comma-separated (e.g. 3,3,2; summing to n_layer); empty: balanced by FLOPs "
-       "(the embeddings and head count as part of the first and last stage)"},
+       "(gpt2: the tied head counts on the last stage; vit: as even as they go)"},
       {"pp_schedule", "1f1b",
        "with pp > 1: afab (all forward, all backward: GPipe; holds every micro-batch's activations) | 1f1b (one "
        "forward, one backward: PipeDream-Flush; holds at most pp); micro-batches are grad_accum's"},
