@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "comm/world.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/profile.h"
@@ -40,6 +41,29 @@ int parameter_stage(const std::string& name, const std::string& block_prefix,
   for (int k = 0; k < int(layers.size()); ++k)
     if (block < stage_blocks(layers, k).second) return k;
   ENGINE_FAIL("pipeline: parameter ", name, " beyond the stages' blocks");
+}
+
+void BubbleMeter::add(const PipelineStep& p) {
+  starts_.push_back(double(p.last_start_us()));
+  ends_.push_back(double(p.last_end_us()));
+  busy_s_ += p.last_busy_seconds();
+}
+
+double BubbleMeter::idle() const {
+  const std::vector<double> first = comm::all_reduce_host(starts_, comm::HostOp::min, "the steps' starts");
+  const std::vector<double> last = comm::all_reduce_host(ends_, comm::HostOp::max, "the steps' ends");
+  double span = 0;
+  for (size_t i = 0; i < first.size(); ++i) span += (last[i] - first[i]) * 1e-6;
+  return comm::all_reduce_host(span > 0 ? 1.0 - busy_s_ / span : 0.0, comm::HostOp::sum, "the stages' idle time") /
+         double(comm::world().size);
+}
+
+void sum_tied_gradients(const std::vector<Tensor>& tied, comm::Communicator& embed,
+                        const comm::DistributedDataParallel* shards) {
+  for (const Tensor& p : tied) {
+    Tensor g = shards ? shards->bucket_holding(p).shard : p.grad();
+    embed.all_reduce(g, comm::ReduceOp::sum).wait();
+  }
 }
 
 DType stage_dtype(DType compute, Device dev) { return dev.type == DeviceType::cpu ? DType::f32 : compute; }

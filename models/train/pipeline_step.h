@@ -69,6 +69,29 @@ class PipelineStep {
   std::vector<comm::PipeStep> plan_;
 };
 
+// The bubble as measured over a run's steps (train's closing line): each
+// step's window runs from the first stage's start to the last stage's end
+// (the system clock, which the ranks of a node share), and a stage's idle
+// share is the part of it not spent in its passes.
+class BubbleMeter {
+ public:
+  void add(const PipelineStep& p);  // its last run()
+  bool empty() const { return starts_.empty(); }
+  // Collective over the world: the idle share averaged over the ranks.
+  double idle() const;
+
+ private:
+  std::vector<double> starts_, ends_;  // us
+  double busy_s_ = 0;
+};
+
+// Sums the gradients of the tied parameters over `embed` (the first and last
+// stage), so the two copies take the same step. Under ZeRO (`shards`: the
+// DDP in shard mode) each sits alone in a bucket (DdpOptions::alone) and its
+// bucket's shard, reduced over dp, is summed instead.
+void sum_tied_gradients(const std::vector<Tensor>& tied, comm::Communicator& embed,
+                        const comm::DistributedDataParallel* shards);
+
 // A model's split into stages (ModelGrid::stage_layers: blocks per stage):
 // stage k's blocks [first, end); the start-up line's "pipeline stages
 // (blocks): 0-1, 2-3"; the stage that holds parameter `name` (a block's

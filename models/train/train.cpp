@@ -43,6 +43,7 @@
 #include "engine/profile.h"
 #include "kernels/gemm/gemm.h"
 #include "models/train/attention_option.h"
+#include "models/train/config_checks.h"
 #include "models/train/gpt2_task.h"
 #include "models/train/memory_plan.h"
 #include "models/train/out_dir.h"
@@ -58,75 +59,6 @@ using namespace eng;
 using namespace eng::models;
 
 namespace {
-
-// The options every model reads; each task checks its own (gpt2_config,
-// check_vit_options).
-void validate(const TrainConfig& c) {
-  const std::string model = c.s("model");
-  ENGINE_CHECK(model == "gpt2" || model == "vit", "config: model '", model, "': gpt2 or vit");
-  const std::string foreign = c.foreign_options(model);
-  ENGINE_CHECK(foreign.empty(), "config: ", foreign, ": not read by model ", model, " (see --help: [",
-               model == "gpt2" ? "vit" : "gpt2", "] options)");
-  for (const char* k : {"batch_size", "grad_accum", "steps", "val_batches", "log_every"})
-    ENGINE_CHECK(c.i(k) > 0, "config: ", k, " must be > 0, got ", c.i(k));
-  for (const char* k : {"check_replicas", "stop_after", "warmup_steps", "val_every", "checkpoint_every"})
-    ENGINE_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
-  ENGINE_CHECK(c.i("warmup_steps") <= c.i("steps"), "config: warmup_steps exceeds steps");
-  ENGINE_CHECK(c.f("lr") > 0 && c.f("min_lr") >= 0 && c.f("min_lr") <= c.f("lr"),
-               "config: need lr > 0 and 0 <= min_lr <= lr");
-  const int64_t tp = c.i("tp");
-  ENGINE_CHECK(tp >= 1, "config: tp must be >= 1, got ", tp);
-  if (tp > 1) {
-    ENGINE_CHECK(c.i("n_head") % tp == 0, "config: n_head = ", c.i("n_head"), " does not divide by tp = ", tp,
-                 " (each tp rank takes whole heads)");
-    ENGINE_CHECK(4 * c.i("n_embd") % tp == 0, "config: the MLP width 4 n_embd = ", 4 * c.i("n_embd"),
-                 " does not divide by tp = ", tp);
-    ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with tp = ", tp,
-                 " is not supported yet (the loss scaler's overflow check would need the tp ranks' agreement); use "
-                 "O2 (bf16)");
-  }
-  const int64_t cp = c.i("cp");
-  ENGINE_CHECK(cp >= 1, "config: cp must be >= 1, got ", cp);
-  if (cp > 1) {
-    ENGINE_CHECK(c.s("attention") == "ours", "config: attention ", c.s("attention"), " with cp = ", cp,
-                 ": context parallelism runs our attention (a slice of the queries against every key); use "
-                 "--attention ours");
-    ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with cp = ", cp,
-                 " is not supported yet; use O2 (bf16)");
-    if (model == "gpt2") {
-      ENGINE_CHECK(c.i("seq_len") % cp == 0, "config: seq_len = ", c.i("seq_len"), " does not divide by cp = ", cp,
-                   " (each cp rank takes seq_len / cp positions; change seq_len or cp)");
-      ENGINE_CHECK(!c.b("sequence_parallel") || c.i("batch_size") * c.i("seq_len") / cp % tp == 0,
-                   "config: sequence_parallel: batch_size x seq_len / cp = ", c.i("batch_size"), " x ",
-                   c.i("seq_len") / cp, " token rows do not divide by tp = ", tp);
-    }
-  }
-  const int64_t pp = c.i("pp");
-  ENGINE_CHECK(pp >= 1, "config: pp must be >= 1, got ", pp);
-  ENGINE_CHECK(pp > 1 || c.s("pp_layers").empty(), "config: pp_layers '", c.s("pp_layers"),
-               "' with pp = 1 (set pp to the number of stages listed)");
-  if (pp > 1) {
-    comm::parse_pipe_schedule(c.s("pp_schedule"));
-    model == "gpt2" ? gpt2_stage_layers(c) : vit_stage_layers(c);  // pp within n_layer, pp_layers well formed
-    ENGINE_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with pp = ", pp,
-                 " is not supported yet (the loss scaler's overflow check would need every stage's agreement); use "
-                 "O2 (bf16)");
-  }
-  ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
-  ENGINE_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"), ": 0 (off) or 1 (ZeRO-1) only");
-  ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
-               "config: zero 1 with O2-fp16 is not supported ",
-               "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
-  ENGINE_CHECK(!(c.b("resume") && c.b("overwrite")), "config: resume and overwrite together: --resume continues ",
-               c.s("out_dir"), ", --overwrite deletes its run; choose one");
-  ENGINE_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
-  profile::parse_step_window(c.s("profile_steps"), c.i("steps"), "config: profile_steps");
-  check_attention_option(c);
-  if (model == "gpt2")
-    gpt2_config(c);
-  else
-    check_vit_options(c);
-}
 
 // Runs checks that every rank makes alike (after agree()): their error is a
 // WorldError, printed once.
@@ -158,7 +90,7 @@ int run(int argc, char** argv) {
   agree(cfg.json(), "configuration");
   // The ranks agree on the configuration, so its errors are every rank's:
   // said once, by rank 0 (WorldError).
-  alike([&] { validate(cfg); });
+  alike([&] { validate_config(cfg); });
   // Refuses a fresh run into an earlier run's out_dir, and a second job on a live one.
   OutDir out(cfg.s("out_dir"), cfg.b("resume")      ? OutDirMode::resume
                                : cfg.b("overwrite") ? OutDirMode::overwrite
@@ -208,10 +140,15 @@ int run(int argc, char** argv) {
   std::unique_ptr<TrainTask> task =
       cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, mg) : make_vit_task(cfg, plan, dev, mg);
   const TpGrads& tp_grads = task->tp_grads();
-  std::vector<std::pair<std::string, Tensor>> tp_replicated;  // by name, for --check_replicas across tp
-  for (const auto& [name, p] : task->model().named_parameters())
-    for (const Tensor& r : tp_grads.replicated)
-      if (r.same(p)) tp_replicated.emplace_back(name, p);
+  // Some of the model's parameters, by name (what --check_replicas compares).
+  auto named = [&](const std::vector<Tensor>& ts) {
+    std::vector<std::pair<std::string, Tensor>> found;
+    for (const auto& [name, p] : task->model().named_parameters())
+      for (const Tensor& t : ts)
+        if (t.same(p)) found.emplace_back(name, p);
+    return found;
+  };
+  const auto tp_replicated = named(tp_grads.replicated);  // across tp
   Module& model = task->model();
   if (!cfg.s("init_from").empty()) task->init_from(cfg.s("init_from"));
   AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
@@ -339,14 +276,10 @@ int run(int argc, char** argv) {
     gpu_step = std::make_unique<GpuTrainStep>(
         model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
         cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get(), tp_grads.active() ? &tp_grads : nullptr);
-  if (gpu_step && pipe) {
-    GpuTrainStep::Pipeline gp;
-    gp.step = pipe.get();
-    gp.forward = [&](const Tensor& in, const MicroBatch& b) { return task->stage_forward(in, b, ac); };
-    gp.io = task->stage_io(ac);
-    gp.tied = tied, gp.uncounted = uncounted, gp.embed = embed_comm.get();
-    gpu_step->set_pipeline(std::move(gp));
-  }
+  if (gpu_step && pipe)
+    gpu_step->set_pipeline({pipe.get(),
+                            [&](const Tensor& in, const MicroBatch& b) { return task->stage_forward(in, b, ac); },
+                            task->stage_io(ac), tied, uncounted, embed_comm.get()});
   // The samplers and the RNGs are counter-based: their positions are
   // functions of the step, recorded in state.json so the file says so explicitly.
   auto save_checkpoint = [&](int64_t done) {
@@ -376,9 +309,7 @@ int run(int argc, char** argv) {
       {"embed", embed_comm.get()}};
   std::vector<double> step_bytes(comms.size(), 0.0);
   const auto t_start = std::chrono::steady_clock::now();
-  // pp, after the first step: when each step's passes began and ended here (us), and the seconds spent in them.
-  std::vector<double> pipe_starts, pipe_ends;
-  double pipe_busy = 0;
+  BubbleMeter bubble;  // pp: the steps after the first that ran host code (not graph replays)
   double step_time_avg = 0;
   bool replay_reported = false;
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
@@ -415,9 +346,7 @@ int run(int argc, char** argv) {
       }
       for (double l : r.losses) add_loss(l);
       if (pipe && !r.replayed && step > start) {  // a replay runs no host code: nothing to time
-        pipe_starts.push_back(double(pipe->last_start_us()));
-        pipe_ends.push_back(double(pipe->last_end_us()));
-        pipe_busy += pipe->last_busy_seconds();
+        bubble.add(*pipe);
       }
       norm = r.grad_norm;
       ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
@@ -436,20 +365,13 @@ int run(int argc, char** argv) {
           task->stage_io(ac), ddp.get());
       for (const Tensor& l : losses) add_loss(l.item());
       if (step > start) {  // the first step warms the caches
-        pipe_starts.push_back(double(pipe->last_start_us()));
-        pipe_ends.push_back(double(pipe->last_end_us()));
-        pipe_busy += pipe->last_busy_seconds();
+        bubble.add(*pipe);
       }
       {
         const profile::Range r("communication");
         if (ddp) ddp->finish();
         if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
-        // The two copies of a tied table take the sum of their gradients, so
-        // they stay equal (under ZeRO: of their buckets' shards, which line up).
-        for (const Tensor& p : tied) {
-          Tensor g = zero ? ddp->bucket_holding(p).shard : p.grad();
-          embed_comm->all_reduce(g, comm::ReduceOp::sum).wait();
-        }
+        sum_tied_gradients(tied, *embed_comm, zero ? ddp.get() : nullptr);
       }
       const profile::Range opt_range("optimizer");
       if (zero) {
@@ -567,13 +489,7 @@ int run(int argc, char** argv) {
         // The replicated parameters agree across tp, bit for bit.
         if (tp_grads.active()) comm::check_replicas(tp_replicated, grid.tp_group());
         // The first and last stage's copies of a tied table agree (a group of one on the other stages).
-        if (pipe) {
-          std::vector<std::pair<std::string, Tensor>> copies;
-          for (const auto& [name, p] : model.named_parameters())
-            for (const Tensor& t : tied)
-              if (t.same(p)) copies.emplace_back(name, p);
-          comm::check_replicas(copies, grid.embed_group());
-        }
+        if (pipe) comm::check_replicas(named(tied), grid.embed_group());
       } catch (const comm::ReplicaDrift& e) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }
@@ -621,17 +537,8 @@ int run(int argc, char** argv) {
     }
   }
   progress.finish();
-  if (pipe && !pipe_starts.empty()) {
-    // The bubble as measured: each step's window runs from the first stage's
-    // start to the last stage's end (the system clock, shared by the ranks
-    // of a node); a stage's idle share is what of it it did not spend in passes.
-    const std::vector<double> first = comm::all_reduce_host(pipe_starts, comm::HostOp::min, "the steps' starts");
-    const std::vector<double> last = comm::all_reduce_host(pipe_ends, comm::HostOp::max, "the steps' ends");
-    double span = 0;
-    for (size_t i = 0; i < first.size(); ++i) span += (last[i] - first[i]) * 1e-6;
-    const double idle =
-        comm::all_reduce_host(span > 0 ? 1.0 - pipe_busy / span : 0.0, comm::HostOp::sum, "the stages' idle time") /
-        double(world.size);
+  if (pipe && !bubble.empty()) {
+    const double idle = bubble.idle();  // collective: every rank runs the same steps
     progress.message(cat("pipeline ", comm::pipe_schedule_name(pipe_schedule), ", pp ", grid.pp(), ", m ", accum,
                          ": stages idle ", std::round(idle * 1000) / 10,
                          "% of the step on average (the bubble "
