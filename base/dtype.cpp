@@ -19,6 +19,8 @@ size_t dtype_size(DType t) {
     case DType::f16:
     case DType::u16:
       return 2;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
@@ -37,14 +39,16 @@ const char* dtype_name(DType t) {
       return "i32";
     case DType::u16:
       return "u16";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::u16})
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::u16, DType::u8})
     if (name == dtype_name(t)) return t;
-  ENGINE_FAIL("unknown dtype '", name, "' (expected f32, f64, bf16, f16, i32 or u16)");
+  ENGINE_FAIL("unknown dtype '", name, "' (expected f32, f64, bf16, f16, i32, u16 or u8)");
 }
 
 uint16_t float_to_f16(float f) {

@@ -10,7 +10,7 @@
 
 namespace eng {
 
-enum class DType : uint8_t { f32, f64, bf16, f16, i32, u16 };
+enum class DType : uint8_t { f32, f64, bf16, f16, i32, u16, u8 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

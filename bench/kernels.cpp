@@ -40,7 +40,8 @@ void usage() {
       "(bf16, f16), layernorm and softmax cases also run cuDNN (libcudnn.so.9, or ENGINE_CUDNN_LIBRARY).\n"
       "After every vendor row a 'ratio' line gives our cuda time over the vendor's for that case.\n"
       "Kernels: matmul (fwd, weight grad; f32, bf16, f16), layernorm, softmax, gelu (fwd, bwd), cross_entropy,\n"
-      "embedding (fwd, bwd), adamw_step, attention (fwd, bwd; f32, bf16, f16). Percent of peak: on the cpu, of\n"
+      "embedding (fwd, bwd), adamw_step, adamw8bit_step, adafactor_step, attention (fwd, bwd; f32, bf16, f16). Percent "
+      "of peak: on the cpu, of\n"
       "this machine's measured copy bandwidth or SGEMM rate; on A100/H100/H200, of the datasheet.\n");
 }
 
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
     if (o.gemm_sweep) {
       gemm_sweep(wb);
     } else {
-      for (auto family : {matmul_cases, layernorm_softmax_cases, gelu_adamw_cases, cross_entropy_embedding_cases,
-                          attention_cases, reduce_cases})
+      for (auto family : {matmul_cases, layernorm_softmax_cases, gelu_adamw_cases, optimizer_cases,
+                          cross_entropy_embedding_cases, attention_cases, reduce_cases})
         for (const Case& c : family(o.quick))
           if (c.name.find(o.filter) != std::string::npos) wb.run_case(c);
     }

@@ -33,6 +33,8 @@ MPI_Datatype raw_type(DType dt) {
       return MPI_DOUBLE;
     case DType::i32:
       return MPI_INT32_T;
+    case DType::u8:
+      return MPI_UINT8_T;
     default:
       return MPI_UINT16_T;
   }

@@ -49,14 +49,17 @@ class ZeroAdamW : public Optimizer {
   // stage's copy of GPT-2's tied table, whose gradient equals the first's).
   void set_pipeline(Communicator& pp, const std::vector<Tensor>& uncounted);
   // Not used: the step needs the clip, below.
+  using Optimizer::step;
   void step() override;
+  const char* name() const override { return "adamw"; }
+  std::string state_note() const override { return "fp32 exp_avg + exp_avg_sq"; }
   // cpu: clips to max_norm (the global norm; <= 0: off), steps, gathers the
   // weights; returns the norm before clipping.
   double clip_and_step(double max_norm);
   // emu/cuda: the same with no host read; returns the device {norm, factor}.
   // Capturable in a CUDA graph (then prepare_replay() before each replay).
   Tensor clip_and_step_device(double max_norm);
-  void prepare_replay();
+  void prepare_replay() override;
 
   // Collective over dp: every rank calls (rank 0 writes the checkpoint).
   std::vector<std::pair<std::string, Tensor>> state() const override;

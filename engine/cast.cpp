@@ -22,6 +22,8 @@ static double load(const void* p, DType t, int64_t i) {
       return static_cast<const int32_t*>(p)[i];
     case DType::u16:
       return static_cast<const uint16_t*>(p)[i];
+    case DType::u8:
+      return static_cast<const uint8_t*>(p)[i];
   }
   return 0;
 }
@@ -45,6 +47,9 @@ static void store(void* p, DType t, int64_t i, double v) {
       break;
     case DType::u16:
       static_cast<uint16_t*>(p)[i] = uint16_t(v);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(p)[i] = uint8_t(v);
       break;
   }
 }

@@ -98,6 +98,7 @@ MemoryReport memory_report(const Module& model, const Optimizer& opt, Precision 
   // the others ("step", "optimizer_steps", ...) are counters.
   for (const auto& [name, t] : opt.state())
     (name.find('.') != std::string::npos ? r.optimizer : r.counters) += t.nbytes();
+  r.optimizer_note = cat(opt.name(), ": ", opt.state_note());
   r.allocator = allocator_for(r.device).stats();
   return r;
 }
@@ -106,7 +107,7 @@ std::string MemoryReport::str() const {
   const PrecisionPolicy pol = precision_policy(precision);
   const bool mixed = pol.compute != DType::f32;
   std::string s;
-  char line[200];
+  char line[400];
   auto row = [&](const char* what, size_t bytes, const std::string& note) {
     std::snprintf(line, sizeof line, "  %-16s %12zu B  %6.2f B/param  %s\n", what, bytes, per_param(bytes),
                   note.c_str());
@@ -120,8 +121,7 @@ std::string MemoryReport::str() const {
       mixed ? cd + " copies made in each forward, freed after backward" : "fp32, also the master weights");
   row("master weights", master, mixed ? "fp32, updated by the optimizer" : "none beyond the weights");
   row("gradients", grads, grads ? "fp32, accumulated into the masters' .grad" : "not allocated yet (first backward)");
-  row("optimizer state", optimizer,
-      optimizer ? "fp32 (AdamW: exp_avg + exp_avg_sq)" : "not allocated yet (first step)");
+  row("optimizer state", optimizer, optimizer ? optimizer_note : "not allocated yet (first step)");
   row("total", total(),
       mixed ? "usual mixed-precision AdamW accounting: 2+4+4+8 = 18" : "usual fp32 AdamW: 4+4+8 = 16");
   std::snprintf(line, sizeof line,

@@ -30,13 +30,14 @@ namespace eng {
 struct MemoryReport {
   Precision precision = Precision::O0;
   Device device;
-  int64_t params = 0;     // parameter elements
-  size_t weights = 0;     // the weights the forward reads: the fp32 parameters (O0/O1) or their 16-bit copies (O2+)
-  size_t master = 0;      // fp32 master weights kept beside 16-bit copies (O2+); 0 when the weights are the masters
-  size_t grads = 0;       // parameter .grad tensors now allocated
-  size_t optimizer = 0;   // per-parameter optimizer state (AdamW exp_avg + exp_avg_sq, SGD momentum)
-  size_t counters = 0;    // optimizer step counters (host bookkeeping, not per parameter)
-  MemoryStats allocator;  // the device allocator's counters at report time
+  int64_t params = 0;    // parameter elements
+  size_t weights = 0;    // the weights the forward reads: the fp32 parameters (O0/O1) or their 16-bit copies (O2+)
+  size_t master = 0;     // fp32 master weights kept beside 16-bit copies (O2+); 0 when the weights are the masters
+  size_t grads = 0;      // parameter .grad tensors now allocated
+  size_t optimizer = 0;  // per-parameter optimizer state (AdamW exp_avg + exp_avg_sq, SGD momentum)
+  std::string optimizer_note;  // the optimizer's name and what its state is
+  size_t counters = 0;         // optimizer step counters (host bookkeeping, not per parameter)
+  MemoryStats allocator;       // the device allocator's counters at report time
 
   size_t total() const { return weights + master + grads + optimizer; }
   double per_param(size_t bytes) const { return params ? double(bytes) / double(params) : 0.0; }

@@ -27,12 +27,14 @@ static const char* st_dtype(DType t) {
       return "I32";
     case DType::u16:
       return "U16";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
 
 static DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::u16})
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::u16, DType::u8})
     if (s == st_dtype(t)) return t;
   ENGINE_FAIL(path, ": tensor '", name, "' has unsupported dtype '", s, "'");
 }

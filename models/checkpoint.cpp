@@ -65,6 +65,11 @@ nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load
                ": missing integer 'step'");
   ENGINE_CHECK(state["step"].get<int64_t>() >= 0, (d / "state.json").string(), ": step ", state["step"].dump(),
                " is negative (a damaged or edited file)");
+  const std::string saved = state.contains("config") && state["config"].is_object()
+                                ? state["config"].value("optimizer", std::string("adamw"))
+                                : std::string("adamw");
+  ENGINE_CHECK(saved == opt.name(), dir, ": the checkpoint was trained with optimizer ", saved, ", this run asks for ",
+               opt.name(), " (resume with --optimizer ", saved, ", or start afresh with --overwrite)");
   load_weights((d / "model.safetensors").string());
   const SafetensorsFile os = load_safetensors((d / "optimizer.safetensors").string());
   try {

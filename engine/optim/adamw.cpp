@@ -41,11 +41,8 @@ void AdamW::step(const Tensor& grad_scale) {
 // its step count t: computed in double and rounded to fp32, exactly as
 // cpu::adamw_step computes them, so emu matches cpu bit for bit.
 void AdamW::set_step_scalars(gpu::AdamWTensor& d, const ParamGroup& g, int64_t t) const {
-  const double bc1 = 1.0 - std::pow(beta1_, double(t)), bc2 = 1.0 - std::pow(beta2_, double(t));
-  const double lr = lr_ * g.lr_scale;
-  d.decay = float(1.0 - lr * g.weight_decay);
-  d.step_size = float(lr / bc1);
-  d.sqrt_bc2 = float(std::sqrt(bc2));
+  const AdamConstants c = adam_constants(lr_ * g.lr_scale, g.weight_decay, beta1_, beta2_, t);
+  d.decay = c.decay, d.step_size = c.step_size, d.sqrt_bc2 = c.sqrt_bc2;
 }
 
 void AdamW::step_impl(const Tensor* grad_scale) {

@@ -1,6 +1,8 @@
 // Optimizer base and parameter grouping.
 #include "engine/optim/optimizer.h"
 
+#include <cmath>
+
 #include "base/error.h"
 
 namespace eng {
@@ -10,6 +12,17 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::m
     for (const Tensor& p : g.params)
       ENGINE_CHECK(p.is_leaf() && p.requires_grad(), "optimizer: parameter ", p.desc(),
                    " is not a leaf that requires grad");
+}
+
+void Optimizer::step(const Tensor&) {
+  ENGINE_FAIL("optimizer ", name(), " has no GPU kernel: use adamw, adamw8bit or adafactor on emu/cuda");
+}
+
+void Optimizer::prepare_replay() { ENGINE_FAIL("optimizer ", name(), " cannot be captured in a CUDA graph"); }
+
+AdamConstants adam_constants(double lr, double weight_decay, double beta1, double beta2, int64_t t) {
+  const double bc1 = 1.0 - std::pow(beta1, double(t)), bc2 = 1.0 - std::pow(beta2, double(t));
+  return {float(1.0 - lr * weight_decay), float(lr / bc1), float(std::sqrt(bc2))};
 }
 
 void Optimizer::zero_grad() {

@@ -5,6 +5,7 @@
 // into .grad itself); all arrays are contiguous row-major.
 // Each kernel's file states bytes moved and flops for T = float.
 #pragma once
+#include <array>
 #include <cstdint>
 
 namespace eng::cpu {
@@ -138,4 +139,37 @@ void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, d
               bool nesterov, bool first_step);
 template <typename T>
 double sum_squares(const T* x, int64_t n);
+
+// optim8bit.cpp: 8-bit AdamW, moments as 1-byte codes into a 256-entry map
+// with one fp32 absmax per block of kQuantBlock elements.
+inline constexpr int64_t kQuantBlock = 256;
+std::array<float, 256> dynamic_map(bool is_signed);   // sorted; see optim8bit.cpp
+uint8_t quantize_nearest(const float* map, float x);  // index of the nearest entry (ties: the lower)
+// The per-step constants, as the fused kernel's descriptor holds them (fp32,
+// computed in double on the host as for AdamW).
+struct Adam8bitScalars {
+  float beta1, beta2, eps;
+  float decay;      // 1 - lr wd
+  float step_size;  // lr / (1 - beta1^t)
+  float sqrt_bc2;   // sqrt(1 - beta2^t)
+  bool grad_scale_on = false;
+  float grad_scale = 1.f;  // g = fl(grad x grad_scale) when on
+};
+void adamw8bit_step(float* p, const float* grad, uint8_t* m8, float* m_absmax, uint8_t* v8, float* v_absmax, int64_t n,
+                    const float* smap, const float* umap, const Adam8bitScalars& s);
+
+// adafactor.cpp: one tensor, seen as `batch` matrices of rows x cols.
+struct AdafactorScalars {
+  float beta2t;  // 1 - t^decay_rate
+  float rel_lr;  // the step size before parameter scaling
+  float eps1 = 1e-30f, eps2 = 1e-3f, clip = 1.f;
+  float weight_decay = 0.f;
+  float beta1 = 0.f;  // used when m is given
+  bool scale_parameter = false;
+  bool grad_scale_on = false;
+  float grad_scale = 1.f;
+};
+// row (batch x rows) and col (batch x cols) when factored, else v (n); m nullable.
+void adafactor_step(float* p, const float* grad, float* row, float* col, float* v, float* m, int64_t batch,
+                    int64_t rows, int64_t cols, const AdafactorScalars& s);
 }  // namespace eng::cpu

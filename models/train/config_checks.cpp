@@ -7,6 +7,7 @@
 #include "engine/profile.h"
 #include "models/train/attention_option.h"
 #include "models/train/gpt2_task.h"
+#include "models/train/optimizer_option.h"
 #include "models/train/vit_task.h"
 
 namespace eng::models {
@@ -63,6 +64,7 @@ void validate_config(const TrainConfig& c) {
                  "O2 (bf16)");
   }
   ENGINE_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
+  check_optimizer_options(c);
   ENGINE_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"), ": 0 (off) or 1 (ZeRO-1) only");
   ENGINE_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
                "config: zero 1 with O2-fp16 is not supported ",
@@ -76,6 +78,19 @@ void validate_config(const TrainConfig& c) {
     gpt2_config(c);
   else
     check_vit_options(c);
+}
+
+void check_resumed_config(const std::string& ckpt_dir, const nlohmann::json& state, const TrainConfig& cfg,
+                          const std::vector<std::string>& shape_keys, int64_t steps) {
+  for (const std::string& k : shape_keys) {
+    ENGINE_CHECK(state["config"].value(k, nlohmann::json()) == cfg.json()[k], ckpt_dir, ": checkpoint has ", k, " = ",
+                 state["config"].value(k, nlohmann::json()).dump(), ", the config asks for ", cfg.json()[k].dump());
+  }
+  ENGINE_CHECK(state["config"].value("seed", nlohmann::json()) == cfg.json()["seed"], ckpt_dir,
+               ": checkpoint was trained with seed ", state["config"].value("seed", nlohmann::json()).dump(),
+               ", the config asks for ", cfg.json()["seed"].dump(), " (the batch order would change)");
+  const int64_t start = state["step"].get<int64_t>();
+  ENGINE_CHECK(start <= steps, ckpt_dir, ": checkpoint is at step ", start, ", beyond steps = ", steps);
 }
 
 }  // namespace eng::models

@@ -40,9 +40,10 @@ double activation_bytes_per_sample(const BlockStack& s, Device dev, Precision p,
   return double(s.tokens) / cp * (blocks + 8.0 * C + head_bytes_per_token);
 }
 
-size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards) {
+size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards, double optimizer_bytes) {
   const bool half = precision_policy(p).compute != DType::f32;
-  const double per_param = 4.0 + (half ? 2.0 : 0.0) + 4.0 + 8.0 / double(std::max<int64_t>(optimizer_shards, 1));
+  const double per_param =
+      4.0 + (half ? 2.0 : 0.0) + 4.0 + optimizer_bytes / double(std::max<int64_t>(optimizer_shards, 1));
   return size_t(per_param * double(params));
 }
 

@@ -60,9 +60,10 @@ struct MemoryPlan {
   size_t planned() const { return state_bytes + size_t(activations_per_sample * double(micro * in_flight)); }
 };
 
-// The state of `params` parameters at precision p, the AdamW moments split
+// The state of `params` parameters at precision p, the optimizer's state
+// (optimizer_bytes per parameter: 8 for AdamW's moments) split
 // over `optimizer_shards` ranks (ZeRO-1) or not (1).
-size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards);
+size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards, double optimizer_bytes = 8.0);
 
 // Every rank (a collective): compares its plan with its device's free memory
 // (or limit_gb, when > 0; limit_gb < 0 skips the check), host memory shared

@@ -46,6 +46,7 @@
 #include "models/train/config_checks.h"
 #include "models/train/gpt2_task.h"
 #include "models/train/memory_plan.h"
+#include "models/train/optimizer_option.h"
 #include "models/train/out_dir.h"
 #include "models/train/pipeline_step.h"
 #include "models/train/progress.h"
@@ -151,7 +152,9 @@ int run(int argc, char** argv) {
   const auto tp_replicated = named(tp_grads.replicated);  // across tp
   Module& model = task->model();
   if (!cfg.s("init_from").empty()) task->init_from(cfg.s("init_from"));
-  AdamW opt(decay_groups(model.parameters(), cfg.f("weight_decay")), cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
+  const std::unique_ptr<Optimizer> opt_owner =
+      make_optimizer(cfg, decay_groups(model.parameters(), cfg.f("weight_decay")));
+  Optimizer& opt = *opt_owner;  // --optimizer (optimizer_option.h); ZeRO-1 (adamw) steps in its place
   WarmupCosineLR sched(cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"), steps);
   nlohmann::json shapes;
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
@@ -194,15 +197,8 @@ int run(int argc, char** argv) {
   if (cfg.b("resume")) {
     const nlohmann::json state = task->load_checkpoint(ckpt_dir, optim);
     resumed = state;
-    for (const std::string& k : task->shape_keys()) {
-      ENGINE_CHECK(state["config"].value(k, nlohmann::json()) == cfg.json()[k], ckpt_dir, ": checkpoint has ", k, " = ",
-                   state["config"].value(k, nlohmann::json()).dump(), ", the config asks for ", cfg.json()[k].dump());
-    }
+    check_resumed_config(ckpt_dir, state, cfg, task->shape_keys(), steps);
     start = state["step"].get<int64_t>();
-    ENGINE_CHECK(state["config"].value("seed", nlohmann::json()) == cfg.json()["seed"], ckpt_dir,
-                 ": checkpoint was trained with seed ", state["config"].value("seed", nlohmann::json()).dump(),
-                 ", the config asks for ", cfg.json()["seed"].dump(), " (the batch order would change)");
-    ENGINE_CHECK(start <= steps, ckpt_dir, ": checkpoint is at step ", start, ", beyond steps = ", steps);
     task->check_resume(ckpt_dir, state);
   }
   if (lead) {
@@ -215,10 +211,10 @@ int run(int argc, char** argv) {
           "x %lld micro-batches x %lld ranks; gradients in %s\n",
           world.size, shape.c_str(), dev.str().c_str(), comm::backend_name(backend), threads, (long long)plan.global(),
           (long long)plan.micro, (long long)accum, (long long)plan.dp, ddp ? ddp->bucket_summary().c_str() : "-");
+    std::printf("%s\n", optimizer_line(cfg).c_str());
     if (zero)
       std::printf(
-          "ZeRO-1: AdamW state sharded over %d %s ranks: %.2f MiB of moments on this rank, %.2f MiB without "
-          "ZeRO\n",
+          "ZeRO-1: AdamW state sharded over %d %s ranks: %.2f MiB of moments on this rank, %.2f MiB without ZeRO\n",
           replicas.size(), grid.cp() > 1 ? "dp x cp" : "dp", double(zero->shard_state_bytes()) / 1048576.0,
           double(model.num_parameters()) * 8.0 / 1048576.0);
     std::printf("blas: %s\n", cpu::blas_info().c_str());
@@ -244,7 +240,8 @@ int run(int argc, char** argv) {
   {
     // Before the first step: the planned peak against the device's free memory.
     MemoryPlan mp;
-    mp.state_bytes = state_bytes(model.num_parameters(), precision, zero ? replicas.size() : 1);
+    mp.state_bytes =
+        state_bytes(model.num_parameters(), precision, zero ? replicas.size() : 1, optimizer_bytes_per_param(cfg));
     mp.activations_per_sample = task->activation_bytes_per_sample(precision);
     // A stage holds the activations of the micro-batches in flight: all of them under afab, at most pp under 1f1b.
     mp.micro = plan.micro;
@@ -431,7 +428,8 @@ int run(int argc, char** argv) {
       if (comms[i].second) step_bytes[i] += comms[i].second->bytes_sent();
     nlohmann::json mem_json = nlohmann::json::object();
     if (step == start) {
-      const MemoryReport mr = memory_report(model, zero ? zero->shard_optimizer() : opt, precision);
+      const MemoryReport mr =
+          memory_report(model, zero ? static_cast<const Optimizer&>(zero->shard_optimizer()) : opt, precision);
       const std::string stage =
           pipe ? cat("pipeline stage ", pipe->stage(), " of ", grid.pp(), " (", comm::pipe_schedule_name(pipe_schedule),
                      ": the activations of up to ", mp_in_flight, " micro-batches at once); ")

@@ -8,7 +8,7 @@
 
 namespace eng::models {
 
-GpuTrainStep::GpuTrainStep(std::vector<Tensor> params, AdamW& opt, int64_t accum, LossFn loss, double grad_clip,
+GpuTrainStep::GpuTrainStep(std::vector<Tensor> params, Optimizer& opt, int64_t accum, LossFn loss, double grad_clip,
                            bool use_graph, comm::DistributedDataParallel* ddp, comm::ZeroAdamW* zero, const TpGrads* tp)
     : params_(std::move(params)),
       dev_(params_.empty() ? kCPU : params_[0].device()),

@@ -1,7 +1,7 @@
 // One optimizer step on a GPU device (emu or cuda), for every precision level
 // without loss scaling, and any model the train loop drives (task.h): the
 // micro-batches' forward and backward, the clip coefficient on the device,
-// and the fused AdamW update, with no host read in between (engine/graph.h).
+// and the optimizer's fused update (--optimizer), with no host read in between (engine/graph.h).
 // With data parallelism the gradient all-reduces are part of the step, so an
 // O3 graph captures them. So the same step runs eagerly or, at O3, is
 // captured once as a CUDA graph and replayed every step after:
@@ -42,7 +42,7 @@ class GpuTrainStep {
   // params: the model's parameters (opt's), on the step's device.
   // tp: the model is split over a tp group (tp_grads.h): partial gradients
   // summed over it and the norm counted once per parameter, in the step.
-  GpuTrainStep(std::vector<Tensor> params, AdamW& opt, int64_t accum, LossFn loss, double grad_clip, bool use_graph,
+  GpuTrainStep(std::vector<Tensor> params, Optimizer& opt, int64_t accum, LossFn loss, double grad_clip, bool use_graph,
                comm::DistributedDataParallel* ddp = nullptr, comm::ZeroAdamW* zero = nullptr,
                const TpGrads* tp = nullptr);
   struct Result {
@@ -72,7 +72,7 @@ class GpuTrainStep {
   MicroBatch& staged(int64_t m, const MicroBatch& b);  // b copied into input buffer m
   std::vector<Tensor> params_;
   Device dev_;
-  AdamW& opt_;
+  Optimizer& opt_;  // any with a GPU kernel: adamw, adamw8bit, adafactor
   int64_t accum_;
   LossFn loss_;
   double grad_clip_;

@@ -400,6 +400,29 @@ PY
     done
     echo "ok: one nested range log per rank under dp and tp, bucket launches inside backward"
     ;;
+  optimizers)
+    # --optimizer adamw8bit and adafactor under data parallelism: np 2 with
+    # the replicas checked every step against np 1 (GPT-2, and the ViT on
+    # weather fields); the combinations refused say why in one line.
+    "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
+    vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
+         --stats "$work/wx/stats.h5" --patch 4 --n_layer 1 --n_head 2 --n_embd 32 --batch_size 2 --steps 6
+         --global_batch 8 --warmup_steps 2 --val_every 3 --val_batches 1 --device cpu)
+    for opt in adamw8bit adafactor; do
+      OMP_NUM_THREADS=1 "$train" "${common[@]}" --optimizer $opt --out_dir "$work/$opt.1" >/dev/null
+      mpi -np 2 "$train" "${common[@]}" --optimizer $opt --check_replicas 1 --out_dir "$work/$opt.2" >"$work/log" ||
+        fail "$opt np=2 failed: $(tail -3 "$work/log")"
+      echo "$opt gpt2 np=2 vs np=1: $(close "$work/$opt.1/metrics.jsonl" "$work/$opt.2/metrics.jsonl" 1e-4)"
+      OMP_NUM_THREADS=1 "$train" "${vit[@]}" --optimizer $opt --out_dir "$work/$opt.v1" >/dev/null
+      mpi -np 2 "$train" "${vit[@]}" --optimizer $opt --check_replicas 1 --out_dir "$work/$opt.v2" >"$work/log" ||
+        fail "$opt vit np=2 failed: $(tail -3 "$work/log")"
+      echo "$opt vit np=2 vs np=1: $(close "$work/$opt.v1/metrics.jsonl" "$work/$opt.v2/metrics.jsonl" 1e-4)"
+    done
+    refused 2 "zero 1 with optimizer adafactor" "${common[@]}" --optimizer adafactor --zero 1
+    refused 2 "optimizer adafactor with tp = 2" "${common[@]}" --optimizer adafactor --tp 2
+    refused 1 "optimizer sgd on emu" "${common[@]}" --optimizer sgd --device emu
+    refused 1 "optimizer 'adam': adamw, adamw8bit, adafactor or sgd" "${common[@]}" --optimizer adam
+    ;;
   grad_accum)
     # batch_size 1: grad_accum 8 on one rank, 4 per rank on two (no_sync on 3 of 4 micro-steps).
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --batch_size 1 --out_dir "$work/np1" >/dev/null

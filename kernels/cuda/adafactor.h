@@ -1,0 +1,41 @@
+// Launcher of kernels/cuda/adafactor.cu: one Adafactor step over many
+// tensors in six launches, none of which reads back to the host (so it can
+// be captured in a CUDA graph). The engine builds the descriptors on the
+// host and copies them to the device each step (engine/optim/adafactor.cpp).
+#pragma once
+#include "kernels/cuda/gpu_ops.h"
+
+namespace eng::gpu {
+
+// One parameter: fp32 weights seen as `batch` matrices of rows x cols (the
+// last two dims; a vector is 1 x 1 x n and not factored).
+struct AdafactorTensor {
+  float* param;
+  const float* grad;
+  float* row;    // factored: batch x rows, else null
+  float* col;    // factored: batch x cols
+  float* v;      // not factored: n
+  float* m;      // first moment, nullable (beta1 off)
+  float* stats;  // scratch, batch + 2 floats: the row means, then lr and the clip divisor
+  int64_t batch, rows, cols, n;
+  int64_t chunk_begin;  // first element chunk (kMultiTensorChunk, adamw.h) of this tensor in the launch
+  int64_t row_begin;    // first row item (factored tensors have batch x rows, the others none)
+  int64_t tile_begin;   // first column tile (factored: batch x ceil(cols / 256))
+  float beta2t;         // 1 - t^decay_rate, t = this parameter's step count
+  float rel_lr;         // the step size before parameter scaling
+  float weight_decay;
+  int32_t scale_parameter;  // lr x max(eps2, RMS(p)) when set
+};
+
+struct AdafactorConsts {
+  float eps1, eps2, clip, beta1;
+};
+
+}  // namespace eng::gpu
+
+// partials: 2 floats per element chunk of the launch (scratch).
+#define ENGINE_ADAFACTOR_LAUNCHERS                                                                            \
+  void adafactor_multi_tensor(const gpu::AdafactorTensor* d_tensors, int num_tensors, int64_t num_chunks,     \
+                              int64_t num_rows, int64_t num_tiles, gpu::AdafactorConsts k, float* d_partials, \
+                              const float* grad_scale, void* stream);
+ENGINE_GPU_DECLARE(ENGINE_ADAFACTOR_LAUNCHERS)
