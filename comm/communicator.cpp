@@ -101,8 +101,12 @@ void Communicator::check(const char* op, const Tensor& t, const char* what) cons
   ENGINE_CHECK(t.device() == dev_, "comm ", op, " (group ", group_.name(), " on ", dev_.str(), "): ", what, " is ",
                t.desc());
   const DType d = t.dtype();
-  ENGINE_CHECK(d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16 || d == DType::i32, "comm ",
-               op, ": ", what, " has dtype ", dtype_name(d), " (f32, f64, bf16, f16 or i32)");
+  // Bytes (8-bit optimizer state) only move: nothing sums them.
+  const bool moves = std::string(op) == "all_gather" || std::string(op) == "broadcast";
+  ENGINE_CHECK(d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16 || d == DType::i32 ||
+                   (moves && d == DType::u8),
+               "comm ", op, ": ", what, " has dtype ", dtype_name(d),
+               moves ? " (f32, f64, bf16, f16, i32 or u8)" : " (f32, f64, bf16, f16 or i32)");
 }
 
 Work Communicator::local_copy(const Tensor& in, Tensor& out) const {

@@ -58,6 +58,7 @@ struct DistributedDataParallel::State {
 DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Communicator& comm, DdpOptions opt)
     : s_(std::make_shared<State>()) {
   ENGINE_CHECK(opt.bucket_mb > 0 && opt.first_bucket_mb > 0, "ddp: bucket sizes must be > 0 MiB");
+  ENGINE_CHECK(opt.align >= 1, "ddp: align must be >= 1, got ", opt.align);
   s_->params = std::move(params);
   s_->comm = &comm;
   s_->shard = opt.shard;
@@ -84,7 +85,8 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
     DdpBucket& b = s_->buckets.back();
     s_->bucket_of[k] = s_->buckets.size() - 1;
     s_->slot_of[k] = b.params.size();
-    b.offset.push_back(b.params.empty() ? 0 : b.offset.back() + s_->params[b.params.back()].numel());
+    const int64_t end = b.params.empty() ? 0 : b.offset.back() + s_->params[b.params.back()].numel();
+    b.offset.push_back((end + opt.align - 1) / opt.align * opt.align);
     b.params.push_back(k);
     bytes += p.nbytes();
     closed = alone;
@@ -92,7 +94,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
   const int64_t P = comm.size();
   for (DdpBucket& b : s_->buckets) {
     int64_t total = b.offset.back() + s_->params[b.params.back()].numel();
-    if (opt.shard) total = (total + P - 1) / P * P;  // the padding stays zero: no gradient is copied there
+    if (opt.shard) total = (total + P * opt.align - 1) / (P * opt.align) * (P * opt.align);  // the padding stays zero
     b.flat = Tensor::zeros({total}, b.flat.dtype(), comm.device());
     if (opt.shard) b.shard = Tensor::zeros({total / P}, b.flat.dtype(), comm.device());
   }

@@ -37,6 +37,11 @@ struct DdpOptions {
   // last stage, its buckets there line up element for element, and so do
   // their ZeRO shards, which the two stages then sum.
   std::vector<Tensor> alone;
+  // Shard mode: every parameter starts at a multiple of `align` elements in
+  // its bucket and buckets are padded to a multiple of dp x align, so the
+  // shards cut no block of `align` elements of a parameter (ZeRO with 8-bit
+  // AdamW: its quantization blocks of 256 stay whole on one rank).
+  int64_t align = 1;
 };
 
 // A bucket as ZeRO sees it: the parameters whose gradients it holds, where,

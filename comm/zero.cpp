@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "engine/graph.h"
 #include "engine/ops.h"
+#include "kernels/cuda/adamw8bit.h"
 
 namespace eng::comm {
 
@@ -18,8 +19,8 @@ char* at(const Tensor& t, int64_t elem) {
 }  // namespace
 
 ZeroAdamW::ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& ddp, Communicator& comm, double lr,
-                     double beta1, double beta2, double eps)
-    : Optimizer(std::move(groups), lr), ddp_(ddp), comm_(comm) {
+                     double beta1, double beta2, double eps, bool eight_bit)
+    : Optimizer(std::move(groups), lr), ddp_(ddp), comm_(comm), eight_bit_(eight_bit) {
   const std::vector<DdpBucket>& buckets = ddp.buckets();
   const int64_t r = comm.rank();
   // Where each of ddp's parameters sits: (bucket, offset).
@@ -39,7 +40,11 @@ ZeroAdamW::ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& dd
       ENGINE_CHECK(p.dtype() == DType::f32, "ZeroAdamW: fp32 master weights only, got ", p.desc());
       const size_t i = params_.size();
       params_.push_back(p);
+      quantized_.push_back(eight_bit && p.numel() >= AdamW8bit::kMin8bit);
       const auto [b, off] = where[k];
+      ENGINE_CHECK(!eight_bit || (off % gpu::kQuantBlock == 0 && buckets[b].shard.numel() % gpu::kQuantBlock == 0),
+                   "ZeroAdamW: 8-bit state needs the ddp buckets aligned to ", gpu::kQuantBlock,
+                   " elements (DdpOptions::align), parameter ", p.desc(), " is at ", off);
       ddp_bucket_.push_back(b);
       ddp_offset_.push_back(off);
       // The part of [off, off + numel) inside this rank's shard [r*n, (r+1)*n).
@@ -55,7 +60,25 @@ ZeroAdamW::ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& dd
     }
     inner_groups.push_back(ig);
   }
-  inner_ = std::make_unique<AdamW>(std::move(inner_groups), lr, beta1, beta2, eps);
+  if (!eight_bit) {
+    inner_ = std::make_unique<AdamW>(std::move(inner_groups), lr, beta1, beta2, eps);
+    return;
+  }
+  auto q = std::make_unique<AdamW8bit>(std::move(inner_groups), lr, beta1, beta2, eps);
+  std::vector<bool> piece_quantized;
+  for (const Piece& pc : pieces_) piece_quantized.push_back(quantized_[pc.param]);
+  q->set_quantized(piece_quantized);  // by the full tensor's size, as one process decides it
+  inner_ = std::move(q);
+}
+
+std::vector<ZeroAdamW::Layout> ZeroAdamW::layouts() const {
+  if (!eight_bit_) return {{"exp_avg", DType::f32, 1, false}, {"exp_avg_sq", DType::f32, 1, false}};
+  return {{"exp_avg", DType::f32, 1, false},
+          {"exp_avg_sq", DType::f32, 1, false},
+          {"exp_avg", DType::u8, 1, true},
+          {"exp_avg_sq", DType::u8, 1, true},
+          {"exp_avg_absmax", DType::f32, gpu::kQuantBlock, true},
+          {"exp_avg_sq_absmax", DType::f32, gpu::kQuantBlock, true}};
 }
 
 void ZeroAdamW::step() { ENGINE_FAIL("ZeroAdamW: call clip_and_step (the norm is global over the shards)"); }
@@ -211,30 +234,38 @@ std::vector<std::pair<std::string, Tensor>> ZeroAdamW::state() const {
   comm_.all_reduce(dc, ReduceOp::sum).wait();
   const std::vector<double> tot = dc.to_f64_vector();
   if (has_moments) {
-    // Moments: each bucket's shard assembled from the pieces, gathered, cut per parameter.
-    for (const char* kind : {"exp_avg", "exp_avg_sq"}) {
+    // Per layout: each bucket's shard assembled from the pieces (in units of
+    // the layout: elements, or 256-element blocks), gathered, cut per parameter.
+    std::vector<std::vector<std::pair<std::string, Tensor>>> per_param(static_cast<size_t>(n_params));
+    for (const Layout& L : layouts()) {
+      const size_t es = dtype_size(L.dt);
       std::vector<Tensor> full;
       for (size_t b = 0; b < weights_.size(); ++b) {
         const int64_t n = weights_[b].numel() / P;
-        Tensor shard = Tensor::zeros({n}, DType::f32, comm_.device());
+        Tensor shard = Tensor::zeros({n / L.unit}, L.dt, comm_.device());
         for (size_t j = 0; j < pieces_.size(); ++j) {
-          if (pieces_[j].bucket != b) continue;
-          const Tensor& m = find_state(inner, cat(kind, ".", j), {pieces_[j].len});
-          const int64_t into = ddp_offset_[pieces_[j].param] + pieces_[j].begin - r * n;
-          copy_within(comm_.device(), at(shard, into), m.data_ptr(), size_t(pieces_[j].len) * 4);
+          const Piece& pc = pieces_[j];
+          if (pc.bucket != b || quantized_[pc.param] != L.quantized) continue;
+          const int64_t entries = (pc.len + L.unit - 1) / L.unit;
+          const Tensor& m = find_state(inner, cat(L.name, ".", j), {entries});
+          const int64_t into = (ddp_offset_[pc.param] + pc.begin - r * n) / L.unit;
+          copy_within(comm_.device(), static_cast<char*>(shard.data_ptr()) + size_t(into) * es, m.data_ptr(),
+                      size_t(entries) * es);
         }
-        Tensor all = Tensor::empty({n * P}, DType::f32, comm_.device());
+        Tensor all = Tensor::empty({n / L.unit * P}, L.dt, comm_.device());
         comm_.all_gather(shard, all).wait();
         full.push_back(all.to(kCPU));
       }
       for (int64_t i = 0; i < n_params; ++i) {
+        if (quantized_[size_t(i)] != L.quantized) continue;
         const Tensor& p = params_[size_t(i)];
-        out.emplace_back(cat(kind, ".", i), full[ddp_bucket_[size_t(i)]]
-                                                .slice(ddp_offset_[size_t(i)], ddp_offset_[size_t(i)] + p.numel())
-                                                .clone()
-                                                .reshape(p.shape()));
+        const int64_t at = ddp_offset_[size_t(i)] / L.unit, entries = (p.numel() + L.unit - 1) / L.unit;
+        Tensor t = full[ddp_bucket_[size_t(i)]].slice(at, at + entries).clone();
+        per_param[size_t(i)].emplace_back(cat(L.name, ".", i), L.quantized ? t : t.reshape(p.shape()));
       }
     }
+    for (auto& entries : per_param)
+      for (auto& e : entries) out.push_back(std::move(e));
   }
   Tensor st = Tensor::empty({n_params}, DType::f64);
   for (int64_t i = 0; i < n_params; ++i)
@@ -254,9 +285,13 @@ void ZeroAdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& st
     for (size_t j = 0; j < pieces_.size(); ++j) {
       const Piece& pc = pieces_[j];
       const Tensor& p = params_[pc.param];
-      for (const char* kind : {"exp_avg", "exp_avg_sq"}) {
-        const Tensor& full = find_state(state, cat(kind, ".", pc.param), p.shape());
-        mine.emplace_back(cat(kind, ".", j), full.reshape({p.numel()}).slice(pc.begin, pc.begin + pc.len));
+      for (const Layout& L : layouts()) {
+        if (quantized_[pc.param] != L.quantized) continue;
+        const int64_t entries = (p.numel() + L.unit - 1) / L.unit, at = pc.begin / L.unit;
+        const Tensor& full = find_state(state, cat(L.name, ".", pc.param), L.quantized ? Shape{entries} : p.shape());
+        ENGINE_CHECK(full.dtype() == L.dt, "optimizer state '", L.name, ".", pc.param, "' is ", full.desc(),
+                     ", expected ", dtype_name(L.dt));
+        mine.emplace_back(cat(L.name, ".", j), full.reshape({entries}).slice(at, at + (pc.len + L.unit - 1) / L.unit));
       }
       st.data<double>()[j] = steps[pc.param];
     }
@@ -266,9 +301,10 @@ void ZeroAdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& st
 }
 
 size_t ZeroAdamW::shard_state_bytes() const {
-  size_t elems = 0;  // two fp32 moments per element of this rank's pieces (allocated at the first step)
-  for (const Piece& pc : pieces_) elems += size_t(pc.len);
-  return elems * 2 * 4;
+  size_t bytes = 0;  // the moments of this rank's pieces (allocated at the first step)
+  for (const Piece& pc : pieces_)
+    bytes += quantized_[pc.param] ? size_t(2 * pc.len + 8 * gpu::quant_blocks(pc.len)) : size_t(8 * pc.len);
+  return bytes;
 }
 
 }  // namespace eng::comm

@@ -17,6 +17,11 @@
 // Checkpoints: state() gathers the moments into the layout a plain AdamW
 // over the same groups has ("exp_avg.i", ...), so a checkpoint resumes with
 // or without ZeRO and at any dp; load_state() takes that layout.
+// 8-bit AdamW (eight_bit): the shard's pieces keep 8-bit moments. The ddp
+// buckets must be aligned to 256 (DdpOptions::align), so a shard holds whole
+// quantization blocks of the full tensors: the blocks, their absmaxes and so
+// the updates are those of one process, bit for bit, and the gathered state
+// is AdamW8bit's own layout.
 #pragma once
 #include <memory>
 #include <string>
@@ -33,7 +38,7 @@ class ZeroAdamW : public Optimizer {
   // groups: the model's parameter groups (as for AdamW); ddp: built over the
   // same parameters in shard mode, its communicator the dp group's.
   ZeroAdamW(std::vector<ParamGroup> groups, DistributedDataParallel& ddp, Communicator& comm, double lr, double beta1,
-            double beta2, double eps = 1e-8);
+            double beta2, double eps = 1e-8, bool eight_bit = false);
 
   // Tensor parallel: this optimizer holds one tp rank's shards. The clip
   // norm then sums the squares over tp too, the `replicated` parameters'
@@ -51,8 +56,8 @@ class ZeroAdamW : public Optimizer {
   // Not used: the step needs the clip, below.
   using Optimizer::step;
   void step() override;
-  const char* name() const override { return "adamw"; }
-  std::string state_note() const override { return "fp32 exp_avg + exp_avg_sq"; }
+  const char* name() const override { return inner_->name(); }
+  std::string state_note() const override { return inner_->state_note(); }
   // cpu: clips to max_norm (the global norm; <= 0: off), steps, gathers the
   // weights; returns the norm before clipping.
   double clip_and_step(double max_norm);
@@ -65,8 +70,8 @@ class ZeroAdamW : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
 
-  const AdamW& shard_optimizer() const { return *inner_; }  // this rank's moments
-  size_t shard_state_bytes() const;                         // the moments this rank keeps
+  const Optimizer& shard_optimizer() const { return *inner_; }  // this rank's moments
+  size_t shard_state_bytes() const;                             // the moments this rank keeps
 
  private:
   struct Piece {
@@ -90,8 +95,19 @@ class ZeroAdamW : public Optimizer {
   std::vector<size_t> ddp_bucket_;
   std::vector<Tensor> weights_;  // per bucket: the flat weights (same layout as its gradients)
   std::vector<Piece> pieces_;
-  std::vector<Tensor> masters_;  // per piece: a view into weights_ (the inner AdamW's parameters)
-  std::unique_ptr<AdamW> inner_;
+  std::vector<Tensor> masters_;       // per piece: a view into weights_ (the inner AdamW's parameters)
+  std::unique_ptr<Optimizer> inner_;  // AdamW or AdamW8bit over the pieces
+  bool eight_bit_ = false;
+  std::vector<bool> quantized_;  // per params_ entry: 8-bit moments (the full tensor has >= 4096 elements)
+  // A kind of per-parameter state in the checkpoint's layout: its name, its
+  // dtype, and elements per entry (1, or 256 for a block's absmax).
+  struct Layout {
+    const char* name;
+    DType dt;
+    int64_t unit;
+    bool quantized;  // the parameters it is for
+  };
+  std::vector<Layout> layouts() const;
   Communicator* tp_ = nullptr;
   std::vector<bool> replicated_, partial_;  // per params_ entry, under tp
   Communicator* pp_ = nullptr;

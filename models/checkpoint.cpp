@@ -51,7 +51,7 @@ void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, 
   fs::remove_all(old_dir);
 }
 
-nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load_weights, Optimizer& opt) {
+nlohmann::json read_checkpoint_state(const std::string& dir) {
   const fs::path d(dir);
   ENGINE_CHECK(fs::exists(d / "state.json"), dir, ": no checkpoint here (state.json missing)");
   nlohmann::json state;
@@ -65,6 +65,12 @@ nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load
                ": missing integer 'step'");
   ENGINE_CHECK(state["step"].get<int64_t>() >= 0, (d / "state.json").string(), ": step ", state["step"].dump(),
                " is negative (a damaged or edited file)");
+  return state;
+}
+
+nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load_weights, Optimizer& opt) {
+  const fs::path d(dir);
+  const nlohmann::json state = read_checkpoint_state(dir);
   const std::string saved = state.contains("config") && state["config"].is_object()
                                 ? state["config"].value("optimizer", std::string("adamw"))
                                 : std::string("adamw");

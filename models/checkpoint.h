@@ -28,5 +28,7 @@ void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, 
 bool recover_checkpoint_dir(const std::string& dir);
 // Loads weights and optimizer state; returns the state.json object.
 nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load_weights, Optimizer& opt);
+// dir/state.json, checked (a missing file, bad JSON, a bad step are errors naming it).
+nlohmann::json read_checkpoint_state(const std::string& dir);
 
 }  // namespace eng::models

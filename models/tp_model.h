@@ -34,6 +34,8 @@ class TpModel : public Module {
   // The serial model's state: every parameter gathered to its full shape,
   // by name, in registration order. Collective over tp.
   std::vector<std::pair<std::string, Tensor>> full_state() const;
+  // Whether parameter `name` is split over tp (any rule but whole).
+  bool is_split(const std::string& name) const { return split_of(name) != TpSplit::whole; }
   // Loads a full state (names and shapes of the serial model): this rank's
   // shards of the parameters it holds (a pipeline stage: its own).
   void load_full_state(const std::vector<std::pair<std::string, Tensor>>& state);

@@ -9,6 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
+#include "engine/optim/descriptors.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/adafactor.h"
@@ -80,8 +81,7 @@ void Adafactor::init_state() {
 void Adafactor::step() { step_impl(nullptr); }
 
 void Adafactor::step(const Tensor& grad_scale) {
-  ENGINE_CHECK(grad_scale.numel() == 1 && grad_scale.dtype() == DType::f32 && detail::on_gpu(grad_scale),
-               "Adafactor::step: grad_scale must be one f32 on a GPU device, got ", grad_scale.desc());
+  detail::check_grad_scale("Adafactor", grad_scale);
   step_impl(&grad_scale);
 }
 
@@ -142,13 +142,8 @@ void Adafactor::step_impl(const Tensor* grad_scale) {
                           s.m.defined() ? s.m.data<float>() : nullptr, dm.batch, dm.rows, dm.cols, sc);
     }
   if (fused.empty()) return;
-  static_assert(sizeof(gpu::AdafactorTensor) % 4 == 0);
-  const size_t bytes = fused.size() * sizeof(gpu::AdafactorTensor);
-  auto host = std::make_shared<std::vector<uint8_t>>(bytes);
-  std::memcpy(host->data(), fused.data(), bytes);
-  Tensor d_desc = Tensor::empty({int64_t(bytes / 4)}, DType::i32, gpu_dev);
-  if (capture) replay_desc_ = host, replay_params_ = fused_index, replay_d_desc_ = d_desc;
-  upload(gpu_dev, host, d_desc.data_ptr());
+  Tensor d_desc = detail::upload_descriptors(fused, gpu_dev, capture ? &replay_desc_ : nullptr);
+  if (capture) replay_params_ = fused_index, replay_d_desc_ = d_desc;  // the graph reads it at every replay
   const gpu::AdafactorConsts kc{float(o_.eps1), float(o_.eps2), float(o_.clip), float(o_.beta1)};
   ENGINE_GPU_CALL(gpu_dev, adafactor_multi_tensor, static_cast<const gpu::AdafactorTensor*>(d_desc.data_ptr()),
                   int(fused.size()), chunks, rows, tiles, kc, partials_.data<float>(),

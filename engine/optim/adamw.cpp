@@ -11,6 +11,7 @@
 #include "engine/autograd.h"
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
+#include "engine/optim/descriptors.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/adamw.h"
@@ -32,8 +33,7 @@ void AdamW::init_state() {
 void AdamW::step() { step_impl(nullptr); }
 
 void AdamW::step(const Tensor& grad_scale) {
-  ENGINE_CHECK(grad_scale.numel() == 1 && grad_scale.dtype() == DType::f32 && detail::on_gpu(grad_scale),
-               "AdamW::step: grad_scale must be one f32 on a GPU device, got ", grad_scale.desc());
+  detail::check_grad_scale("AdamW", grad_scale);
   step_impl(&grad_scale);
 }
 
@@ -98,17 +98,8 @@ void AdamW::step_impl(const Tensor* grad_scale) {
   // allocator aligns every buffer), uploaded in stream order (graph.h), then
   // one launch updates every parameter. Captured, the upload reads
   // replay_desc_, which prepare_replay() rewrites before every replay.
-  static_assert(sizeof(gpu::AdamWTensor) % 4 == 0);
-  const size_t bytes = fused.size() * sizeof(gpu::AdamWTensor);
-  auto host = std::make_shared<std::vector<uint8_t>>(bytes);
-  std::memcpy(host->data(), fused.data(), bytes);
-  Tensor d_desc = Tensor::empty({int64_t(bytes / 4)}, DType::i32, gpu_dev);
-  if (capture) {
-    replay_desc_ = host;
-    replay_params_ = fused_index;
-    replay_d_desc_ = d_desc;  // the graph reads it at every replay
-  }
-  upload(gpu_dev, host, d_desc.data_ptr());
+  Tensor d_desc = detail::upload_descriptors(fused, gpu_dev, capture ? &replay_desc_ : nullptr);
+  if (capture) replay_params_ = fused_index, replay_d_desc_ = d_desc;  // the graph reads it at every replay
   const int64_t chunks = fused.back().chunk_begin + gpu::chunks_of(fused.back().n);
   ENGINE_GPU_CALL(gpu_dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(d_desc.data_ptr()),
                   int(fused.size()), chunks, float(beta1_), float(beta2_), float(eps_),

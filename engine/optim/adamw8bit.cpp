@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
+#include "engine/optim/descriptors.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/adamw.h"
@@ -28,18 +29,6 @@ const std::array<float, 512>& host_maps() {
   return maps;
 }
 
-// Descriptors into a device i32 tensor, uploaded in stream order (graph.h).
-template <typename Desc>
-Tensor upload_descriptors(const std::vector<Desc>& d, Device dev, std::shared_ptr<std::vector<uint8_t>>* keep) {
-  static_assert(sizeof(Desc) % 4 == 0);
-  const size_t bytes = d.size() * sizeof(Desc);
-  auto host = std::make_shared<std::vector<uint8_t>>(bytes);
-  std::memcpy(host->data(), d.data(), bytes);
-  Tensor t = Tensor::empty({int64_t(bytes / 4)}, DType::i32, dev);
-  if (keep) *keep = host;
-  upload(dev, host, t.data_ptr());
-  return t;
-}
 }  // namespace
 
 AdamW8bit::AdamW8bit(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
@@ -95,8 +84,7 @@ void AdamW8bit::init_state() {
 void AdamW8bit::step() { step_impl(nullptr); }
 
 void AdamW8bit::step(const Tensor& grad_scale) {
-  ENGINE_CHECK(grad_scale.numel() == 1 && grad_scale.dtype() == DType::f32 && detail::on_gpu(grad_scale),
-               "AdamW8bit::step: grad_scale must be one f32 on a GPU device, got ", grad_scale.desc());
+  detail::check_grad_scale("AdamW8bit", grad_scale);
   step_impl(&grad_scale);
 }
 
@@ -158,7 +146,7 @@ void AdamW8bit::step_impl(const Tensor* grad_scale) {
   const float* gs = grad_scale ? grad_scale->data<float>() : nullptr;
   if (!q.empty()) {
     Replay& r = replay_q_;
-    Tensor d = upload_descriptors(q, gpu_dev, capture ? &r.desc : nullptr);
+    Tensor d = detail::upload_descriptors(q, gpu_dev, capture ? &r.desc : nullptr);
     if (capture) r.params = q_index, r.d_desc = d;  // the graph reads it at every replay
     ENGINE_GPU_CALL(gpu_dev, adamw8bit_multi_tensor, static_cast<const gpu::Adam8bitTensor*>(d.data_ptr()),
                     int(q.size()), q.back().block_begin + gpu::quant_blocks(q.back().n), maps_.data<float>(),
@@ -166,7 +154,7 @@ void AdamW8bit::step_impl(const Tensor* grad_scale) {
   }
   if (!f.empty()) {
     Replay& r = replay_f_;
-    Tensor d = upload_descriptors(f, gpu_dev, capture ? &r.desc : nullptr);
+    Tensor d = detail::upload_descriptors(f, gpu_dev, capture ? &r.desc : nullptr);
     if (capture) r.params = f_index, r.d_desc = d;
     ENGINE_GPU_CALL(gpu_dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(d.data_ptr()), int(f.size()),
                     f.back().chunk_begin + gpu::chunks_of(f.back().n), float(beta1_), float(beta2_), float(eps_), gs,

@@ -5,6 +5,7 @@
 #include "comm/pipeline_schedule.h"
 #include "engine/precision.h"
 #include "engine/profile.h"
+#include "models/checkpoint.h"
 #include "models/train/attention_option.h"
 #include "models/train/gpt2_task.h"
 #include "models/train/optimizer_option.h"
@@ -91,6 +92,19 @@ void check_resumed_config(const std::string& ckpt_dir, const nlohmann::json& sta
                ", the config asks for ", cfg.json()["seed"].dump(), " (the batch order would change)");
   const int64_t start = state["step"].get<int64_t>();
   ENGINE_CHECK(start <= steps, ckpt_dir, ": checkpoint is at step ", start, ", beyond steps = ", steps);
+}
+
+void check_resume_optimizer(const std::string& ckpt_dir, const TrainConfig& cfg) {
+  const nlohmann::json saved = read_checkpoint_state(ckpt_dir).value("config", nlohmann::json::object());
+  const std::string opt = saved.is_object() ? saved.value("optimizer", std::string("adamw")) : "adamw";
+  ENGINE_CHECK(opt == cfg.s("optimizer"), ckpt_dir, ": the checkpoint was trained with optimizer ", opt,
+               ", this run asks for ", cfg.s("optimizer"), " (resume with --optimizer ", opt,
+               ", or start afresh with --overwrite)");
+  // 8-bit state of a split parameter is quantized in the shard's own blocks.
+  const int64_t saved_tp = saved.is_object() ? saved.value("tp", int64_t(1)) : 1;
+  ENGINE_CHECK(opt != "adamw8bit" || saved_tp == cfg.i("tp"), ckpt_dir,
+               ": the checkpoint's 8-bit AdamW state was quantized in the blocks of tp = ", saved_tp,
+               " shards; resume it at tp = ", saved_tp, " (this run has tp = ", cfg.i("tp"), ")");
 }
 
 }  // namespace eng::models

@@ -29,13 +29,16 @@ void check_optimizer_options(const TrainConfig& c) {
                o == "adafactor" ? "AdamW's moments; Adafactor's state is already under 0.1 B per matrix parameter, so "
                                   "run it with --zero 0"
                                 : "AdamW's moments; SGD's momentum is not sharded, run it with --zero 0");
-  ENGINE_CHECK(c.i("zero") == 0,
-               "config: zero 1 with optimizer adamw8bit is not supported yet; use --zero 0 (8-bit "
-               "state is 2.03 B per parameter unsharded)");
   ENGINE_CHECK(c.i("tp") == 1 || o != "adafactor", "config: optimizer adafactor with tp = ", c.i("tp"),
                ": the row and column statistics and the RMS of a split matrix would have to be reduced over tp; use "
-               "adamw or adamw8bit with tensor parallelism");
-  ENGINE_CHECK(c.i("tp") == 1, "config: optimizer ", o, " with tp = ", c.i("tp"), " is not supported yet; use adamw");
+               "adamw with tensor parallelism");
+  ENGINE_CHECK(c.i("tp") == 1 || o != "sgd", "config: optimizer sgd with tp = ", c.i("tp"),
+               " is not supported; use adamw");
+  // A split model's checkpoint is gathered into the one-process layout by
+  // AdamW's moment names and shapes (tp_checkpoint.h).
+  for (const char* k : {"cp", "pp"})
+    ENGINE_CHECK(c.i(k) == 1, "config: optimizer ", o, " with ", k, " = ", c.i(k),
+                 " is not supported yet (its checkpoints are gathered as AdamW's moments); use adamw");
   ENGINE_CHECK(o != "sgd" || c.s("device") == "cpu", "config: optimizer sgd on ", c.s("device"),
                ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there");
 }

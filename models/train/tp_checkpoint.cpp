@@ -40,6 +40,38 @@ size_t moment_index(const std::string& key) {
   return size_t(-1);
 }
 
+// "kind.i" -> (kind, i) for any per-parameter entry; i = -1 for the others.
+std::pair<std::string, size_t> split_key(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  if (dot == std::string::npos || dot + 1 == key.size() ||
+      key.find_first_not_of("0123456789", dot + 1) != std::string::npos)
+    return {key, size_t(-1)};
+  return {key.substr(0, dot), size_t(std::stoul(key.substr(dot + 1)))};
+}
+
+// 8-bit AdamW's state of a split parameter is quantized in the shard's own
+// blocks (its codes, u8, and its per-block absmax): it has no full shape.
+// The checkpoint keeps every tp rank's as a row of a (tp, entries) tensor,
+// which only a run at the same tp resumes (check_resumed_config says so).
+bool per_shard(const TpModel& m, const std::string& name, const std::string& kind, const Tensor& t) {
+  return m.is_split(name) && (t.dtype() == DType::u8 || kind.find("absmax") != std::string::npos);
+}
+
+// Holds the state a checkpoint file has, as it is (load_tp_checkpoint slices it).
+class StateCapture : public Optimizer {
+ public:
+  explicit StateCapture(std::string name) : Optimizer({}, 0.0), name_(std::move(name)) {}
+  void step() override { ENGINE_FAIL("StateCapture does not step"); }
+  const char* name() const override { return name_.c_str(); }
+  std::string state_note() const override { return ""; }
+  NamedTensors state() const override { return state_; }
+  void load_state(const NamedTensors& s) override { state_ = s; }
+
+ private:
+  std::string name_;
+  NamedTensors state_;
+};
+
 }  // namespace
 
 TpGrads tp_grads_of(TpModel& m) {
@@ -66,24 +98,38 @@ NamedTensors gather_tp_checkpoint(const TpModel& m, Module* serial, NamedTensors
     }
   const std::vector<std::string> names = optimizer_names(m);
   for (auto& [key, t] : opt_state) {
-    const size_t i = moment_index(key);
-    if (i != size_t(-1)) t = m.unshard(names.at(i), t.to(dev)).to(kCPU);
+    const auto [kind, i] = split_key(key);
+    if (i == size_t(-1)) continue;
+    if (per_shard(m, names.at(i), kind, t)) {  // every rank's row
+      const Tensor mine = t.to(dev).reshape({t.numel()});
+      Tensor all = Tensor::empty({m.tp().size() * t.numel()}, t.dtype(), dev);
+      m.tp().all_gather(mine, all).wait();
+      t = all.reshape({m.tp().size(), t.numel()}).to(kCPU);
+    } else if (moment_index(key) != size_t(-1)) {
+      t = m.unshard(names.at(i), t.to(dev)).to(kCPU);  // fp32 moments: the parameter's full shape
+    }
   }
   return opt_state;
 }
 
 nlohmann::json load_tp_checkpoint(TpModel& m, Module& serial, Optimizer& opt, Device dev,
                                   const std::function<nlohmann::json(Optimizer&)>& load) {
-  AdamW full_opt(decay_groups(serial.parameters(), 0.0), 1.0);
-  const nlohmann::json state = load(full_opt);
+  StateCapture captured(opt.name());  // the file's state as it is
+  const nlohmann::json state = load(captured);
   m.load_full_state(serial.named_parameters());
-  // Moment i of this model is the serial model's moment of the same name (a
-  // pipeline stage holds some of them), sharded.
+  // State i of this model is the serial model's state of the same name (a
+  // pipeline stage holds some of them), sharded: fp32 moments by the
+  // parameter's split, 8-bit codes and scales by this rank's row.
   const std::vector<std::string> names = optimizer_names(m), all = optimizer_names(serial);
-  const NamedTensors full = full_opt.state();
+  const NamedTensors full = captured.state();
   if (state_is_fresh(full, "exp_avg.0")) {  // saved before any update: nothing to shard
     opt.load_state(full);
     return state;
+  }
+  std::vector<std::vector<std::pair<std::string, Tensor>>> of_param(all.size());  // the file's entries by parameter
+  for (const auto& [key, t] : full) {
+    const auto [kind, i] = split_key(key);
+    if (i != size_t(-1) && i < all.size()) of_param[i].emplace_back(kind, t);
   }
   NamedTensors mine;
   std::vector<double> steps;
@@ -91,8 +137,17 @@ nlohmann::json load_tp_checkpoint(TpModel& m, Module& serial, Optimizer& opt, De
   for (size_t j = 0; j < names.size(); ++j) {
     const size_t i = size_t(std::find(all.begin(), all.end(), names[j]) - all.begin());
     ENGINE_CHECK(i < all.size(), "checkpoint: no optimizer state for ", names[j]);
-    for (const std::string prefix : {"exp_avg.", "exp_avg_sq."})
-      mine.emplace_back(prefix + std::to_string(j), m.shard(names[j], entry(full, prefix + std::to_string(i)).to(dev)));
+    for (const auto& [kind, t] : of_param[i]) {
+      Tensor s;
+      if (per_shard(m, names[j], kind, t)) {
+        ENGINE_CHECK(t.ndim() == 2 && t.size(0) == m.tp().size(), "checkpoint: optimizer state '", kind, ".", i,
+                     "' is ", t.desc(), ", one row per tp rank of ", m.tp().size(), " expected");
+        s = t.slice(m.tp().rank(), m.tp().rank() + 1).reshape({t.size(1)}).to(dev);
+      } else {
+        s = m.shard(names[j], t.to(dev));  // fp32 moments in the parameter's shape; whole parameters: as they are
+      }
+      mine.emplace_back(kind + "." + std::to_string(j), s);
+    }
     steps.push_back(all_steps[i]);
   }
   mine.emplace_back("step", f64_tensor(steps));

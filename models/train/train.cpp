@@ -182,11 +182,13 @@ int run(int argc, char** argv) {
     dopt.first_bucket_mb = cfg.f("first_bucket_mb");
     dopt.shard = zero_stage == 1;
     dopt.alone = tied;  // a tied table's ZeRO shards line up on its two stages
+    const bool eight_bit = cfg.s("optimizer") == "adamw8bit";
+    if (eight_bit) dopt.align = 256;  // ZeRO keeps the 8-bit blocks whole (zero.h)
     ddp = std::make_unique<comm::DistributedDataParallel>(model.parameters(), *dp_comm, dopt);
     ddp->broadcast_parameters();
     if (zero_stage == 1)
       zero = std::make_unique<comm::ZeroAdamW>(decay_groups(model.parameters(), cfg.f("weight_decay")), *ddp, *dp_comm,
-                                               cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"));
+                                               cfg.f("lr"), cfg.f("beta1"), cfg.f("beta2"), 1e-8, eight_bit);
     if (zero && tp_grads.active()) zero->set_tensor_parallel(*tp_grads.tp, tp_grads.replicated, tp_grads.partial);
     if (zero && pipe) zero->set_pipeline(*pp_comm, uncounted);
   }
@@ -195,11 +197,11 @@ int run(int argc, char** argv) {
   int64_t start = 0;
   nlohmann::json resumed;  // state.json of the checkpoint resumed from
   if (cfg.b("resume")) {
-    const nlohmann::json state = task->load_checkpoint(ckpt_dir, optim);
-    resumed = state;
-    check_resumed_config(ckpt_dir, state, cfg, task->shape_keys(), steps);
-    start = state["step"].get<int64_t>();
-    task->check_resume(ckpt_dir, state);
+    check_resume_optimizer(ckpt_dir, cfg);  // before its state is loaded
+    resumed = task->load_checkpoint(ckpt_dir, optim);
+    check_resumed_config(ckpt_dir, resumed, cfg, task->shape_keys(), steps);
+    start = resumed["step"].get<int64_t>();
+    task->check_resume(ckpt_dir, resumed);
   }
   if (lead) {
     std::printf("model: %s on %s\n", task->summary().c_str(), dev.str().c_str());
@@ -214,9 +216,10 @@ int run(int argc, char** argv) {
     std::printf("%s\n", optimizer_line(cfg).c_str());
     if (zero)
       std::printf(
-          "ZeRO-1: AdamW state sharded over %d %s ranks: %.2f MiB of moments on this rank, %.2f MiB without ZeRO\n",
-          replicas.size(), grid.cp() > 1 ? "dp x cp" : "dp", double(zero->shard_state_bytes()) / 1048576.0,
-          double(model.num_parameters()) * 8.0 / 1048576.0);
+          "ZeRO-1: %s state sharded over %d %s ranks: %.2f MiB of moments on this rank, %.2f MiB without ZeRO\n",
+          cfg.s("optimizer") == "adamw8bit" ? "8-bit AdamW" : "AdamW", replicas.size(),
+          grid.cp() > 1 ? "dp x cp" : "dp", double(zero->shard_state_bytes()) / 1048576.0,
+          double(model.num_parameters()) * optimizer_bytes_per_param(cfg) / 1048576.0);
     std::printf("blas: %s\n", cpu::blas_info().c_str());
   }
   const Autocast ac(precision);

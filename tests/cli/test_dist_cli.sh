@@ -418,8 +418,73 @@ PY
         fail "$opt vit np=2 failed: $(tail -3 "$work/log")"
       echo "$opt vit np=2 vs np=1: $(close "$work/$opt.v1/metrics.jsonl" "$work/$opt.v2/metrics.jsonl" 1e-4)"
     done
+    # ZeRO-1 with 8-bit AdamW: buckets aligned to the 256-value blocks, so each
+    # rank quantizes whole blocks of the full tensors. At np 2 and 3 (np 3:
+    # shards end in padding) it equals plain DDP bit for bit: the losses, the
+    # weights and the gathered checkpoint file itself.
+    for np in 2 3; do
+      gb=$(( np == 3 ? 12 : 8 ))
+      o8=("${common[@]}" --optimizer adamw8bit --global_batch $gb)
+      mpi -np $np "$train" "${o8[@]}" --out_dir "$work/d8.$np" >/dev/null
+      mpi -np $np "$train" "${o8[@]}" --zero 1 --check_replicas 1 --out_dir "$work/z8.$np" >"$work/log" ||
+        fail "zero adamw8bit np=$np failed: $(tail -3 "$work/log")"
+      grep -q "ZeRO-1: 8-bit AdamW state sharded over $np dp ranks" "$work/log" || fail "no ZeRO line"
+      diff <(losses "$work/d8.$np") <(losses "$work/z8.$np") || fail "np $np: ZeRO 8-bit losses differ from DDP's"
+      for f in model optimizer; do
+        cmp "$work/d8.$np/checkpoint/$f.safetensors" "$work/z8.$np/checkpoint/$f.safetensors" ||
+          fail "np $np: ZeRO 8-bit $f.safetensors differs from DDP's"
+      done
+      echo "ok: np $np: ZeRO-1 with adamw8bit == DDP bit for bit (losses, weights, checkpointed codes and scales)"
+    done
+    # Its checkpoint resumes at np 2 with ZeRO, bit for bit, and at np 1 without.
+    mpi -np 2 "$train" "${common[@]}" --optimizer adamw8bit --zero 1 --stop_after 4 --out_dir "$work/r8" >/dev/null
+    cp -r "$work/r8" "$work/s8"
+    mpi -np 2 "$train" "${common[@]}" --optimizer adamw8bit --zero 1 --resume --out_dir "$work/r8" >/dev/null
+    diff <(losses "$work/z8.2") <(losses "$work/r8") || fail "ZeRO 8-bit resume at np 2 differs"
+    OMP_NUM_THREADS=1 "$train" "${common[@]}" --optimizer adamw8bit --resume --out_dir "$work/s8" >/dev/null
+    echo "ZeRO 8-bit np2 -> plain np1 resume: $(close "$work/z8.2/metrics.jsonl" "$work/s8/metrics.jsonl" 1e-4)"
+    # On emu through the NCCL look-alike at O3: the sharded 8-bit step captured
+    # and replayed. (Not bit for bit here: the device sums the clip norm's
+    # squares per shard in fp32, so the clip factor differs in its last bits.)
+    emu=(--device emu --n_layer 1 --n_embd 64 --block_size 16 --seq_len 16 --steps 4 --val_every 0 --precision O3
+         --comm nccl --optimizer adamw8bit)
+    mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --out_dir "$work/e8d" >/dev/null
+    mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --zero 1 --check_replicas 1 --out_dir "$work/e8z" >"$work/log" ||
+      fail "emu O3 zero adamw8bit failed: $(tail -3 "$work/log")"
+    echo "emu O3 nccl: ZeRO-1 adamw8bit vs DDP: $(close "$work/e8d/metrics.jsonl" "$work/e8z/metrics.jsonl" 1e-4)"
+    # Tensor parallel 8-bit: each tp rank quantizes its shard in its own blocks,
+    # so tp 2 drifts from tp 1 (where a block spans what two shards hold): the
+    # bound tested is 1e-3 in the loss over these 10 steps (observed ~3e-5;
+    # AdamW's tp 2 vs tp 1 is ~1e-7). The checkpoint keeps every shard's codes
+    # and scales, so a tp 2 run resumes at tp 2 bit for bit, and at another tp
+    # is refused in one line; with ZeRO-1 over dp 2 x tp 2 it matches tp 2.
+    t8=("${common[@]}" --optimizer adamw8bit)
+    OMP_NUM_THREADS=1 "$train" "${t8[@]}" --out_dir "$work/t8.1" >/dev/null
+    mpi -np 2 "$train" "${t8[@]}" --tp 2 --check_replicas 1 --out_dir "$work/t8.2" >"$work/log" ||
+      fail "tp 2 adamw8bit failed: $(tail -3 "$work/log")"
+    echo "adamw8bit tp 2 vs tp 1: $(close "$work/t8.1/metrics.jsonl" "$work/t8.2/metrics.jsonl" 1e-3)"
+    mpi -np 2 "$train" "${t8[@]}" --tp 2 --stop_after 4 --out_dir "$work/t8.r" >/dev/null
+    mpi -np 2 "$train" "${t8[@]}" --tp 2 --resume --out_dir "$work/t8.r" >/dev/null
+    diff <(losses "$work/t8.2") <(losses "$work/t8.r") || fail "tp 2 adamw8bit resume differs"
+    cmp "$work/t8.2/checkpoint/optimizer.safetensors" "$work/t8.r/checkpoint/optimizer.safetensors" ||
+      fail "tp 2 adamw8bit resume: optimizer state differs"
+    echo "ok: tp 2 adamw8bit: 4 + resume + 6 == 10 bit for bit"
+    if OMP_NUM_THREADS=1 "$train" "${t8[@]}" --resume --out_dir "$work/t8.r" >/dev/null 2>"$work/err"; then
+      fail "a tp 2 8-bit checkpoint resumed at tp 1"
+    fi
+    grep -q "quantized in the blocks of tp = 2 shards; resume it at tp = 2" "$work/err" || fail "bad message: $(cat "$work/err")"
+    [[ $(wc -l <"$work/err") -eq 1 ]] || fail "not one line: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    mpi -np 4 "$train" "${t8[@]}" --tp 2 --zero 1 --check_replicas 1 --out_dir "$work/t8.z" >"$work/log" ||
+      fail "dp 2 x tp 2 zero adamw8bit failed: $(tail -3 "$work/log")"
+    echo "adamw8bit dp 2 x tp 2 ZeRO vs tp 2: $(close "$work/t8.2/metrics.jsonl" "$work/t8.z/metrics.jsonl" 1e-4)"
+    OMP_NUM_THREADS=1 "$train" "${vit[@]}" --optimizer adamw8bit --out_dir "$work/tv.1" >/dev/null
+    mpi -np 2 "$train" "${vit[@]}" --optimizer adamw8bit --tp 2 --out_dir "$work/tv.2" >"$work/log" ||
+      fail "vit tp 2 adamw8bit failed: $(tail -3 "$work/log")"
+    echo "adamw8bit vit tp 2 vs tp 1: $(close "$work/tv.1/metrics.jsonl" "$work/tv.2/metrics.jsonl" 1e-3)"
     refused 2 "zero 1 with optimizer adafactor" "${common[@]}" --optimizer adafactor --zero 1
     refused 2 "optimizer adafactor with tp = 2" "${common[@]}" --optimizer adafactor --tp 2
+    refused 2 "optimizer adamw8bit with pp = 2 is not supported yet" "${common[@]}" --optimizer adamw8bit --pp 2
     refused 1 "optimizer sgd on emu" "${common[@]}" --optimizer sgd --device emu
     refused 1 "optimizer 'adam': adamw, adamw8bit, adafactor or sgd" "${common[@]}" --optimizer adam
     ;;
