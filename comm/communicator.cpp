@@ -102,7 +102,8 @@ void Communicator::check(const char* op, const Tensor& t, const char* what) cons
                t.desc());
   const DType d = t.dtype();
   // Bytes (8-bit optimizer state) only move: nothing sums them.
-  const bool moves = std::string(op) == "all_gather" || std::string(op) == "broadcast";
+  const std::string o = op;
+  const bool moves = o == "all_gather" || o == "broadcast" || o == "send" || o == "recv";
   ENGINE_CHECK(d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16 || d == DType::i32 ||
                    (moves && d == DType::u8),
                "comm ", op, ": ", what, " has dtype ", dtype_name(d),

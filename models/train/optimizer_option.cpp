@@ -34,11 +34,6 @@ void check_optimizer_options(const TrainConfig& c) {
                "adamw with tensor parallelism");
   ENGINE_CHECK(c.i("tp") == 1 || o != "sgd", "config: optimizer sgd with tp = ", c.i("tp"),
                " is not supported; use adamw");
-  // A split model's checkpoint is gathered into the one-process layout by
-  // AdamW's moment names and shapes (tp_checkpoint.h).
-  for (const char* k : {"cp", "pp"})
-    ENGINE_CHECK(c.i(k) == 1, "config: optimizer ", o, " with ", k, " = ", c.i(k),
-                 " is not supported yet (its checkpoints are gathered as AdamW's moments); use adamw");
   ENGINE_CHECK(o != "sgd" || c.s("device") == "cpu", "config: optimizer sgd on ", c.s("device"),
                ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there");
 }

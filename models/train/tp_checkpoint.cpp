@@ -2,6 +2,7 @@
 #include "models/train/tp_checkpoint.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "engine/autograd.h"
 
@@ -18,13 +19,6 @@ std::vector<std::string> optimizer_names(const Module& m) {
       for (const auto& [name, q] : named)
         if (q.same(p)) out.push_back(name);
   return out;
-}
-
-// An entry of a state list, whatever its shape (the callers know it).
-const Tensor& entry(const NamedTensors& state, const std::string& name) {
-  for (const auto& [n, t] : state)
-    if (n == name) return t;
-  ENGINE_FAIL("optimizer state '", name, "' is missing");
 }
 
 Tensor f64_tensor(const std::vector<double>& v) {
@@ -54,8 +48,41 @@ std::pair<std::string, size_t> split_key(const std::string& key) {
 // The checkpoint keeps every tp rank's as a row of a (tp, entries) tensor,
 // which only a run at the same tp resumes (check_resumed_config says so).
 bool per_shard(const TpModel& m, const std::string& name, const std::string& kind, const Tensor& t) {
-  return m.is_split(name) && (t.dtype() == DType::u8 || kind.find("absmax") != std::string::npos);
+  return m.tp().size() > 1 && m.is_split(name) && (t.dtype() == DType::u8 || kind.find("absmax") != std::string::npos);
 }
+
+// Whether a state list holds any per-parameter entry ("kind.i"): not one
+// saved before the optimizer's first update.
+bool has_param_state(const NamedTensors& s) {
+  for (const auto& [key, t] : s)
+    if (split_key(key).second != size_t(-1)) return true;
+  return false;
+}
+
+// Collective over tp: this rank's per-parameter state to the checkpoint's
+// layout: fp32 moments to the parameter's full shape, 8-bit codes and scales
+// of split parameters one row per tp rank; the rest as it is.
+void gather_state_over_tp(const TpModel& m, const std::vector<std::string>& names, NamedTensors& opt_state,
+                          Device dev) {
+  for (auto& [key, t] : opt_state) {
+    const auto [kind, i] = split_key(key);
+    if (i == size_t(-1) || m.tp().size() == 1) continue;
+    if (per_shard(m, names.at(i), kind, t)) {
+      const Tensor mine = t.to(dev).reshape({t.numel()});
+      Tensor all = Tensor::empty({m.tp().size() * t.numel()}, t.dtype(), dev);
+      m.tp().all_gather(mine, all).wait();
+      t = all.reshape({m.tp().size(), t.numel()}).to(kCPU);
+    } else if (moment_index(key) != size_t(-1)) {
+      t = m.unshard(names.at(i), t.to(dev)).to(kCPU);
+    }
+  }
+}
+
+// The per-parameter state kinds a pipeline stage may send (their index is
+// what travels).
+const char* const kKinds[] = {"exp_avg",        "exp_avg_sq",     "exp_avg_absmax", "exp_avg_sq_absmax",
+                              "exp_avg_sq_row", "exp_avg_sq_col", "momentum_buffer"};
+constexpr int kHeader = 8;  // per entry: kind, dtype, ndim, up to 4 dims, unused
 
 // Holds the state a checkpoint file has, as it is (load_tp_checkpoint slices it).
 class StateCapture : public Optimizer {
@@ -96,19 +123,7 @@ NamedTensors gather_tp_checkpoint(const TpModel& m, Module* serial, NamedTensors
       Tensor dst = p;
       dst.copy_from(find_state(state, name, p.shape()));
     }
-  const std::vector<std::string> names = optimizer_names(m);
-  for (auto& [key, t] : opt_state) {
-    const auto [kind, i] = split_key(key);
-    if (i == size_t(-1)) continue;
-    if (per_shard(m, names.at(i), kind, t)) {  // every rank's row
-      const Tensor mine = t.to(dev).reshape({t.numel()});
-      Tensor all = Tensor::empty({m.tp().size() * t.numel()}, t.dtype(), dev);
-      m.tp().all_gather(mine, all).wait();
-      t = all.reshape({m.tp().size(), t.numel()}).to(kCPU);
-    } else if (moment_index(key) != size_t(-1)) {
-      t = m.unshard(names.at(i), t.to(dev)).to(kCPU);  // fp32 moments: the parameter's full shape
-    }
-  }
+  gather_state_over_tp(m, optimizer_names(m), opt_state, dev);
   return opt_state;
 }
 
@@ -122,7 +137,7 @@ nlohmann::json load_tp_checkpoint(TpModel& m, Module& serial, Optimizer& opt, De
   // parameter's split, 8-bit codes and scales by this rank's row.
   const std::vector<std::string> names = optimizer_names(m), all = optimizer_names(serial);
   const NamedTensors full = captured.state();
-  if (state_is_fresh(full, "exp_avg.0")) {  // saved before any update: nothing to shard
+  if (!has_param_state(full)) {  // saved before any update: nothing to shard
     opt.load_state(full);
     return state;
   }
@@ -143,8 +158,8 @@ nlohmann::json load_tp_checkpoint(TpModel& m, Module& serial, Optimizer& opt, De
         ENGINE_CHECK(t.ndim() == 2 && t.size(0) == m.tp().size(), "checkpoint: optimizer state '", kind, ".", i,
                      "' is ", t.desc(), ", one row per tp rank of ", m.tp().size(), " expected");
         s = t.slice(m.tp().rank(), m.tp().rank() + 1).reshape({t.size(1)}).to(dev);
-      } else {
-        s = m.shard(names[j], t.to(dev));  // fp32 moments in the parameter's shape; whole parameters: as they are
+      } else {  // fp32 moments in the parameter's shape; whole parameters and tp 1: as they are
+        s = m.tp().size() == 1 ? t.to(dev) : m.shard(names[j], t.to(dev));
       }
       mine.emplace_back(kind + "." + std::to_string(j), s);
     }
@@ -162,25 +177,42 @@ NamedTensors gather_pipeline_checkpoint(const TpModel& m, Module* serial, NamedT
   const NamedTensors weights = m.full_state();
   const std::vector<std::string> names = optimizer_names(m);
   std::vector<double> steps;
-  if (!state_is_fresh(opt_state, "exp_avg.0"))
-    steps = find_state(opt_state, "step", {int64_t(names.size())}).to_f64_vector();
-  for (auto& [key, t] : opt_state) {
-    const size_t i = moment_index(key);
-    if (i != size_t(-1)) t = m.unshard(names.at(i), t.to(dev)).to(kCPU);
-  }
+  if (has_param_state(opt_state)) steps = find_state(opt_state, "step", {int64_t(names.size())}).to_f64_vector();
+  gather_state_over_tp(m, names, opt_state, dev);
   if (!g.leader) return {};
+  // Parameter j's entries (kind, tensor), in the optimizer's order.
+  std::vector<std::vector<std::pair<int, Tensor>>> of_param(names.size());
+  for (const auto& [key, t] : opt_state) {
+    const auto [kind, j] = split_key(key);
+    if (j == size_t(-1)) continue;
+    int k = 0;
+    while (k < int(std::size(kKinds)) && kind != kKinds[k]) ++k;
+    ENGINE_CHECK(k < int(std::size(kKinds)) && t.ndim() <= 4, "checkpoint: optimizer state '", key, "' (", t.desc(),
+                 ") cannot travel between pipeline stages");
+    of_param.at(j).emplace_back(k, t);
+  }
   comm::Communicator& pp = *g.pp;
   const int me = pp.rank();
   // What stage k sends rank 0, in an order both compute alike: the weights in
-  // registration order, then per moment its two tensors and its step count.
+  // registration order, then per parameter a header (how many entries, and
+  // each one's kind, dtype and shape), its entries and its step count.
   auto send = [&](const Tensor& t) { pp.send(t.to(dev), 0).wait(); };
   if (me != 0) {
     for (const auto& [name, w] : weights)
       if (g.owner(name) == me) send(w);
     for (size_t j = 0; j < names.size() && !steps.empty(); ++j)
       if (g.owner(names[j]) == me) {
-        send(entry(opt_state, "exp_avg." + std::to_string(j)));
-        send(entry(opt_state, "exp_avg_sq." + std::to_string(j)));
+        std::vector<double> h(1 + kHeader * of_param[j].size(), 0.0);
+        h[0] = double(of_param[j].size());
+        for (size_t e = 0; e < of_param[j].size(); ++e) {
+          const Tensor& t = of_param[j][e].second;
+          double* d = h.data() + 1 + kHeader * e;
+          d[0] = of_param[j][e].first, d[1] = double(int(t.dtype())), d[2] = t.ndim();
+          for (int a = 0; a < t.ndim(); ++a) d[3 + a] = double(t.size(a));
+        }
+        send(f64_tensor({h[0]}));
+        send(f64_tensor(h));
+        for (const auto& [k, t] : of_param[j]) send(t);
         send(f64_tensor({steps[j]}));
       }
     return {};
@@ -200,26 +232,26 @@ NamedTensors gather_pipeline_checkpoint(const TpModel& m, Module* serial, NamedT
   const std::vector<std::string> all = optimizer_names(*serial);
   const bool fresh = steps.empty();
   std::vector<double> all_steps;
-  std::vector<Tensor> params_in_order;
-  for (const ParamGroup& grp : decay_groups(serial->parameters(), 0.0))
-    for (const Tensor& p : grp.params) params_in_order.push_back(p);
   for (size_t i = 0; i < all.size() && !fresh; ++i) {
     const int k = g.owner(all[i]);
-    const Shape shape = params_in_order[i].shape();
-    Tensor avg, avg_sq;
+    std::vector<std::pair<int, Tensor>> entries;
     double st = 0;
     if (k == 0) {
       const size_t j = size_t(std::find(names.begin(), names.end(), all[i]) - names.begin());
-      avg = find_state(opt_state, "exp_avg." + std::to_string(j), shape);
-      avg_sq = find_state(opt_state, "exp_avg_sq." + std::to_string(j), shape);
+      entries = of_param.at(j);
       st = steps[j];
     } else {
-      avg = take(shape, DType::f32, k);
-      avg_sq = take(shape, DType::f32, k);
+      const size_t count = size_t(take({1}, DType::f64, k).to_f64_vector()[0]);
+      const std::vector<double> h = take({int64_t(1 + kHeader * count)}, DType::f64, k).to_f64_vector();
+      for (size_t e = 0; e < count; ++e) {
+        const double* d = h.data() + 1 + kHeader * e;
+        Shape shape;
+        for (int a = 0; a < int(d[2]); ++a) shape.push_back(int64_t(d[3 + a]));
+        entries.emplace_back(int(d[0]), take(shape, DType(int(d[1])), k));
+      }
       st = take({1}, DType::f64, k).to_f64_vector()[0];
     }
-    out.emplace_back("exp_avg." + std::to_string(i), avg);
-    out.emplace_back("exp_avg_sq." + std::to_string(i), avg_sq);
+    for (const auto& [kind, t] : entries) out.emplace_back(std::string(kKinds[kind]) + "." + std::to_string(i), t);
     all_steps.push_back(st);
   }
   if (!fresh) out.emplace_back("step", f64_tensor(all_steps));

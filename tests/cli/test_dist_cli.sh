@@ -417,6 +417,20 @@ PY
       mpi -np 2 "$train" "${vit[@]}" --optimizer $opt --check_replicas 1 --out_dir "$work/$opt.v2" >"$work/log" ||
         fail "$opt vit np=2 failed: $(tail -3 "$work/log")"
       echo "$opt vit np=2 vs np=1: $(close "$work/$opt.v1/metrics.jsonl" "$work/$opt.v2/metrics.jsonl" 1e-4)"
+      # Pipeline and context parallel: their checkpoints gather each stage's
+      # state, whatever its kinds, into the one-process layout.
+      mpi -np 2 "$train" "${common[@]}" --optimizer $opt --cp 2 --check_replicas 1 --out_dir "$work/$opt.cp" >/dev/null
+      echo "$opt cp 2 vs np 1: $(close "$work/$opt.1/metrics.jsonl" "$work/$opt.cp/metrics.jsonl" 1e-4)"
+      mpi -np 2 "$train" "${common[@]}" --optimizer $opt --pp 2 --out_dir "$work/$opt.pp" >/dev/null
+      echo "$opt pp 2 vs np 1: $(close "$work/$opt.1/metrics.jsonl" "$work/$opt.pp/metrics.jsonl" 1e-4)"
+      mpi -np 2 "$train" "${common[@]}" --optimizer $opt --pp 2 --stop_after 4 --out_dir "$work/$opt.ppr" >/dev/null
+      cp -r "$work/$opt.ppr" "$work/$opt.pps"
+      mpi -np 2 "$train" "${common[@]}" --optimizer $opt --pp 2 --resume --out_dir "$work/$opt.ppr" >/dev/null
+      diff <(losses "$work/$opt.pp") <(losses "$work/$opt.ppr") || fail "$opt pp 2 resume differs"
+      cmp "$work/$opt.pp/checkpoint/optimizer.safetensors" "$work/$opt.ppr/checkpoint/optimizer.safetensors" ||
+        fail "$opt pp 2 resume: optimizer state differs"
+      OMP_NUM_THREADS=1 "$train" "${common[@]}" --optimizer $opt --resume --out_dir "$work/$opt.pps" >/dev/null
+      echo "$opt pp 2 -> resume at np 1: $(close "$work/$opt.pp/metrics.jsonl" "$work/$opt.pps/metrics.jsonl" 1e-4)"
     done
     # ZeRO-1 with 8-bit AdamW: buckets aligned to the 256-value blocks, so each
     # rank quantizes whole blocks of the full tensors. At np 2 and 3 (np 3:
@@ -478,13 +492,15 @@ PY
     mpi -np 4 "$train" "${t8[@]}" --tp 2 --zero 1 --check_replicas 1 --out_dir "$work/t8.z" >"$work/log" ||
       fail "dp 2 x tp 2 zero adamw8bit failed: $(tail -3 "$work/log")"
     echo "adamw8bit dp 2 x tp 2 ZeRO vs tp 2: $(close "$work/t8.2/metrics.jsonl" "$work/t8.z/metrics.jsonl" 1e-4)"
+    mpi -np 4 "$train" "${t8[@]}" --tp 2 --pp 2 --out_dir "$work/t8.p" >"$work/log" ||
+      fail "pp 2 x tp 2 adamw8bit failed: $(tail -3 "$work/log")"
+    echo "adamw8bit pp 2 x tp 2 vs tp 2: $(close "$work/t8.2/metrics.jsonl" "$work/t8.p/metrics.jsonl" 1e-4)"
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --optimizer adamw8bit --out_dir "$work/tv.1" >/dev/null
     mpi -np 2 "$train" "${vit[@]}" --optimizer adamw8bit --tp 2 --out_dir "$work/tv.2" >"$work/log" ||
       fail "vit tp 2 adamw8bit failed: $(tail -3 "$work/log")"
     echo "adamw8bit vit tp 2 vs tp 1: $(close "$work/tv.1/metrics.jsonl" "$work/tv.2/metrics.jsonl" 1e-3)"
     refused 2 "zero 1 with optimizer adafactor" "${common[@]}" --optimizer adafactor --zero 1
     refused 2 "optimizer adafactor with tp = 2" "${common[@]}" --optimizer adafactor --tp 2
-    refused 2 "optimizer adamw8bit with pp = 2 is not supported yet" "${common[@]}" --optimizer adamw8bit --pp 2
     refused 1 "optimizer sgd on emu" "${common[@]}" --optimizer sgd --device emu
     refused 1 "optimizer 'adam': adamw, adamw8bit, adafactor or sgd" "${common[@]}" --optimizer adam
     ;;
