@@ -97,9 +97,6 @@ void check_resumed_config(const std::string& ckpt_dir, const nlohmann::json& sta
 void check_resume_optimizer(const std::string& ckpt_dir, const TrainConfig& cfg) {
   const nlohmann::json saved = read_checkpoint_state(ckpt_dir).value("config", nlohmann::json::object());
   const std::string opt = saved.is_object() ? saved.value("optimizer", std::string("adamw")) : "adamw";
-  ENGINE_CHECK(opt == cfg.s("optimizer"), ckpt_dir, ": the checkpoint was trained with optimizer ", opt,
-               ", this run asks for ", cfg.s("optimizer"), " (resume with --optimizer ", opt,
-               ", or start afresh with --overwrite)");
   // 8-bit state of a split parameter is quantized in the shard's own blocks.
   const int64_t saved_tp = saved.is_object() ? saved.value("tp", int64_t(1)) : 1;
   ENGINE_CHECK(opt != "adamw8bit" || saved_tp == cfg.i("tp"), ckpt_dir,

@@ -15,8 +15,8 @@ void validate_config(const TrainConfig& c);
 // keys and the seed as configured, its step within steps.
 void check_resumed_config(const std::string& ckpt_dir, const nlohmann::json& state, const TrainConfig& cfg,
                           const std::vector<std::string>& shape_keys, int64_t steps);
-// --resume, before anything is loaded: the checkpoint's optimizer is the one
-// asked for, and 8-bit AdamW's state (quantized per tp shard) resumes at its tp.
+// --resume, before anything is loaded: 8-bit AdamW's state (quantized per tp
+// shard) resumes at its tp. (Another optimizer: load_checkpoint_dir refuses.)
 void check_resume_optimizer(const std::string& ckpt_dir, const TrainConfig& cfg);
 
 }  // namespace eng::models

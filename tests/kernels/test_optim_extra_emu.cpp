@@ -6,6 +6,7 @@
 // may move a code by one entry). Adafactor: the kernels sum in fp32 trees,
 // the cpu in double: 1e-5 relative.
 #include <cmath>
+#include <memory>
 
 #include "engine/optim/optimizer.h"
 #include "kernels/cuda/adamw.h"
@@ -62,6 +63,23 @@ void compare_state(const Optimizer& oc, const Optimizer& oe, double atol, double
   }
 }
 
+// step(grad_scale) on a device scalar s equals step() on gradients scaled
+// beforehand, fl(g x s), bit for bit: the kernels scale each gradient as they read it.
+template <typename Make>
+void check_grad_scale_step(Make make, uint64_t seed) {
+  Params a = make_params(kEmu), b = make_params(kEmu);
+  auto oa = make(a.groups), ob = make(b.groups);
+  const Tensor s = Tensor::full({1}, 0.37, DType::f32, kEmu);
+  for (size_t i = 0; i < a.all.size(); ++i) {
+    const Tensor g = Tensor::randn(a.all[i].shape(), seed + i, 0.3f);
+    a.all[i].set_grad(g.to(kEmu).detach());
+    b.all[i].set_grad(scale(g, 0.37f).to(kEmu).detach());
+  }
+  oa->step(s);
+  ob->step();
+  for (size_t i = 0; i < a.all.size(); ++i) CHECK(values(a.all[i]) == values(b.all[i]));
+}
+
 }  // namespace
 
 TEST_CASE("emu adamw8bit: the fused kernel matches the cpu reference bit for bit", "[emu][kernels]") {
@@ -80,17 +98,7 @@ TEST_CASE("emu adamw8bit: the fused kernel matches the cpu reference bit for bit
 }
 
 TEST_CASE("emu adamw8bit: step(grad_scale) equals a step on gradients scaled beforehand", "[emu][kernels]") {
-  Params a = make_params(kEmu), b = make_params(kEmu);
-  AdamW8bit oa(a.groups, 1e-2), ob(b.groups, 1e-2);
-  const Tensor s = Tensor::full({1}, 0.37, DType::f32, kEmu);
-  for (size_t i = 0; i < a.all.size(); ++i) {
-    const Tensor g = Tensor::randn(a.all[i].shape(), 77 + i, 0.3f);
-    a.all[i].set_grad(g.to(kEmu).detach());
-    b.all[i].set_grad(scale(g, 0.37f).to(kEmu).detach());  // fl(g x 0.37f), as the kernel computes it
-  }
-  oa.step(s);
-  ob.step();
-  for (size_t i = 0; i < a.all.size(); ++i) CHECK(values(a.all[i]) == values(b.all[i]));
+  check_grad_scale_step([](const std::vector<ParamGroup>& g) { return std::make_unique<AdamW8bit>(g, 1e-2); }, 77);
 }
 
 TEST_CASE("emu adafactor: the six kernels match the cpu reference in every mode", "[emu][kernels]") {
@@ -111,15 +119,5 @@ TEST_CASE("emu adafactor: the six kernels match the cpu reference in every mode"
 }
 
 TEST_CASE("emu adafactor: step(grad_scale) equals a step on gradients scaled beforehand", "[emu][kernels]") {
-  Params a = make_params(kEmu), b = make_params(kEmu);
-  Adafactor oa(a.groups, 1e-2), ob(b.groups, 1e-2);
-  const Tensor s = Tensor::full({1}, 0.37, DType::f32, kEmu);
-  for (size_t i = 0; i < a.all.size(); ++i) {
-    const Tensor g = Tensor::randn(a.all[i].shape(), 88 + i, 0.3f);
-    a.all[i].set_grad(g.to(kEmu).detach());
-    b.all[i].set_grad(scale(g, 0.37f).to(kEmu).detach());
-  }
-  oa.step(s);
-  ob.step();
-  for (size_t i = 0; i < a.all.size(); ++i) CHECK(values(a.all[i]) == values(b.all[i]));
+  check_grad_scale_step([](const std::vector<ParamGroup>& g) { return std::make_unique<Adafactor>(g, 1e-2); }, 88);
 }
