@@ -80,8 +80,8 @@ float f16_to_float(uint16_t h) {
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
   uint32_t out;
-  if (exp == 0x1f) {
-    out = sign | 0x7f800000u | (mant << 13);
+  if (exp == 0x1f) {  // inf, or a NaN made quiet (payload kept), as IEEE conversions and the GPU's cvt return it
+    out = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u);
   } else if (exp == 0) {
     if (mant == 0) {
       out = sign;

@@ -188,6 +188,12 @@ CachingAllocator& pinned_host_allocator() {
   return *a;
 }
 
+namespace {
+ReadbackObserver g_readback_observer = nullptr;
+}  // namespace
+
+void set_emu_readback_observer(ReadbackObserver observer) { g_readback_observer = observer; }
+
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (bytes == 0) return;
   // A synchronous copy cannot be part of a CUDA graph (cudaMemcpy fails during
@@ -200,6 +206,8 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     return;
   }
   std::memcpy(dst, src, bytes);  // cpu and emu memory are both host memory
+  if (g_readback_observer && src_dev.type == DeviceType::emu && dst_dev.type == DeviceType::cpu)
+    g_readback_observer(dst, bytes);
 }
 
 }  // namespace eng

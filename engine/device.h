@@ -86,6 +86,11 @@ CachingAllocator& pinned_host_allocator();
 
 // Copies bytes between any two devices (memcpy for cpu/emu, cudaMemcpy for cuda).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+// Called with the bytes of every synchronous emu -> cpu copy once it is done
+// (null: none, the default). The test harness hashes them to check that the
+// emulator's schedules give the same results bit for bit (tests/main.cpp).
+using ReadbackObserver = void (*)(const void* bytes, size_t n);
+void set_emu_readback_observer(ReadbackObserver observer);
 
 // Streams order work on a device. On cpu and emu every op runs to completion
 // before it returns, so a stream is an ordered no-op and an event is always

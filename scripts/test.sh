@@ -9,8 +9,11 @@
 #  3. The sanitizer build: ASan + UBSan, CPU-only and without MPI (so it
 #     also proves the engine builds without the CUDA toolkit and without
 #     MPI, a world of one); ctest again.
-#  4. The layout check: every C++ file matches .clang-format.
-# Environment: JOBS (default: nproc), SKIP_SANITIZE=1 to skip step 3 locally.
+#  4. The race check (scripts/racecheck.sh): a ThreadSanitizer build of the
+#     emulated tests in build-tsan, where every emulated GPU thread is a TSan
+#     fiber; ctest -L racecheck (seeded racy kernels, the kernel suite).
+#  5. The layout check: every C++ file matches .clang-format.
+# Environment: JOBS (default: nproc), SKIP_SANITIZE=1 to skip steps 3 and 4 locally.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -30,6 +33,9 @@ if [[ "${SKIP_SANITIZE:-0}" != "1" ]]; then
   cmake --build build-asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+
+  echo "== race check (ThreadSanitizer build of the emulated tests)"
+  bash scripts/racecheck.sh build-tsan
 fi
 
 echo "== layout (clang-format)"

@@ -21,8 +21,9 @@
 //       nvcc only: throws eng::Error "file:line: call failed: reason"
 //       (base/error.h's idiom).
 //
-// Also here, for both paths: atomic_max_float, the usual compare-and-swap
-// float max (CUDA has no float atomicMax).
+// Also here, for both paths: load_relaxed (a relaxed atomic load) and
+// atomic_max_float, the usual compare-and-swap float max (CUDA has no float
+// atomicMax).
 //
 // Under g++ a kernel TU must not include <cuda_runtime.h>: the emulator
 // supplies the device-side names that header declares.
@@ -79,11 +80,25 @@ void launch_kernel_at(const char* file, int line, void (*kernel)(Params...), dim
 
 #endif
 
+// A relaxed atomic load, for reading memory that other threads update with
+// atomics: a plain load there is a data race in CUDA's memory model (and
+// the emulator's race check reports it). In CUDA a volatile access is a
+// relaxed one at system scope (PTX ISA, memory consistency model); under
+// the emulator it is the __atomic builtin that ThreadSanitizer understands.
+template <typename T>
+__device__ __forceinline__ T load_relaxed(const T* address) {
+#if defined(__CUDACC__)
+  return *static_cast<const volatile T*>(address);
+#else
+  return __atomic_load_n(address, __ATOMIC_RELAXED);
+#endif
+}
+
 // max(*address, val) stored atomically; returns the old value. NaN operands
 // never win (the comparison is false), so a NaN input leaves *address alone.
 __device__ __forceinline__ float atomic_max_float(float* address, float val) {
   int* const bits = reinterpret_cast<int*>(address);
-  int old = __float_as_int(*address);  // read as float: no int lvalue aliases the float here
+  int old = load_relaxed(bits);
   while (val > __int_as_float(old)) {
     const int assumed = old;
     old = atomicCAS(bits, assumed, __float_as_int(val));

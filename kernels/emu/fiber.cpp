@@ -12,6 +12,9 @@
 // corrupting the neighbouring fiber. Size: ENGINE_EMU_STACK_KB (default 128,
 // 512 under AddressSanitizer, whose redzones make frames larger).
 //
+// ThreadSanitizer (the race check, race.h): every switch is announced with
+// race::enter / race::leave, so each fiber is its own TSan thread.
+//
 // AddressSanitizer: every switch is announced with
 // __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber, so ASan
 // always knows which stack is live; without them it takes fiber frames for
@@ -25,6 +28,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/emu/race.h"
 #include "kernels/emu/runtime.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -89,6 +93,7 @@ Fiber& pooled_fiber(size_t i) {
     if (mprotect(f->map, page, PROT_NONE) != 0)
       fail(__FILE__, __LINE__, eng::cat("cannot protect a fiber stack's guard page: ", strerror(errno)));
     f->stack = f->map + page;
+    race::fiber_created(*f);
     g_pool.push_back(std::move(f));
   }
   return *g_pool[i];
@@ -121,6 +126,7 @@ void resume(Fiber& f) {
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&fake_stack, f.stack, f.stack_bytes);
 #endif
+  race::enter(f);
   if (swapcontext(&g_scheduler, &f.ctx) != 0)
     fail(__FILE__, __LINE__, eng::cat("swapcontext failed: ", strerror(errno)));
 #if EMU_ASAN
@@ -136,6 +142,7 @@ void yield(Fiber& f, bool final_exit) {
 #else
   (void)final_exit;
 #endif
+  race::leave();
   swapcontext(&f.ctx, &g_scheduler);
 #if EMU_ASAN
   __sanitizer_finish_switch_fiber(f.asan_fake_stack, &g_scheduler_stack, &g_scheduler_stack_bytes);

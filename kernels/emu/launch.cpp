@@ -20,12 +20,16 @@
 #include <link.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <mutex>
 #include <new>
+#include <thread>
 
+#include "kernels/emu/race.h"
 #include "kernels/emu/runtime.h"
+#include "kernels/emu/schedule.h"
 
 namespace emu::detail {
 
@@ -38,9 +42,12 @@ Fiber* g_current = nullptr;
 
 namespace {
 
-// Serialises launches process-wide. Recursive so that a launch from inside a
-// kernel (same OS thread) gets a clear error instead of a self-deadlock.
-std::recursive_mutex g_launch_mutex;
+// Serialises launches process-wide. g_owner is the OS thread inside a launch:
+// a launch from inside a kernel (the same OS thread) gets a clear error
+// instead of a self-deadlock (a recursive mutex would do that too, but the
+// race check sees a fiber locking its launcher's mutex as a double lock).
+std::mutex g_launch_mutex;
+std::atomic<std::thread::id> g_owner{};
 
 std::string xyz(unsigned x, unsigned y, unsigned z) { return eng::cat("(", x, ",", y, ",", z, ")"); }
 
@@ -141,8 +148,12 @@ class SharedMemory {
   SharedMemory(const SharedMemory&) = delete;
   SharedMemory& operator=(const SharedMemory&) = delete;
 
+  // The next block's shared memory: poisoned, and (race check) with the last
+  // block's accesses forgotten, since on a GPU it is other memory.
   void poison() {
-    if (tls_.data) std::memset(tls_.data, 0xFF, tls_.bytes);
+    if (tls_.data)
+      race::forget(tls_.data, tls_.bytes, race::Shared::static_tls), std::memset(tls_.data, 0xFF, tls_.bytes);
+    race::forget(dyn_, dyn_bytes_, race::Shared::dynamic);
     std::memset(dyn_, 0xFF, dyn_bytes_);
   }
   unsigned char* dynamic() const { return dyn_; }
@@ -195,7 +206,11 @@ void fiber_main() {
   Fiber& self = *g_current;
   Launch& L = *g_launch;
   while (!L.finished) {
-    if (!L.cancelling) run_thread(L, self);
+    if (!L.cancelling) {
+      race::thread_begin();
+      run_thread(L, self);
+      race::thread_end();
+    }
     self.state = FiberState::done;
     yield(self, false);
   }
@@ -218,15 +233,23 @@ std::string deadlock_message(const Launch& L) {
                   ": no thread can run");
 }
 
-// Runs one block; false when it failed (L.error is set).
-bool run_block(Launch& L) {
+// Runs one block, offering the runnable threads a turn in the schedule's
+// order until all have returned; false when it failed (L.error is set).
+bool run_block(Launch& L, Schedule& schedule) {
   g_block_idx = L.block;
   g_smem->poison();
+  race::block_begin();
+  if constexpr (race::enabled)
+    for (Fiber* f : L.fibers)
+      race::name_fiber(
+          *f, eng::cat("thread ", xyz(f->tid.x, f->tid.y, f->tid.z), " of block ", xyz(L.block.x, L.block.y, L.block.z))
+                  .c_str());
   L.arrived = L.exited = 0;
   for (Fiber* f : L.fibers) f->state = FiberState::runnable;
   for (;;) {
     bool ran = false;
-    for (Fiber* f : L.fibers) {
+    for (const int i : schedule.threads()) {
+      Fiber* f = L.fibers[size_t(i)];
       if (f->state != FiberState::runnable) continue;
       resume(*f);
       ran = true;
@@ -295,8 +318,12 @@ int barrier(BarrierOp op, int predicate, const char* file, int line) {
   f.file = file;
   f.line = line;
   f.predicate = predicate != 0;
+  if (L.arrived == 0) L.barrier_sync = race::new_sync();  // the first to arrive opens this barrier
+  f.sync = L.barrier_sync;
+  race::release(f.sync);
   if (++L.arrived < L.nthreads) {
     wait(f);
+    race::acquire(f.sync);
     return f.barrier_result;
   }
   // The last thread arrived: all must wait at this very call site.
@@ -325,6 +352,7 @@ int barrier(BarrierOp op, int predicate, const char* file, int line) {
                                             : 0;
   for (Fiber* g : L.fibers) g->barrier_result = result, g->state = FiberState::runnable;
   f.state = FiberState::running;
+  race::acquire(f.sync);
   return result;
 }
 
@@ -339,22 +367,32 @@ void trap(const char* file, int line) {
 }
 
 void launch(const LaunchSpec& spec, void (*thunk)(void*), void* ctx) {
-  std::lock_guard<std::recursive_mutex> lock(g_launch_mutex);
-  if (g_launch)
+  if (g_owner.load() == std::this_thread::get_id())
     fail(spec.file, spec.line, "LAUNCH_KERNEL inside a running kernel (dynamic parallelism) is not emulated");
+  std::lock_guard<std::mutex> lock(g_launch_mutex);
+  g_owner = std::this_thread::get_id();
+  struct Owner {
+    ~Owner() { g_owner = std::thread::id(); }
+  } owner;
   validate(spec);
   Launch L;
   L.spec = spec;
   L.thunk = thunk;
   L.ctx = ctx;
   L.nthreads = int(spec.block.x * spec.block.y * spec.block.z);
-  for (int i = 0; i < L.nthreads; ++i) {
+  const uint64_t nblocks = uint64_t(spec.grid.x) * spec.grid.y * spec.grid.z;
+  // One set of fibers, or under the race check one per block position modulo
+  // race::kSets, so consecutive blocks are different TSan threads (race.h).
+  const int sets = int(std::min<uint64_t>(race::kSets, nblocks));
+  for (int i = 0; i < sets * L.nthreads; ++i) {
     Fiber& f = pooled_fiber(size_t(i));
     prepare_fiber(f, fiber_main);
-    f.linear = i;
-    f.tid = uint3{i % spec.block.x, i / spec.block.x % spec.block.y, i / (spec.block.x * spec.block.y)};
-    L.fibers.push_back(&f);
+    const unsigned t = unsigned(i % L.nthreads);
+    f.linear = int(t);
+    f.tid = uint3{t % spec.block.x, t / spec.block.x % spec.block.y, t / (spec.block.x * spec.block.y)};
+    L.all.push_back(&f);
   }
+  Schedule schedule(nblocks, L.nthreads);
   SharedMemory smem(spec);
   g_launch = &L;
   g_smem = &smem;
@@ -364,14 +402,18 @@ void launch(const LaunchSpec& spec, void (*thunk)(void*), void* ctx) {
     ~Reset() { g_launch = nullptr, g_smem = nullptr; }
   } reset;
 
-  for (unsigned z = 0; z < spec.grid.z && !L.error; ++z)
-    for (unsigned y = 0; y < spec.grid.y && !L.error; ++y)
-      for (unsigned x = 0; x < spec.grid.x && !L.error; ++x) {
-        L.block = uint3{x, y, z};
-        if (!run_block(L)) cancel_block(L);
-      }
+  for (uint64_t k = 0; k < nblocks && !L.error; ++k) {
+    const uint64_t b = schedule.block(k);
+    L.block = uint3{unsigned(b % spec.grid.x), unsigned(b / spec.grid.x % spec.grid.y),
+                    unsigned(b / (uint64_t(spec.grid.x) * spec.grid.y))};
+    const auto set = L.all.begin() + ptrdiff_t(k % uint64_t(sets)) * L.nthreads;
+    L.fibers.assign(set, set + L.nthreads);
+    if (!run_block(L, schedule)) cancel_block(L);
+    race::block_end();
+  }
   L.finished = true;  // let every fiber leave its loop, so its stack is free for the next launch
-  for (Fiber* f : L.fibers) resume(*f);
+  for (Fiber* f : L.all) resume(*f);
+  race::launch_end();
   if (L.error) std::rethrow_exception(L.error);
 }
 

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/emu/race.h"
 #include "kernels/emu/runtime.h"
 
 namespace emu::detail {
@@ -181,6 +182,18 @@ uint64_t warp_collective(const WarpArgs& a) {
   f.warp = a;
   f.file = a.file;
   f.line = a.line;
+  if constexpr (race::enabled) {
+    // Lanes already waiting with this mask are in the same rendezvous (a lane
+    // waits in one at a time): share its sync object, else open a fresh one.
+    f.sync = nullptr;
+    const int base = f.linear & ~31;
+    for (int i = base; i < std::min(base + 32, L.nthreads) && !f.sync; ++i) {
+      const Fiber& g = *L.fibers[size_t(i)];
+      if (g.state == FiberState::at_warp && g.warp.mask == a.mask) f.sync = g.sync;
+    }
+    if (!f.sync) f.sync = race::new_sync();
+    race::release(f.sync);
+  }
   f.state = FiberState::at_warp;
   const std::string err = try_complete_warp(L, f);
   if (!err.empty()) throw eng::Error(err);
@@ -188,6 +201,7 @@ uint64_t warp_collective(const WarpArgs& a) {
     wait(f);
   else
     f.state = FiberState::running;
+  race::acquire(f.sync);
   return f.warp_result;
 }
 

@@ -45,7 +45,7 @@ __global__ void atomics_kernel(Counters* c) {
   atomicMax(&c->umax, unsigned(i) * 3u);
   atomic_max_float(&c->fmax, float(h) / 8);
   __syncthreads();
-  int old = c->cas_count, assumed = 0;
+  int old = load_relaxed(&c->cas_count), assumed = 0;  // a plain read would race with the CAS of others
   do {
     assumed = old;
     old = atomicCAS(&c->cas_count, assumed, assumed + 1);
