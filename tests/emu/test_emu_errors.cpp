@@ -213,3 +213,21 @@ TEST_CASE("emu rejects misuse: launch shapes, shuffle widths, masks, nesting, in
   CHECK_THROWS_WITH(__syncthreads(), Contains("outside an emulated kernel"));
   check_still_works();
 }
+
+TEST_CASE("emu refuses a bad ENGINE_EMU_SCHEDULE with the variable and the forms it takes", "[emu]") {
+  const char* was = std::getenv("ENGINE_EMU_SCHEDULE");
+  const std::string saved = was ? was : "";
+  std::vector<int> out(64);
+  for (const char* bad : {"sideways", "random", "random:", "random:x1", "random:1x"}) {
+    INFO(bad);
+    setenv("ENGINE_EMU_SCHEDULE", bad, 1);
+    CHECK_THROWS_WITH(
+        LAUNCH_KERNEL(fine_kernel, 1, 32, 0, nullptr, out.data()),
+        Contains(eng::cat("ENGINE_EMU_SCHEDULE='", bad, "'")) && Contains("expected forward, reverse or random:SEED"));
+  }
+  if (was)
+    setenv("ENGINE_EMU_SCHEDULE", saved.c_str(), 1);
+  else
+    unsetenv("ENGINE_EMU_SCHEDULE");
+  check_still_works();
+}
