@@ -18,7 +18,7 @@ Backend parse_backend(const std::string& s, Device dev) {
   if (s == "auto") return dev.type == DeviceType::cuda ? Backend::nccl : Backend::mpi;
   if (s == "mpi") return Backend::mpi;
   if (s == "nccl") return Backend::nccl;
-  ENGINE_FAIL("unknown comm backend '", s, "' (expected auto, mpi or nccl)");
+  ENGINE_USER_FAIL("unknown comm backend '", s, "' (expected auto, mpi or nccl)");
 }
 
 bool nccl_built() { return ENGINE_HAVE_NCCL != 0; }

@@ -12,7 +12,7 @@ namespace eng::comm {
 PipeSchedule parse_pipe_schedule(const std::string& s) {
   if (s == "afab") return PipeSchedule::afab;
   if (s == "1f1b") return PipeSchedule::one_f_one_b;
-  ENGINE_FAIL("config: pp_schedule '", s, "': afab or 1f1b");
+  ENGINE_USER_FAIL("config: pp_schedule '", s, "': afab or 1f1b");
 }
 
 const char* pipe_schedule_name(PipeSchedule s) { return s == PipeSchedule::afab ? "afab" : "1f1b"; }
@@ -83,8 +83,8 @@ namespace eng::comm {
 std::vector<int64_t> stage_layers(const std::string& given, const std::vector<double>& block_cost, double first_extra,
                                   double last_extra, int pp) {
   const int64_t L = int64_t(block_cost.size());
-  ENGINE_CHECK(pp >= 1 && pp <= L, "config: pp = ", pp, " stages for n_layer = ", L,
-               " blocks (each stage needs at least one; lower pp)");
+  ENGINE_USER_CHECK(pp >= 1 && pp <= L, "config: pp = ", pp, " stages for n_layer = ", L,
+                    " blocks (each stage needs at least one; lower pp)");
   if (!given.empty()) {
     std::vector<int64_t> out;
     std::stringstream ss(given);
@@ -98,13 +98,14 @@ std::vector<int64_t> stage_layers(const std::string& given, const std::vector<do
       } catch (const std::exception&) {
         used = 0;
       }
-      ENGINE_CHECK(used == item.size() && !item.empty() && n >= 1, "config: pp_layers '", given, "': '", item,
-                   "' is not a block count >= 1");
+      ENGINE_USER_CHECK(used == item.size() && !item.empty() && n >= 1, "config: pp_layers '", given, "': '", item,
+                        "' is not a block count >= 1");
       out.push_back(n);
       sum += n;
     }
-    ENGINE_CHECK(int64_t(out.size()) == pp, "config: pp_layers '", given, "' lists ", out.size(), " stages, pp = ", pp);
-    ENGINE_CHECK(sum == L, "config: pp_layers '", given, "' sums to ", sum, " blocks, n_layer = ", L);
+    ENGINE_USER_CHECK(int64_t(out.size()) == pp, "config: pp_layers '", given, "' lists ", out.size(),
+                      " stages, pp = ", pp);
+    ENGINE_USER_CHECK(sum == L, "config: pp_layers '", given, "' sums to ", sum, " blocks, n_layer = ", L);
     return out;
   }
   // best[k][i]: the least possible costliest stage when stages 0..k-1 take blocks 0..i-1; among equal

@@ -33,7 +33,7 @@ Device Device::parse(const std::string& s) {
     return {DeviceType::cuda, int(idx)};
   }
   if (s == "auto") return device_auto();
-  ENGINE_FAIL("unknown device '", s, "' (expected cpu, cuda, cuda:N, emu or auto)");
+  ENGINE_USER_FAIL("unknown device '", s, "' (expected cpu, cuda, cuda:N, emu or auto)");
 }
 
 bool cuda_built() { return cudart::built(); }

@@ -12,7 +12,7 @@ namespace eng {
 Precision parse_precision(const std::string& s) {
   for (Precision p : {Precision::O0, Precision::O1, Precision::O2, Precision::O2_fp16, Precision::O3})
     if (s == precision_name(p)) return p;
-  ENGINE_FAIL("unknown precision '", s, "' (expected one of ", kPrecisionLevels, ")");
+  ENGINE_USER_FAIL("unknown precision '", s, "' (expected one of ", kPrecisionLevels, ")");
 }
 
 const char* precision_name(Precision p) {

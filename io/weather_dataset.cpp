@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "io/npy.h"
 
 namespace eng {
 
@@ -131,14 +132,19 @@ WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
   out_runs_ = runs_of(out_);
 
   ENGINE_CHECK(!opt.stats.empty(), "weather: a stats file (per-channel mean and std) is required");
-  const h5::File stats(opt.stats);
-  mean_ = read_stat(stats, "mean", C_);
-  std_ = read_stat(stats, "std", C_);
+  std::unique_ptr<h5::File> stats;
+  if (std::filesystem::is_directory(opt.stats)) {
+    read_npy_stats(opt.stats);
+  } else {
+    stats = std::make_unique<h5::File>(opt.stats);
+    mean_ = read_stat(*stats, "mean", C_);
+    std_ = read_stat(*stats, "std", C_);
+  }
   for (int64_t c = 0; c < C_; ++c)
     ENGINE_CHECK(std::isfinite(mean_[size_t(c)]) && std_[size_t(c)] > 0 && std::isfinite(std_[size_t(c)]), opt.stats,
                  ": channel ", c, " has mean ", mean_[size_t(c)], " and std ", std_[size_t(c)],
                  " (std must be positive and finite)");
-  if (stats.has("climatology")) clim_ = read_climatology(stats, C_, h_, w_, out_, mean_, std_);
+  if (stats && stats->has("climatology")) clim_ = read_climatology(*stats, C_, h_, w_, out_, mean_, std_);
 
   lat_.resize(size_t(h_));
   if (files_[0]->has("lat")) {
@@ -149,8 +155,43 @@ WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
     lat.read({&z, 1}, lat.shape(), all_lat.data());
     for (int64_t i = 0; i < h_; ++i) lat_[size_t(i)] = all_lat[size_t(i)];
   } else {
-    for (int64_t i = 0; i < h_; ++i) lat_[size_t(i)] = 90.0 - 180.0 * (double(i) + 0.5) / double(H_);
+    // The NERSC tutorial's and FourCastNet's convention (their metrics'
+    // lat(j) = 90 - 180 j / (num_lat - 1), num_lat the rows the metrics
+    // see): the crop's rows evenly from +90 to -90, both poles included.
+    for (int64_t i = 0; i < h_; ++i) lat_[size_t(i)] = h_ > 1 ? 90.0 - 180.0 * double(i) / double(h_ - 1) : 0.0;
   }
+}
+
+void WeatherDataset::read_npy_stats(const std::string& dir) {
+  // The tutorial's stats/ directory: global_means.npy and global_stds.npy
+  // of shape (1, C, 1, 1); time_means.npy (1, C, H, W), if there, is the
+  // climatology.
+  auto per_channel = [&](const std::string& name) {
+    const std::string path = dir + "/" + name;
+    ENGINE_CHECK(std::filesystem::exists(path), dir, ": a stats directory needs ", name,
+                 " (NumPy, shape (1, C, 1, 1), as the NERSC tutorial's stats/); or pass an HDF5 stats file");
+    NpyArray a = read_npy(path);
+    ENGINE_CHECK(int64_t(a.values.size()) == C_, path, ": ", a.values.size(), " values, but the fields have ", C_,
+                 " channels (a stats file for other data?)");
+    return a.values;
+  };
+  mean_ = per_channel("global_means.npy");
+  std_ = per_channel("global_stds.npy");
+  const std::string tm = dir + "/time_means.npy";
+  if (!std::filesystem::exists(tm)) return;
+  const NpyArray a = read_npy(tm);
+  std::vector<int64_t> s = a.shape;
+  if (s.size() == 4 && s[0] == 1) s.erase(s.begin());
+  ENGINE_CHECK(s.size() == 3 && s[0] == C_ && s[1] >= h_ && s[2] >= w_, tm, ": expected shape (1, ", C_, ", at least ",
+               h_, ", at least ", w_, "), got ", a.shape.size(), " dimensions");
+  clim_.resize(out_.size() * size_t(h_ * w_));
+  for (size_t k = 0; k < out_.size(); ++k)
+    for (int64_t r = 0; r < h_; ++r) {
+      const float* src = a.values.data() + (int64_t(out_[k]) * s[1] + r) * s[2];
+      float* dst = clim_.data() + (int64_t(k) * h_ + r) * w_;
+      std::copy(src, src + w_, dst);
+      normalize(dst, w_, mean_[size_t(out_[k])], std_[size_t(out_[k])]);
+    }
 }
 
 WeatherDataset::~WeatherDataset() = default;

@@ -11,10 +11,13 @@
 // or the tutorial's (1, C, 1, 1)); optionally `climatology` (C, H, W), each
 // point's time mean, kept cropped, for the out_channels and normalised like
 // the targets, so a forecast's anomaly correlation (ACC) is taken against it
-// in the units the model predicts in. Latitudes: a dataset `lat` (height) in
-// the first file, in degrees, if present; otherwise cell centres from +90 to
-// -90. Normalisation runs on the reader threads, as part of the conversion
-// pass every value goes through anyway.
+// in the units the model predicts in. Or a directory laid out as the NERSC
+// tutorial's stats/: global_means.npy, global_stds.npy (1, C, 1, 1) and
+// optionally time_means.npy (1, C, H, W), the climatology.
+// Latitudes: a dataset `lat` (height) in the first file, in degrees, if
+// present; otherwise the tutorial's and FourCastNet's, the crop's rows
+// evenly from +90 to -90, poles included (90 - 180 j / (height - 1)). Normalisation runs on the reader threads, as part
+// of the conversion pass every value goes through anyway.
 #pragma once
 #include <memory>
 #include <string>
@@ -27,7 +30,7 @@ namespace eng {
 
 struct WeatherOptions {
   std::string dir;                // directory of *.h5 files
-  std::string stats;              // HDF5 file with `mean`, `std` (and optionally `climatology`)
+  std::string stats;              // HDF5 file with `mean`, `std` (and optionally `climatology`), or a stats/ directory
   int64_t dt = 1;                 // steps ahead the target is
   int64_t height = 0, width = 0;  // crop; 0 takes the whole extent
   std::vector<int> in_channels;   // empty: every channel
@@ -67,6 +70,7 @@ class WeatherDataset : public SampleDataset {
   // Reads one box per run of consecutive channels (runs_of(in_) etc., made
   // at open so a sample allocates nothing) and normalises it.
   void read_channels(int file, int64_t t, const std::vector<std::pair<int, int>>& runs, float* out) const;
+  void read_npy_stats(const std::string& dir);  // mean_, std_ and clim_ from the tutorial's stats/
 
   WeatherOptions opt_;
   std::vector<std::string> paths_;

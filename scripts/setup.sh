@@ -9,7 +9,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libopenblas-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-dev zlib1g-dev
       nlohmann-json3-dev catch2 clang-format python3 python3-pip python3-h5py python3-matplotlib
-      fortunes dataset-fashion-mnist)
+      fortunes dataset-fashion-mnist slurmctld slurmd slurm-client)
 if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy); fi
 
 missing=()
@@ -30,3 +30,6 @@ if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   bash "$(dirname "$0")/fetch_cudnn_frontend.sh" ||
     echo "setup: WARNING: could not fetch the cuDNN frontend headers; the CUDA build will have no cuDNN path" >&2
 fi
+# The Python packages some tests read the engine's files with (PyPI, pinned).
+bash "$(dirname "$0")/fetch_pydeps.sh" ||
+  echo "setup: WARNING: could not fetch the Python test packages; the tests that need them will skip" >&2

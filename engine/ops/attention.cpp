@@ -46,7 +46,7 @@ const char* attention_impl_name(AttentionImpl impl) { return impl == AttentionIm
 AttentionImpl parse_attention_impl(const std::string& name) {
   if (name == "ours") return AttentionImpl::ours;
   if (name == "cudnn") return AttentionImpl::cudnn;
-  ENGINE_FAIL("attention '", name, "': ours or cudnn");
+  ENGINE_USER_FAIL("attention '", name, "': ours or cudnn");
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal, AttentionImpl impl,

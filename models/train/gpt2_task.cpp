@@ -30,12 +30,12 @@ GPT2Config gpt2_config(const TrainConfig& c) {
   g.n_embd = c.i("n_embd");
   g.attention = parse_attention_impl(c.s("attention"));
   g.validate();
-  ENGINE_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= g.block_size, "config: seq_len ", c.i("seq_len"),
-               " must be in [1, block_size = ", g.block_size, "]");
-  ENGINE_CHECK(g.vocab_size <= 65536, "config: vocab_size ", g.vocab_size, " does not fit uint16 token files");
+  ENGINE_USER_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= g.block_size, "config: seq_len ", c.i("seq_len"),
+                    " must be in [1, block_size = ", g.block_size, "]");
+  ENGINE_USER_CHECK(g.vocab_size <= 65536, "config: vocab_size ", g.vocab_size, " does not fit uint16 token files");
   for (const char* k : {"sample_every", "sample_tokens", "top_k"})
-    ENGINE_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
-  ENGINE_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
+    ENGINE_USER_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
+  ENGINE_USER_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");
   return g;
 }
 

@@ -18,24 +18,26 @@ AdafactorOptions adafactor_options(const TrainConfig& c) {
 
 void check_optimizer_options(const TrainConfig& c) {
   const std::string o = c.s("optimizer");
-  ENGINE_CHECK(o == "adamw" || o == "adamw8bit" || o == "adafactor" || o == "sgd", "config: optimizer '", o,
-               "': adamw, adamw8bit, adafactor or sgd");
+  ENGINE_USER_CHECK(o == "adamw" || o == "adamw8bit" || o == "adafactor" || o == "sgd", "config: optimizer '", o,
+                    "': adamw, adamw8bit, adafactor or sgd");
   const double b1 = c.f("adafactor_beta1");
-  ENGINE_CHECK(b1 >= 0 && b1 < 1, "config: adafactor_beta1 = ", b1, ": in [0, 1) (0: no first moment)");
-  ENGINE_CHECK(!c.b("adafactor_warmup_init") || c.b("adafactor_relative_step"),
-               "config: adafactor_warmup_init needs adafactor_relative_step (it shapes the relative step)");
+  ENGINE_USER_CHECK(b1 >= 0 && b1 < 1, "config: adafactor_beta1 = ", b1, ": in [0, 1) (0: no first moment)");
+  ENGINE_USER_CHECK(!c.b("adafactor_warmup_init") || c.b("adafactor_relative_step"),
+                    "config: adafactor_warmup_init needs adafactor_relative_step (it shapes the relative step)");
   if (o == "adamw") return;
-  ENGINE_CHECK(c.i("zero") == 0 || o == "adamw8bit", "config: zero 1 with optimizer ", o, ": ZeRO-1 shards ",
-               o == "adafactor" ? "AdamW's moments; Adafactor's state is already under 0.1 B per matrix parameter, so "
-                                  "run it with --zero 0"
-                                : "AdamW's moments; SGD's momentum is not sharded, run it with --zero 0");
-  ENGINE_CHECK(c.i("tp") == 1 || o != "adafactor", "config: optimizer adafactor with tp = ", c.i("tp"),
-               ": the row and column statistics and the RMS of a split matrix would have to be reduced over tp; use "
-               "adamw with tensor parallelism");
-  ENGINE_CHECK(c.i("tp") == 1 || o != "sgd", "config: optimizer sgd with tp = ", c.i("tp"),
-               " is not supported; use adamw");
-  ENGINE_CHECK(o != "sgd" || c.s("device") == "cpu", "config: optimizer sgd on ", c.s("device"),
-               ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there");
+  ENGINE_USER_CHECK(c.i("zero") == 0 || o == "adamw8bit", "config: zero 1 with optimizer ", o, ": ZeRO-1 shards ",
+                    o == "adafactor"
+                        ? "AdamW's moments; Adafactor's state is already under 0.1 B per matrix parameter, so "
+                          "run it with --zero 0"
+                        : "AdamW's moments; SGD's momentum is not sharded, run it with --zero 0");
+  ENGINE_USER_CHECK(
+      c.i("tp") == 1 || o != "adafactor", "config: optimizer adafactor with tp = ", c.i("tp"),
+      ": the row and column statistics and the RMS of a split matrix would have to be reduced over tp; use "
+      "adamw with tensor parallelism");
+  ENGINE_USER_CHECK(c.i("tp") == 1 || o != "sgd", "config: optimizer sgd with tp = ", c.i("tp"),
+                    " is not supported; use adamw");
+  ENGINE_USER_CHECK(o != "sgd" || c.s("device") == "cpu", "config: optimizer sgd on ", c.s("device"),
+                    ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<ParamGroup> groups) {

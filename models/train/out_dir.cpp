@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "base/error.h"
 #include "comm/world.h"
@@ -23,6 +24,15 @@ namespace eng::models {
 namespace fs = std::filesystem;
 
 namespace {
+
+// TensorBoard's event files in `dir` (none if it does not exist).
+std::vector<fs::path> tb_event_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0) out.push_back(it->path());
+  return out;
+}
 
 // What an earlier run left in `dir`, for the refusal ("" if nothing).
 std::string earlier_run(const fs::path& dir) {
@@ -46,6 +56,8 @@ std::string earlier_run(const fs::path& dir) {
     for (std::string l; std::getline(in, l);) ++lines;
     what += cat(what.empty() ? "" : ", ", "metrics.jsonl with ", lines, " lines");
   }
+  if (const int64_t n = int64_t(tb_event_files(dir / "tb").size()))
+    what += cat(what.empty() ? "" : ", ", "tb/ with ", n, " event file", n == 1 ? "" : "s");
   return what;
 }
 
@@ -119,6 +131,11 @@ OutDir::OutDir(std::string path, OutDirMode mode) : path_(std::move(path)), mode
   tell_everyone(error);
 }
 
+std::string OutDir::tensorboard_dir(const std::string& option) const {
+  if (option == "off") return "";
+  return option.empty() ? (fs::path(path_) / "tb").string() : option;
+}
+
 OutDir::~OutDir() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // the flock goes with the descriptor
 }
@@ -135,6 +152,8 @@ void OutDir::begin_output() {
         for (const char* name :
              {"checkpoint", "checkpoint.tmp", "checkpoint.old", "metrics.jsonl", "metrics.jsonl.tmp"})
           fs::remove_all(fs::path(path_) / name);
+      if (error.empty() && mode_ == OutDirMode::overwrite)  // the event files only: tb/ may hold more
+        for (const fs::path& f : tb_event_files(fs::path(path_) / "tb")) fs::remove(f);
     } catch (const std::exception& e) {
       error = cat("out_dir ", path_, ": ", e.what());
     }

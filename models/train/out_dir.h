@@ -1,7 +1,7 @@
 // The run's output directory (--out_dir): what a run may do to it, and who
 // holds it. Two guards, both decided by rank 0 and told to every rank, so a
 // refusal is one line and every rank exits:
-//   - an earlier run's files (a checkpoint, metrics.jsonl) are never replaced
+//   - an earlier run's files (a checkpoint, metrics.jsonl, tb/'s event files) are never replaced
 //     by a fresh run: it is refused, naming --resume (continue it),
 //     --overwrite (delete them and start again) or another --out_dir;
 //   - a live job holds the directory through an flock on out_dir/run.lock,
@@ -33,6 +33,9 @@ class OutDir {
   // deletes the earlier run's checkpoint and metrics.
   void begin_output();
   const std::string& path() const { return path_; }
+  // Where the TensorBoard event file goes for --tensorboard `option`:
+  // "" -> out_dir/tb, "off" -> "" (none), else the directory given.
+  std::string tensorboard_dir(const std::string& option) const;
 
  private:
   std::string lock();   // rank 0: "" or why the lock is refused

@@ -16,6 +16,7 @@
 #include "comm/world.h"
 #include "io/durable_file.h"
 #include "kernels/gemm/gemm.h"
+#include "models/train/tb_tags.h"
 
 namespace eng::models {
 
@@ -50,7 +51,7 @@ bool live_terminal() {
 }  // namespace
 
 Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step, bool enabled,
-                   std::string unit)
+                   std::string unit, const std::string& tb_dir)
     : path_(metrics_path),
       log_every_(std::max<int64_t>(log_every, 1)),
       tty_(live_terminal()),
@@ -80,6 +81,9 @@ Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t f
   }
   metrics_ = std::fopen(metrics_path.c_str(), first_step > 0 ? "a" : "w");
   ENGINE_CHECK(metrics_, metrics_path, ": cannot open for writing: ", std::strerror(errno));
+  // The steps from first_step + 1 run (again): TensorBoard drops what earlier
+  // event files hold for them, as this file drops the lines above.
+  if (!tb_dir.empty()) tb_ = std::make_unique<TbWriter>(tb_dir, first_step + 1);
 }
 
 Progress::~Progress() {
@@ -92,6 +96,7 @@ void Progress::write_metrics(const nlohmann::json& j) {
   errno = 0;
   if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() || std::fflush(metrics_) != 0)
     error_ = cat(path_, ": write failed: ", errno ? std::strerror(errno) : "unknown error");
+  if (tb_ && error_.empty()) error_ = tb_->scalars(j.value("step", int64_t(0)), tb_scalars(j));
 }
 
 void Progress::flush_stdout() {

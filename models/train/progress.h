@@ -3,19 +3,23 @@
 // and under mpirun unless scripts/mpirun.sh says its stdout is a terminal),
 // and a JSON-lines metrics file a user can plot (step, loss, val_loss, lr,
 // grad_norm, tokens_per_s or images_per_s, flops_per_s, mfu, and with the
-// HDF5 loader data_wait_ms and data_mb_per_s).
+// HDF5 loader data_wait_ms and data_mb_per_s), and the same numbers as
+// TensorBoard scalars (io/tensorboard.h, tags from tb_tags.h) when given a
+// directory for the event file.
 // With the data loader the line also says, per logging interval, how long
 // the steps waited for data (ms per step, % of the wall time) and the
 // readers' rate in MB/s.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "engine/device.h"
 #include "io/loader.h"
+#include "io/tensorboard.h"
 
 namespace eng::models {
 
@@ -34,8 +38,10 @@ class Progress {
   // enabled = false: silent, no metrics file (every rank of a distributed
   // run but rank 0).
   // unit: what items_per_s counts, "tok" (tokens_per_s) or "img" (images_per_s).
+  // tb_dir: where the TensorBoard event file goes ("" for none); a new file
+  // per run, starting with a SessionLog START at first_step + 1.
   Progress(const std::string& metrics_path, int64_t log_every, int64_t first_step, bool enabled = true,
-           std::string unit = "tok");
+           std::string unit = "tok", const std::string& tb_dir = "");
   void step(const StepStats& s);
   // The validation line: "val loss X" then `line`; `metrics` joins it in metrics.jsonl.
   void val(int64_t step, double val_loss, const nlohmann::json& metrics = nlohmann::json::object(),
@@ -56,6 +62,7 @@ class Progress {
   void flush_stdout();
   std::string path_;
   std::FILE* metrics_ = nullptr;
+  std::unique_ptr<TbWriter> tb_;
   std::string error_;
   int64_t log_every_;
   bool tty_;

@@ -2,12 +2,12 @@
 // token files; --model vit: a Vision Transformer on HDF5 images or weather
 // fields) with AdamW (weight decay on matrices only), warmup + cosine LR,
 // gradient clipping and gradient accumulation; reports progress and
-// validation; writes metrics.jsonl and a resumable checkpoint. One loop for
-// both: what differs per model (data, loss, validation, checkpoint layout)
-// is a TrainTask (task.h). --precision picks O0..O3 (docs/precision.md): the
-// Autocast goes to the model's forward, and O2-fp16 steps through a
-// LossScaler. `train --help` lists every option; docs/train.md and
-// docs/data.md explain them.
+// validation; writes metrics.jsonl, a TensorBoard event file and a resumable
+// checkpoint. One loop for both: what differs per model (data, loss,
+// validation, checkpoint layout) is a TrainTask (task.h). --precision picks
+// O0..O3 (docs/precision.md): the Autocast goes to the model's forward, and
+// O2-fp16 steps through a LossScaler. `train --help` lists every option;
+// docs/train.md and docs/data.md explain them.
 // Everything that can be wrong with the inputs (config keys, data files,
 // shapes, checkpoints) is checked before out_dir is touched.
 // Launched with mpirun (or srun), it trains one model data-parallel over the
@@ -21,7 +21,6 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
-#include <new>
 #include <optional>
 #include <vector>
 
@@ -44,6 +43,7 @@
 #include "kernels/gemm/gemm.h"
 #include "models/train/attention_option.h"
 #include "models/train/config_checks.h"
+#include "models/train/error_exit.h"
 #include "models/train/gpt2_task.h"
 #include "models/train/memory_plan.h"
 #include "models/train/optimizer_option.h"
@@ -99,9 +99,8 @@ int run(int argc, char** argv) {
   const Precision precision = parse_precision(cfg.s("precision"));
   const int64_t zero_stage = cfg.i("zero");
   const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp")), int(cfg.i("cp")), int(cfg.i("pp"))); });
-  // Every op the models use has a cpu kernel and a hand-written CUDA kernel,
-  // so they train on cpu, cuda (auto: when a GPU answers) and emu (the
-  // emulated CUDA kernels: slow, for checking and stepping through them).
+  // Every op has a cpu kernel and a hand-written CUDA kernel: cpu, cuda (auto:
+  // when a GPU answers) and emu (the emulated CUDA kernels: slow, for checking).
   const Device dev = rank_device(Device::parse(cfg.s("device")));
   // The device type is every rank's; cuDNN's presence is each rank's own (an error there ends the job).
   alike([&] { check_attention_device(cfg, dev); });
@@ -122,9 +121,9 @@ int run(int argc, char** argv) {
   const comm::Backend backend = comm::parse_backend(cfg.s("comm"), dev);
   // Tensor parallel: the model is split over the tp group (adjacent ranks);
   // context parallel: the sequence over the cp group (the split model's
-  // forward, with a tp group of one when tp = 1).
-  // Pipeline parallel: the blocks in stages over the pp group (outermost),
-  // GPT-2's token table on the first and last stage (the embed group).
+  // forward, with a tp group of one when tp = 1); pipeline parallel: the
+  // blocks in stages over the pp group (outermost), GPT-2's token table on
+  // the first and last stage (the embed group).
   std::unique_ptr<comm::Communicator> tp_comm, cp_comm, pp_comm, embed_comm;
   if (grid.tp() > 1 || grid.cp() > 1 || grid.pp() > 1) tp_comm = comm::make_communicator(grid.tp_group(), dev, backend);
   if (grid.cp() > 1) cp_comm = comm::make_communicator(grid.cp_group(), dev, backend);
@@ -253,7 +252,8 @@ int run(int argc, char** argv) {
     if (lead) std::printf("%s\n", line.c_str());
   }
   out.begin_output();  // inputs are all valid: now output may begin
-  Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead, task->unit());
+  Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead, task->unit(),
+                    out.tensorboard_dir(cfg.s("tensorboard")));
   // MFU per device: the job's FLOP/s / world size / this device's peak.
   const PeakGemm pg = task->peak_gemm();
   DevicePeak peak = device_peak(dev, precision, pg.m, pg.n, pg.k);
@@ -541,10 +541,9 @@ int run(int argc, char** argv) {
   if (pipe && !bubble.empty()) {
     const double idle = bubble.idle();  // collective: every rank runs the same steps
     progress.message(cat("pipeline ", comm::pipe_schedule_name(pipe_schedule), ", pp ", grid.pp(), ", m ", accum,
-                         ": stages idle ", std::round(idle * 1000) / 10,
-                         "% of the step on average (the bubble "
-                         "(pp - 1) / (m + pp - 1) = ",
-                         std::round(comm::ideal_bubble(grid.pp(), accum) * 1000) / 10, "%), steps 2 on"));
+                         ": stages idle ", std::round(idle * 1000) / 10, "% of the step on average (the bubble ",
+                         "(pp - 1) / (m + pp - 1) = ", std::round(comm::ideal_bubble(grid.pp(), accum) * 1000) / 10,
+                         "%), steps 2 on"));
   }
   if (world.size > 1 && end > start) {
     std::string line = "communication per step, rank 0 (ring model, as sent):";
@@ -560,6 +559,7 @@ int run(int argc, char** argv) {
       cat("plot: /usr/bin/python3 scripts/plot.py metrics ", out_dir, "/metrics.jsonl -o ", out_dir, "/metrics.png"));
   // Written after the last step's check: a failure here still fails the run (its checkpoint is saved).
   if (!progress.io_error().empty()) {
+    std::fflush(stdout);  // the lines before it come before it in a log
     std::fprintf(stderr, "train: error: %s; the checkpoint of step %lld is saved\n", progress.io_error().c_str(),
                  (long long)end);
     return 1;
@@ -574,27 +574,7 @@ int main(int argc, char** argv) {
   // process by SIGXFSZ mid-write; ignored, it fails with EFBIG and the run
   // stops as on a full disk: the file and the reason named, a checkpoint kept.
   std::signal(SIGXFSZ, SIG_IGN);
-  int rc = 0;
-  try {
-    rc = run(argc, argv);
-  } catch (const WorldError& e) {  // every rank found it: rank 0 says it, all exit
-    if (comm::world().rank == 0) std::fprintf(stderr, "train: error: %s\n", e.what());
-    rc = 1;
-  } catch (const std::exception& e) {
-    // A host allocation outside the engine's allocator (a std::vector) failed.
-    const std::string what = dynamic_cast<const std::bad_alloc*>(&e)
-                                 ? "out of host memory (" + std::string(e.what()) +
-                                       "): a smaller batch_size, or --memory_limit_gb to plan for less"
-                                 : e.what();
-    // One rank alone: its peers may be waiting in a collective for it, so
-    // the whole job ends here (MPI_Abort), with the rank named.
-    if (comm::world().size > 1) {
-      std::fprintf(stderr, "rank %d: train: error: %s\n", comm::world().rank, what.c_str());
-      comm::abort_world(1);
-    }
-    std::fprintf(stderr, "train: error: %s\n", what.c_str());
-    rc = 1;
-  }
+  const int rc = run_or_report([&] { return run(argc, argv); });
   comm::finalize_world();
   return rc;
 }

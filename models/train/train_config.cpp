@@ -31,7 +31,10 @@ const std::vector<OptionSpec>& train_options() {
       {"train_data", "data/fashion-mnist/train.h5", "images: the HDF5 file; weather: the directory of yearly files",
        "vit"},
       {"val_data", "data/fashion-mnist/test.h5", "validation images file or fields directory", "vit"},
-      {"stats", "", "weather: HDF5 file with per-channel mean and std (and climatology, for the ACC)", "vit"},
+      {"stats", "",
+       "weather: HDF5 file with per-channel mean and std (and climatology, for the ACC), or a directory laid out as "
+       "the NERSC tutorial's stats/ (global_means.npy, global_stds.npy; time_means.npy, the climatology)",
+       "vit"},
       {"img_h", 0, "weather: crop height from the top (0: the whole field; images: their height)", "vit"},
       {"img_w", 0, "weather: crop width from the left (0: the whole field)", "vit"},
       {"patch", 4, "patch size in pixels (divides img_h and img_w)", "vit"},
@@ -79,10 +82,13 @@ const std::vector<OptionSpec>& train_options() {
       {"top_k", 40, "sample from the k most likely tokens (0: all)", "gpt2"},
       {"log_every", 10, "progress line every N steps when stdout is not a terminal"},
       {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
+      {"tensorboard", "",
+       "directory of the TensorBoard event file (empty: out_dir/tb; off: none); `tensorboard --logdir out_dir`"},
       {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
       {"resume", false, "continue from out_dir/checkpoint (bit-exact on cpu)"},
       {"overwrite", false,
-       "start afresh in an out_dir that holds an earlier run, deleting its checkpoint and metrics.jsonl (without it, "
+       "start afresh in an out_dir that holds an earlier run, deleting its checkpoint, metrics.jsonl and tb/ (without "
+       "it, "
        "such a run is refused)"},
       {"init_from", "",
        "initialise weights from a safetensors file (gpt2: Hugging Face's layout; vit: a checkpoint's "
@@ -167,31 +173,31 @@ TrainConfig::TrainConfig() {
 
 void TrainConfig::set(const std::string& key, const Json& v, const std::string& source) {
   const OptionSpec* spec = find_spec(key);
-  ENGINE_CHECK(spec, source, ": unknown key '", key, "'", suggestion(key), "; see --help");
+  ENGINE_USER_CHECK(spec, source, ": unknown key '", key, "'", suggestion(key), "; see --help");
   const Json& d = spec->default_value;
   const bool ok = (d.is_boolean() && v.is_boolean()) || (d.is_string() && v.is_string()) ||
                   (d.is_number_integer() && v.is_number_integer()) || (d.is_number_float() && v.is_number());
-  ENGINE_CHECK(ok, source, ": key '", key, "' must be ", d.type_name(), ", got ", v.dump());
+  ENGINE_USER_CHECK(ok, source, ": key '", key, "' must be ", d.type_name(), ", got ", v.dump());
   values_[key] = d.is_number_float() ? Json(v.get<double>()) : v;
   set_keys_.push_back(key);
 }
 
 void TrainConfig::merge_file(const std::string& path) {
   std::ifstream in(path);
-  ENGINE_CHECK(in, path, ": cannot open config file");
+  ENGINE_USER_CHECK(in, path, ": cannot open config file");
   Json j;
   try {
     j = Json::parse(in);
   } catch (const std::exception& e) {
-    ENGINE_FAIL(path, ": bad JSON: ", e.what());
+    ENGINE_USER_FAIL(path, ": bad JSON: ", e.what());
   }
-  ENGINE_CHECK(j.is_object(), path, ": a config file is one JSON object of key: value");
+  ENGINE_USER_CHECK(j.is_object(), path, ": a config file is one JSON object of key: value");
   for (auto it = j.begin(); it != j.end(); ++it) set(it.key(), it.value(), path);
 }
 
 void TrainConfig::set_from_cli(const std::string& key, const std::string& value) {
   const OptionSpec* spec = find_spec(key);
-  ENGINE_CHECK(spec, "command line: unknown option '--", key, "'", suggestion(key), "; see --help");
+  ENGINE_USER_CHECK(spec, "command line: unknown option '--", key, "'", suggestion(key), "; see --help");
   Json v;
   if (spec->default_value.is_string()) {
     v = value;
@@ -199,8 +205,8 @@ void TrainConfig::set_from_cli(const std::string& key, const std::string& value)
     try {
       v = Json::parse(value);
     } catch (const std::exception&) {
-      ENGINE_FAIL("command line: option '--", key, "' must be ", spec->default_value.type_name(), ", got '", value,
-                  "'");
+      ENGINE_USER_FAIL("command line: option '--", key, "' must be ", spec->default_value.type_name(), ", got '", value,
+                       "'");
     }
   }
   set(key, v, "command line");
@@ -211,7 +217,7 @@ bool TrainConfig::parse_args(int argc, char** argv) {
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
     if (arg == "--help" || arg == "-h") return false;
-    ENGINE_CHECK(arg.rfind("--", 0) == 0, "command line: expected --key value, got '", arg, "'");
+    ENGINE_USER_CHECK(arg.rfind("--", 0) == 0, "command line: expected --key value, got '", arg, "'");
     arg = arg.substr(2);
     std::string value;
     const size_t eq = arg.find('=');
@@ -223,13 +229,13 @@ bool TrainConfig::parse_args(int argc, char** argv) {
       std::replace(key.begin(), key.end(), '-', '_');
       const OptionSpec* spec = find_spec(key);
       // An unknown name is blamed on itself, not on the value after it (--resum --lr 0.001).
-      ENGINE_CHECK(spec || key == "config", "command line: unknown option '--", arg, "'", suggestion(key),
-                   "; see --help");
+      ENGINE_USER_CHECK(spec || key == "config", "command line: unknown option '--", arg, "'", suggestion(key),
+                        "; see --help");
       // A bare boolean flag (--resume) means true.
       if (spec && spec->default_value.is_boolean() && (a + 1 >= argc || std::string(argv[a + 1]).rfind("--", 0) == 0)) {
         value = "true";
       } else {
-        ENGINE_CHECK(a + 1 < argc, "command line: option '--", arg, "' needs a value");
+        ENGINE_USER_CHECK(a + 1 < argc, "command line: option '--", arg, "' needs a value");
         value = argv[++a];
       }
     }

@@ -58,8 +58,8 @@ BatchPlan plan_batches(int64_t batch_size, int64_t grad_accum, int64_t global_ba
   BatchPlan p;
   p.micro = batch_size, p.dp = dp, p.dp_rank = dp_rank, p.accum = grad_accum;
   if (global_batch > 0) {
-    ENGINE_CHECK(global_batch % (batch_size * dp) == 0, "config: global_batch ", global_batch,
-                 " is not a multiple of batch_size x dp = ", batch_size, " x ", dp, " = ", batch_size * dp);
+    ENGINE_USER_CHECK(global_batch % (batch_size * dp) == 0, "config: global_batch ", global_batch,
+                      " is not a multiple of batch_size x dp = ", batch_size, " x ", dp, " = ", batch_size * dp);
     p.accum = global_batch / (batch_size * dp);
   }
   return p;

@@ -28,21 +28,22 @@ std::vector<int> channels(const std::string& list) { return list.empty() ? std::
 
 void check_vit_options(const TrainConfig& c) {
   const std::string ds = c.s("dataset");
-  ENGINE_CHECK(ds == "images" || ds == "weather", "config: dataset '", ds, "': images or weather");
+  ENGINE_USER_CHECK(ds == "images" || ds == "weather", "config: dataset '", ds, "': images or weather");
   for (const char* k : {"img_h", "img_w", "data_workers"})
-    ENGINE_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
-  ENGINE_CHECK(c.i("patch") > 0, "config: patch must be > 0, got ", c.i("patch"));
-  ENGINE_CHECK(c.i("dt") > 0, "config: dt must be > 0, got ", c.i("dt"));
+    ENGINE_USER_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
+  ENGINE_USER_CHECK(c.i("patch") > 0, "config: patch must be > 0, got ", c.i("patch"));
+  ENGINE_USER_CHECK(c.i("dt") > 0, "config: dt must be > 0, got ", c.i("dt"));
   const std::string rp = c.s("read_path");
-  ENGINE_CHECK(rp == "auto" || rp == "hdf5" || rp == "pread", "config: read_path '", rp, "': auto, hdf5 or pread");
+  ENGINE_USER_CHECK(rp == "auto" || rp == "hdf5" || rp == "pread", "config: read_path '", rp, "': auto, hdf5 or pread");
   if (ds == "weather") {
-    ENGINE_CHECK(!c.s("stats").empty(), "config: dataset weather needs stats (the file of per-channel mean and std)");
+    ENGINE_USER_CHECK(!c.s("stats").empty(),
+                      "config: dataset weather needs stats (the file of per-channel mean and std)");
     channels(c.s("in_channels"));  // syntax errors now, ranges once the files are open
     channels(c.s("out_channels"));
   } else {
     for (const char* k : {"stats", "in_channels", "out_channels"})
-      ENGINE_CHECK(c.s(k).empty(), "config: ", k, " is for dataset weather (dataset is images)");
-    ENGINE_CHECK(c.i("dt") == 1, "config: dt is for dataset weather (dataset is images)");
+      ENGINE_USER_CHECK(c.s(k).empty(), "config: ", k, " is for dataset weather (dataset is images)");
+    ENGINE_USER_CHECK(c.i("dt") == 1, "config: dt is for dataset weather (dataset is images)");
   }
 }
 
@@ -89,8 +90,8 @@ class ViTTask : public TrainTask {
                  shape_str(in), " -> ", shape_str(out));
     if (!weather_)
       for (const auto& [k, dim] : {std::pair<const char*, int64_t>{"img_h", in[1]}, {"img_w", in[2]}})
-        ENGINE_CHECK(c.i(k) == 0 || c.i(k) == dim, "config: ", k, " = ", c.i(k), ": ", c.s("train_data"), " holds ",
-                     in[1], " x ", in[2], " images (images are not cropped; use 0)");
+        ENGINE_USER_CHECK(c.i(k) == 0 || c.i(k) == dim, "config: ", k, " = ", c.i(k), ": ", c.s("train_data"),
+                          " holds ", in[1], " x ", in[2], " images (images are not cropped; use 0)");
     ViTConfig v;
     v.in_channels = in[0], v.img_h = in[1], v.img_w = in[2], v.patch = c.i("patch");
     v.embed = c.i("n_embd"), v.depth = c.i("n_layer"), v.heads = c.i("n_head");

@@ -8,6 +8,8 @@
 //   <out>/stats.h5  mean, std (C) and climatology (C, H, W) float32, over the
 //       train years: the climatology is each grid point's time mean, the
 //       reference the anomaly correlation (ACC) of a forecast is taken from.
+//   <out>/stats/  the same as the tutorial keeps them, NumPy files:
+//       global_means.npy, global_stds.npy (1, C, 1, 1), time_means.npy (1, C, H, W).
 // A toy atmosphere on the lat-lon grid, periodic in longitude, in levels of
 // four channels, c = 4 l + k, k = z, u, v, t:
 //   z  geopotential height (m): a zonal jet profile whose strength cycles;
@@ -40,6 +42,7 @@
 
 #include "base/error.h"
 #include "io/hdf5_write.h"
+#include "io/npy.h"
 #include "kernels/rng.h"
 
 using namespace eng;
@@ -66,7 +69,8 @@ const char* kHelp =
     "usage: prepare_weather [options]\n"
     "Writes synthetic ERA5-like OUT/{train,valid}/<year>.h5 (fields (T, C, H, W) float32, lat (H)) and\n"
     "OUT/stats.h5 (per-channel mean, std; climatology (C, H, W): each point's time mean; all over\n"
-    "train). Years from 2000, 6-hour steps.\n"
+    "train), and the same as the NERSC tutorial's NumPy files, OUT/stats/global_means.npy,\n"
+    "global_stds.npy (1, C, 1, 1) and time_means.npy (1, C, H, W). Years from 2000, 6-hour steps.\n"
     "  --out DIR          output directory (default data/weather)\n"
     "  --channels C       channels, in levels of four: z, u, v, t (default 4)\n"
     "  --height H         latitudes, at least 4 (default 32)\n"
@@ -406,6 +410,11 @@ std::vector<float> write_stats(const std::string& path, const Moments& s, int64_
   w.create("climatology", h5::ElemType::f32, {C, H, W});
   w.write("climatology", 0, C, clim.data());
   w.commit();
+  const std::string dir = std::filesystem::path(path).parent_path().string() + "/stats";
+  std::filesystem::create_directories(dir);
+  write_npy(dir + "/global_means.npy", {1, C, 1, 1}, mean);
+  write_npy(dir + "/global_stds.npy", {1, C, 1, 1}, std);
+  write_npy(dir + "/time_means.npy", {1, C, H, W}, clim);
   return std;
 }
 
@@ -475,7 +484,8 @@ int main(int argc, char** argv) {
       write_year(M, o, o.out + "/valid/" + std::to_string(year) + ".h5", year, nullptr, &persist);
     }
     const double pairs = double(o.valid_years * (o.steps - 1) * M.H * M.W);
-    std::printf("prepare_weather: %s/stats.h5; valid persistence RMSE / std (dt = 6 h) per channel:", o.out.c_str());
+    std::printf("prepare_weather: %s/stats.h5 and stats/*.npy; valid persistence RMSE / std (dt = 6 h) per channel:",
+                o.out.c_str());
     for (size_t c = 0; c < size_t(M.C); ++c) std::printf(" %.3f", std::sqrt(persist[c] / pairs) / std[c]);
     std::printf("\n");
     return 0;

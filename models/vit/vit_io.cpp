@@ -8,8 +8,21 @@
 namespace eng::models {
 
 void save_vit_weights(const std::string& path, const ViT& model) {
+  // timm's names and shapes, so timm's VisionTransformer loads the file
+  // strictly: the patch embedding as its convolution's (E, C, p, p) (the
+  // same numbers as the engine's GEMM weight (E, C p p), row-major), the
+  // positions as the parameter `pos_embed` (1, N, E).
+  const ViTConfig& c = model.config();
   std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& [name, p] : model.named_parameters()) out.emplace_back(name, p.detach().to(kCPU));
+  for (auto& [name, p] : model.named_parameters()) {
+    Tensor t = p.detach().to(kCPU);
+    if (name == "patch_embed.proj.weight")
+      out.emplace_back(name, t.reshape({c.embed, c.in_channels, c.patch, c.patch}));
+    else if (name == "pos_embed.weight")
+      out.emplace_back("pos_embed", t.reshape({1, t.size(0), t.size(1)}));
+    else
+      out.emplace_back(name, t);
+  }
   save_safetensors(path, out, {{"format", "pt"}, {"model", "vit"}, {"config", vit_config_json(model.config()).dump()}});
 }
 
@@ -18,7 +31,8 @@ void load_vit_weights(const std::string& path, ViT& model) {
   const SafetensorsFile f = load_safetensors(path);
   for (auto& [name, p] : model.named_parameters()) {
     // timm's position table is the parameter `pos_embed` (1, N, E); ours is
-    // an Embedding's weight (N, E). Same numbers, same order.
+    // an Embedding's weight (N, E). Same numbers, same order. Files of
+    // either layout load.
     const std::string key = name == "pos_embed.weight" && !f.has(name) && f.has("pos_embed") ? "pos_embed" : name;
     ENGINE_CHECK(f.has(key), path, ": missing tensor '", name, "'",
                  name == "pos_embed.weight" ? " (nor timm's 'pos_embed')" : "");

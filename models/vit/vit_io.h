@@ -1,11 +1,12 @@
-// ViT weights <-> safetensors, with timm's parameter names
-// ("blocks.0.attn.qkv.weight"). Saved as the engine holds them:
-// patch_embed.proj.weight as (embed, C*p*p) and pos_embed.weight as
-// (tokens, embed). Loading also takes timm's own forms of those two, the
-// conv weight (embed, C, p, p) and the parameter `pos_embed` (1, tokens,
-// embed): the same numbers in the same order. A timm state dict loads when
-// its model matches ours: no class token, average pooling after the final
-// norm (fc_norm = False), biases on qkv, the dense head being ours alone.
+// ViT weights <-> safetensors in timm's names and shapes, so that timm's
+// VisionTransformer, built from the checkpoint's config.json, loads the file
+// strictly: "blocks.0.attn.qkv.weight", ..., the patch embedding as the
+// convolution's (embed, C, p, p) and the positions as the parameter
+// `pos_embed` (1, tokens, embed) (the engine holds those two as (embed,
+// C*p*p) and (tokens, embed): the same numbers in the same order). Loading
+// takes either form of those two. A timm state dict loads when its model
+// matches ours: no class token, average pooling after the final norm
+// (fc_norm = False), biases on qkv, the dense head being ours alone.
 // Errors name the file and the tensor.
 #pragma once
 #include <nlohmann/json.hpp>

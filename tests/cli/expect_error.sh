@@ -13,3 +13,11 @@ expect_error() {
   [[ ! -e $out ]] || fail "out_dir was created despite the error"
   echo "ok: $(cat "$work/stderr")"
 }
+# expect_config_error WANT ARGS...: as expect_error, for a fault in the
+# options: the message also carries no source file and line.
+expect_config_error() {
+  expect_error "$@"
+  if grep -qE '[A-Za-z_]+\.(cpp|h|cu):[0-9]+' "$work/stderr"; then
+    fail "a configuration error carries a source location: $(cat "$work/stderr")"
+  fi
+}

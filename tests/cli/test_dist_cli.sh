@@ -666,7 +666,7 @@ PY
          2>"$work/err"; then
       fail "the job went on with a full disk"
     fi
-    grep -q "^train: error: $work/full/run/metrics.jsonl: write failed: No space left on device: the run stops at step [0-9]*; .*not saved: .*; $work/full/run/checkpoint keeps the previous one" \
+    grep -qE "^train: error: $work/full/run/(metrics.jsonl|tb/events.out.tfevents.[^:]*): write failed: No space left on device: the run stops at step [0-9]*; .*not saved: .*; $work/full/run/checkpoint keeps the previous one" \
       "$work/err" || fail "bad message: $(cat "$work/err")"
     saved=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$work/full/run/checkpoint/state.json")
     [[ $saved -eq 20 ]] || fail "the checkpoint is at step $saved, not the previous one's 20"

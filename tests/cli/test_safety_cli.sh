@@ -47,7 +47,7 @@ case $case_name in
     if "$train" "${common[@]}" --steps 30 --stop_after 3 --out_dir "$work/x" >/dev/null 2>"$work/err"; then
       fail "a fresh run replaced an earlier run's checkpoint"
     fi
-    grep -qF "$work/x holds an earlier run (checkpoint/ at step 20 of 30, metrics.jsonl with 21 lines): --resume to continue it, --overwrite to delete it and start again, or another --out_dir" \
+    grep -qF "$work/x holds an earlier run (checkpoint/ at step 20 of 30, metrics.jsonl with 21 lines, tb/ with 1 event file): --resume to continue it, --overwrite to delete it and start again, or another --out_dir" \
       "$work/err" || fail "unexpected message: $(cat "$work/err")"
     [[ $(wc -l <"$work/err") -eq 1 ]] || fail "not one line: $(cat "$work/err")"
     [[ $(cat "$work/x/metrics.jsonl" "$work/x/checkpoint/"* | md5sum) == "$before" ]] || fail "the earlier run changed"
@@ -72,6 +72,14 @@ case $case_name in
     fi
     grep -qF "$work/h holds an earlier run (metrics.jsonl with 4 lines): --overwrite to delete it and start again, or another --out_dir" \
       "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    # Only TensorBoard event files: a fresh run would draw its curves over theirs.
+    mkdir -p "$work/e/tb"
+    cp "$work/x/tb/"events.out.tfevents.* "$work/e/tb/"
+    if "$train" "${common[@]}" --steps 30 --out_dir "$work/e" >/dev/null 2>"$work/err"; then
+      fail "a fresh run went on over an earlier run's event files"
+    fi
+    grep -qF "$work/e holds an earlier run (tb/ with 1 event file)" "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
     ;;
   lock)
@@ -156,7 +164,7 @@ print(n)' "$work/k/metrics.jsonl")
       if "$train" "${common[@]}" "${small[@]}" --resume --out_dir "$dir/run" >"$work/out" 2>"$work/err"; then
         fail "the run went on with a full disk"
       fi
-      grep -qE "^train: error: $dir/run/metrics.jsonl: write failed: No space left on device: the run stops at step [0-9]+; .*checkpoint at step [0-9]+ not saved: .*No space left on device; $dir/run/checkpoint keeps the previous one \(free space, then --resume\)$" \
+      grep -qE "^train: error: $dir/run/(metrics.jsonl|tb/events.out.tfevents.[^:]*): write failed: No space left on device: the run stops at step [0-9]+; .*checkpoint at step [0-9]+ not saved: .*No space left on device; $dir/run/checkpoint keeps the previous one \(free space, then --resume\)$" \
         "$work/err" || fail "unexpected message: $(cat "$work/err")"
       saved=50
     else
@@ -164,7 +172,7 @@ print(n)' "$work/k/metrics.jsonl")
             --out_dir "$dir/run") >"$work/out" 2>"$work/err"; then
         fail "the run went on past the file-size limit"
       fi
-      grep -qE "^train: error: $dir/run/metrics.jsonl: write failed: File too large: the run stops at step [0-9]+; checkpoint saved at step [0-9]+ \(free space, then --resume\)$" \
+      grep -qE "^train: error: $dir/run/(metrics.jsonl|tb/events.out.tfevents.[^:]*): write failed: File too large: the run stops at step [0-9]+; checkpoint saved at step [0-9]+ \(free space, then --resume\)$" \
         "$work/err" || fail "unexpected message: $(cat "$work/err")"
       saved=$(grep -oE 'stops at step [0-9]+' "$work/err" | grep -oE '[0-9]+$')
     fi

@@ -174,6 +174,18 @@ PY
     expect_error "key 'steps' must be number" --config "$work/type.json"
     expect_error "seq_len 64 must be in [1, block_size = 32]" --seq_len 64
     expect_error "missing.bin" --train_bin "$work/missing.bin"
+    # Faults in the options say what to change, without a source location.
+    expect_config_error "train: error: config: warmup_steps (30) must not exceed steps (5)" --warmup_steps 30 --steps 5
+    expect_config_error "unknown option '--lrr'" --lrr 0.1
+    expect_config_error "key 'steps' must be number" --config "$work/type.json"
+    expect_config_error "config: n_head = 2 does not divide by tp = 3" --tp 3
+    # In a log (stdout and stderr to one file, as under Slurm): the start-up
+    # lines come before the error, which is the last line.
+    if "$train" "${common[@]}" --train_bin "$work/missing.bin" --out_dir "$work/m" >"$work/log" 2>&1; then
+      fail "a missing data file was accepted"
+    fi
+    grep -q "^config:" "$work/log" || fail "no start-up lines in the log: $(cat "$work/log")"
+    [[ $(tail -n 1 "$work/log") == "train: error: "*missing.bin* ]] || fail "the error is not the log's last line: $(cat "$work/log")"
     # A truncated checkpoint: resume must refuse it before writing anything.
     "$train" "${common[@]}" --steps 2 --out_dir "$work/t" >/dev/null
     f=$work/t/checkpoint/model.safetensors

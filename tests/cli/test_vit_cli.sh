@@ -58,6 +58,36 @@ case $case_name in
     python3 -c "import sys; sys.exit(0 if $ratio < 0.9 else 1)" || fail "rmse/persistence $ratio not below 0.9"
     grep -q '"val_acc":\[' "$work/out/metrics.jsonl" || fail "no ACC in metrics"
     ;;
+  nersc_layout)
+    # The tutorial's stats/ directory of NumPy files: prepare_weather's equal
+    # stats.h5 as NumPy reads them, and files np.save wrote train exactly as
+    # the HDF5 stats file does (losses and validation metrics).
+    make_weather 8 16 20
+    /usr/bin/python3 - "$work/wx" <<'PY' || fail "stats/*.npy differ from stats.h5"
+import sys, h5py, numpy as np
+d = sys.argv[1]
+with h5py.File(d + "/stats.h5") as f:
+    mean, std, clim = f["mean"][:], f["std"][:], f["climatology"][:]
+C = mean.size
+assert np.array_equal(np.load(d + "/stats/global_means.npy"), mean.reshape(1, C, 1, 1))
+assert np.array_equal(np.load(d + "/stats/global_stds.npy"), std.reshape(1, C, 1, 1))
+assert np.array_equal(np.load(d + "/stats/time_means.npy"), clim[None])
+import os
+os.makedirs(d + "/np_stats")
+np.save(d + "/np_stats/global_means.npy", mean.astype(np.float64).reshape(1, C, 1, 1))
+np.save(d + "/np_stats/global_stds.npy", std.reshape(1, C, 1, 1))
+np.save(d + "/np_stats/time_means.npy", clim[None])
+PY
+    run=("${tiny[@]}" --steps 6 --val_every 3)
+    for s in stats.h5 stats np_stats; do
+      "$train" "${run[@]}" --stats "$work/wx/$s" --out_dir "$work/$s" >/dev/null
+      grep -o '"\(loss\|val_loss\|val_rmse\|val_acc\)":[^a-z]*' "$work/$s/metrics.jsonl" >"$work/$s.vals"
+    done
+    [[ -s $work/stats.h5.vals ]] || fail "no losses"
+    cmp "$work/stats.h5.vals" "$work/stats.vals" || fail "--stats stats/ differs from --stats stats.h5"
+    cmp "$work/stats.h5.vals" "$work/np_stats.vals" || fail "np.save's files differ from stats.h5"
+    echo "ok: stats.h5, prepare_weather's stats/ and np.save's files give the same $(wc -l <"$work/stats.vals") values"
+    ;;
   resume_bitexact)
     make_weather 8 16 20
     "$train" "${tiny[@]}" --steps 10 --out_dir "$work/a" >/dev/null

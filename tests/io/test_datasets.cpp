@@ -96,10 +96,12 @@ TEST_CASE("weather: samples are normalised crops of (t, t + dt) across files", "
       for (int64_t r = 0; r < 4; ++r)
         for (int64_t c = 0; c < 5; ++c) CHECK(y[size_t(r * 5 + c)] == (field(file, t + 2, 1, r, c) - mean[1]) / sd[1]);
     }
-    // Latitudes of the crop's rows: cell centres of the full 6-row grid.
+    // Latitudes of the crop's 4 rows, by the NERSC tutorial's metrics
+    // (lat(j) = 90 - 180 j / (num_lat - 1), num_lat = 4): 90, 30, -30, -90.
     REQUIRE(d.latitudes().size() == 4);
-    CHECK(d.latitudes()[0] == Approx(75.0));
-    CHECK(d.latitudes()[3] == Approx(-15.0));
+    CHECK(d.latitudes()[0] == Approx(90.0));
+    CHECK(d.latitudes()[1] == Approx(30.0));
+    CHECK(d.latitudes()[3] == Approx(-90.0));
   }
 }
 
@@ -120,6 +122,44 @@ TEST_CASE("weather: the climatology is cropped, subset to out_channels and norma
         const int64_t ch = o.out_channels[size_t(k)];
         CHECK(clim[size_t((k * 4 + r) * 5 + c)] == (clim_value(ch, r, c) - mean[ch]) / sd[ch]);
       }
+}
+
+TEST_CASE("weather: a stats/ directory of NumPy files normalises as the HDF5 stats file", "[io][data][npy]") {
+  // The NERSC tutorial's layout: global_means.npy, global_stds.npy (1, C, 1, 1)
+  // and time_means.npy (1, C, H, W), here the files NumPy wrote with the
+  // values of weather_dir's stats file and write_climatology's pattern.
+  WeatherOptions h5 = weather_dir("wx_npy");
+  write_climatology(h5.stats, kC, kH, kW);
+  const fs::path stats = fs::path(h5.stats).parent_path() / "stats";
+  fs::create_directories(stats);
+  const std::string fix = std::string(ENGINE_FIXTURE_DIR) + "/npy/";
+  fs::copy_file(fix + "means.npy", stats / "global_means.npy");
+  fs::copy_file(fix + "stds.npy", stats / "global_stds.npy");
+  WeatherOptions npy = h5;
+  npy.stats = stats.string();
+  for (WeatherOptions* o : {&h5, &npy}) o->height = 4, o->width = 5, o->out_channels = {2, 0};
+  {
+    const WeatherDataset a(h5), b(npy);
+    CHECK(a.means() == b.means());
+    CHECK(a.stds() == b.stds());
+    CHECK(b.climatology().empty());  // no time_means.npy yet
+    for (int64_t i = 0; i < a.size(); ++i) {
+      std::vector<float> xa(3 * 20), ya(2 * 20), xb(3 * 20), yb(2 * 20);
+      a.read(i, xa.data(), ya.data());
+      b.read(i, xb.data(), yb.data());
+      CHECK(xa == xb);
+      CHECK(ya == yb);
+    }
+  }
+  fs::copy_file(fix + "time_means.npy", stats / "time_means.npy");
+  CHECK(WeatherDataset(npy).climatology() == WeatherDataset(h5).climatology());
+  fs::remove(stats / "global_stds.npy");
+  CHECK_THROWS_WITH(WeatherDataset(npy), Contains("needs global_stds.npy") && Contains(stats.string()));
+  fs::copy_file(fix + "flat_v2.npy", stats / "global_stds.npy");  // 3 values, but not these
+  fs::copy_file(fix + "means.npy", stats / "global_means.npy", fs::copy_options::overwrite_existing);
+  fs::remove(stats / "time_means.npy");
+  npy.out_channels = {0};
+  CHECK_THROWS_WITH(WeatherDataset(npy), Contains(stats.string()) && Contains("channel 1 has mean 200 and std -2"));
 }
 
 TEST_CASE("weather: bad input names the file and what is wrong", "[io][data][errors]") {
