@@ -11,10 +11,8 @@
 The test loads model.safetensors into the engine's ViT (every tensor used, none left over),
 compares its logits with timm's, and checks that the engine saves exactly timm's tensors.
 
-Rerun (Debian's torch, timm and safetensors from PyPI):
-  bash scripts/setup.sh --torch
-  /usr/bin/python3 -m pip install --target /tmp/timmpy --no-deps timm==1.0.31 safetensors pyyaml huggingface_hub
-  PYTHONPATH=/tmp/timmpy /usr/bin/python3 scripts/fixtures_timm.py
+Rerun (Debian's torch from scripts/setup.sh, timm and safetensors from scripts/fetch_pydeps.sh):
+  PYTHONPATH=.deps/py /usr/bin/python3 scripts/fixtures_timm.py
 """
 import json
 import os

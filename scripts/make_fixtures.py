@@ -29,7 +29,7 @@ float32 accumulation error of its own and the test tolerances budget only the
 engine's error.
 
 Rerun (needs Debian's python3 with torch; the pyenv python3 on PATH has none):
-  /usr/bin/python3 scripts/make_fixtures.py      (bash scripts/setup.sh --torch installs torch)
+  /usr/bin/python3 scripts/make_fixtures.py      (bash scripts/setup.sh installs torch)
   /usr/bin/python3 scripts/make_fixtures.py vit  (only the named fixtures; --list names them all)
 Each file reseeds torch.manual_seed, so reruns are byte-identical.
 The safetensors writer is hand-written so the fixtures need only torch; hf_style.safetensors

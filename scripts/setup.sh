@@ -2,15 +2,16 @@
 # Installs the Debian packages the engine builds and tests with, and, where
 # the CUDA toolkit is, the cuDNN frontend's headers (fetch_cudnn_frontend.sh).
 # Idempotent: what is present is skipped, so re-running costs one dpkg query.
-# Usage: scripts/setup.sh [--torch]   (--torch adds python3-torch, needed only
-# to regenerate the committed PyTorch fixtures with scripts/make_fixtures.py)
+# Usage: scripts/setup.sh   (PyTorch, torchvision and PyYAML from Debian are
+# in the list: the timm test and the fixture scripts use them; --torch, once
+# needed for those, is still accepted)
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libopenblas-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-dev zlib1g-dev
       nlohmann-json3-dev catch2 clang-format python3 python3-pip python3-h5py python3-matplotlib
-      fortunes dataset-fashion-mnist slurmctld slurmd slurm-client)
-if [[ "${1:-}" == "--torch" ]]; then pkgs+=(python3-torch python3-numpy); fi
+      fortunes dataset-fashion-mnist slurmctld slurmd slurm-client
+      python3-numpy python3-torch python3-torchvision python3-yaml)
 
 missing=()
 for p in "${pkgs[@]}"; do

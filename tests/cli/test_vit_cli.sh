@@ -58,6 +58,20 @@ case $case_name in
     python3 -c "import sys; sys.exit(0 if $ratio < 0.9 else 1)" || fail "rmse/persistence $ratio not below 0.9"
     grep -q '"val_acc":\[' "$work/out/metrics.jsonl" || fail "no ACC in metrics"
     ;;
+  timm)
+    # timm's VisionTransformer, built from the checkpoint's config.json,
+    # loads model.safetensors strictly and gives the engine's validation
+    # loss and accuracy on the same 512 test images (tests/cli/timm_check.py).
+    "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
+    "$train" --model vit --train_data "$work/fm/train.h5" --val_data "$work/fm/test.h5" --patch 7 --n_layer 2 \
+      --n_head 4 --n_embd 32 --batch_size 64 --steps 20 --warmup_steps 5 --val_every 0 --val_batches 8 \
+      --device cpu --out_dir "$work/out" >/dev/null
+    root=$(cd "$(dirname "$0")/../.." && pwd)
+    rc=0
+    PYTHONPATH=$root/.deps/py /usr/bin/python3 "$root/tests/cli/timm_check.py" "$work/out" "$work/fm/test.h5" 512 ||
+      rc=$?
+    exit "$rc"
+    ;;
   nersc_layout)
     # The tutorial's stats/ directory of NumPy files: prepare_weather's equal
     # stats.h5 as NumPy reads them, and files np.save wrote train exactly as
