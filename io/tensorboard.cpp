@@ -110,6 +110,15 @@ std::string tb_record(const std::string& data) {
   return r;
 }
 
+std::vector<std::string> tb_event_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(kTbPrefix, 0) == 0) out.push_back(it->path().string());
+  return out;
+}
+
 TbWriter::TbWriter(const std::string& dir, int64_t first_step) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -121,13 +130,9 @@ TbWriter::TbWriter(const std::string& dir, int64_t first_step) {
   // time field is later than every earlier file's, even within one second
   // (a resumed run that starts at once): its START must come after them.
   int64_t t = int64_t(now_s());
-  const std::string prefix = "events.out.tfevents.";
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) == 0)
-      t = std::max<int64_t>(t, std::strtoll(name.c_str() + prefix.size(), nullptr, 10) + 1);
-  }
-  const std::string base = cat(dir, "/", prefix, t, ".", host, ".", ::getpid());
+  for (const std::string& f : tb_event_files(dir))
+    t = std::max<int64_t>(t, std::strtoll(fs::path(f).filename().c_str() + kTbPrefix.size(), nullptr, 10) + 1);
+  const std::string base = cat(dir, "/", kTbPrefix, t, ".", host, ".", ::getpid());
   // A resumed run in the same second and process id: the next free suffix, never an existing file.
   for (int i = 0;; ++i) {
     path_ = cat(base, ".", i);

@@ -34,6 +34,10 @@ std::string tb_version_event(double wall_time);
 // One record around `data`.
 std::string tb_record(const std::string& data);
 
+// Event files are named events.out.tfevents.<time>....; those in `dir` (none if it does not exist).
+inline const std::string kTbPrefix = "events.out.tfevents.";
+std::vector<std::string> tb_event_files(const std::string& dir);
+
 class TbWriter {
  public:
   // Creates `dir` and a new file in it, events.out.tfevents.<time>.<host>.<pid>.<n>

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "comm/world.h"
+#include "io/tensorboard.h"
 #include "models/checkpoint.h"
 #include "models/train/train_dist.h"
 
@@ -24,15 +25,6 @@ namespace eng::models {
 namespace fs = std::filesystem;
 
 namespace {
-
-// TensorBoard's event files in `dir` (none if it does not exist).
-std::vector<fs::path> tb_event_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0) out.push_back(it->path());
-  return out;
-}
 
 // What an earlier run left in `dir`, for the refusal ("" if nothing).
 std::string earlier_run(const fs::path& dir) {
@@ -56,7 +48,7 @@ std::string earlier_run(const fs::path& dir) {
     for (std::string l; std::getline(in, l);) ++lines;
     what += cat(what.empty() ? "" : ", ", "metrics.jsonl with ", lines, " lines");
   }
-  if (const int64_t n = int64_t(tb_event_files(dir / "tb").size()))
+  if (const int64_t n = int64_t(tb_event_files((dir / "tb").string()).size()))
     what += cat(what.empty() ? "" : ", ", "tb/ with ", n, " event file", n == 1 ? "" : "s");
   return what;
 }
@@ -153,7 +145,7 @@ void OutDir::begin_output() {
              {"checkpoint", "checkpoint.tmp", "checkpoint.old", "metrics.jsonl", "metrics.jsonl.tmp"})
           fs::remove_all(fs::path(path_) / name);
       if (error.empty() && mode_ == OutDirMode::overwrite)  // the event files only: tb/ may hold more
-        for (const fs::path& f : tb_event_files(fs::path(path_) / "tb")) fs::remove(f);
+        for (const std::string& f : tb_event_files((fs::path(path_) / "tb").string())) fs::remove(f);
     } catch (const std::exception& e) {
       error = cat("out_dir ", path_, ": ", e.what());
     }
