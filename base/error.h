@@ -1,4 +1,4 @@
-// One error idiom for the whole engine (STYLE.md #3).
+// One error idiom for the whole engine.
 // Library code throws eng::Error carrying "file:line: message"; only main()
 // turns it into an exit code. A fault in what the user gave (an option, its
 // value, a combination of them) is a UserError: its message says what to

@@ -29,6 +29,7 @@
 #include "bench/cases.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/ladder.h"
 #include "kernels/cudnn/cudnn.h"
 #if defined(ENGINE_HAVE_CUDA)
 #include "engine/gpu_context.h"
@@ -153,6 +154,22 @@ Case attention_fwd(const Dims& d) {
     return Runner{[=] { forward(dev, a, d); }, [=] { return host(a.out); }};
   };
   c.vendor.push_back(cudnn_row(d, false));
+  // docs/kernels/attention.md's step 0 (ladder_attention.cu), f32: S written,
+  // read and written by the softmax, read by P v: bytes = 4 (4 B NH T^2 + 4 B
+  // T NH HS), flops = 4 B NH T^2 HS (the full square, masked half included).
+  if (d.st == DType::f32) {
+    const double T2 = d.bnh() * double(d.T) * double(d.T), bthh = double(d.B * d.T * d.NH * d.HS);
+    c.ladder.push_back({"naive", 4.0 * (4.0 * T2 + 4.0 * bthh), 4.0 * T2 * double(d.HS), [d](Device dev) {
+                          AttnState a = forward_inputs(dev, d);
+                          const Tensor scores = Tensor::empty({d.B, d.NH, d.T, d.T}, DType::f32, dev);
+                          auto run = [=] {
+                            ENGINE_GPU_CALL(dev, ladder_attention_forward_naive, a.q.data<float>(), a.k.data<float>(),
+                                            a.v.data<float>(), a.out.data<float>(), scores.data<float>(),
+                                            gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask, nullptr);
+                          };
+                          return Runner{run, [=] { return host(a.out); }};
+                        }});
+  }
   return c;
 }
 

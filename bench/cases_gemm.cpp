@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/ladder.h"
 #include "kernels/gemm/cublaslt.h"
 #include "kernels/gemm/gemm.h"
 #if defined(ENGINE_HAVE_CUDA)
@@ -159,6 +160,31 @@ static ImplRow cublaslt_row(const GemmCall& g, const LtMode& m) {
   return row;
 }
 
+// docs/kernels/gemm.md's steps 0 and 1 (kernels/cuda/ladder_gemm.cu), f32:
+//   naive: bytes requested = 4 (2 M N K + M N), each FMA loading two floats;
+//   smem:  bytes = 4 (M K ceil(N/16) + K N ceil(M/16) + M N), 16 x 16 tiles;
+// flops 2 M N K both. (Step 2 is ours, tiled_gemm: gemm_bytes above.)
+static std::vector<Rung> gemm_ladder(const GemmCall& g) {
+  const double M = double(g.M), N = double(g.N), K = double(g.K), flops = 2.0 * M * N * K;
+  const double tiles_n = std::ceil(N / 16.0), tiles_m = std::ceil(M / 16.0);
+  auto bind = [g](bool smem) {
+    return [g, smem](Device dev) {
+      const Operands o = operands(g, DType::f32, dev, 11);
+      return Runner{[=] {
+                      if (smem)
+                        ENGINE_GPU_CALL(dev, ladder_gemm_smem, g, o.a.data<float>(), o.b.data<float>(),
+                                        o.c.data<float>(), nullptr);
+                      else
+                        ENGINE_GPU_CALL(dev, ladder_gemm_naive, g, o.a.data<float>(), o.b.data<float>(),
+                                        o.c.data<float>(), nullptr);
+                    },
+                    [=] { return host(o.c); }};
+    };
+  };
+  return {{"naive", 4.0 * (2.0 * M * N * K + M * N), flops, bind(false)},
+          {"smem", 4.0 * (M * K * tiles_n + K * N * tiles_m + M * N), flops, bind(true)}};
+}
+
 static Case gemm_case(const std::string& name, const std::string& what, Trans ta, Trans tb, int64_t M, int64_t N,
                       int64_t K, DType st) {
   const GemmCall g = make_call(ta, tb, M, N, K);
@@ -180,6 +206,7 @@ static Case gemm_case(const std::string& name, const std::string& what, Trans ta
   };
   for (const LtMode& m : kLtModes)
     if (m.storage == st) c.vendor.push_back(cublaslt_row(g, m));
+  if (st == DType::f32) c.ladder = gemm_ladder(g);
   return c;
 }
 

@@ -6,6 +6,8 @@
 
 #include "bench/cases.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/ladder.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/cudnn/cudnn.h"
@@ -94,6 +96,59 @@ static Case layernorm_fwd(int64_t N, int64_t C) {
     return Runner{[=] { ln_forward(dev, t, N, C); }, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
   };
   c.vendor.push_back(cudnn_layernorm_row(N, C, false, c.bytes, c.atol));
+  // ladder_layernorm.cu: one thread per row; the same bytes reach DRAM, in
+  // 32-row scattered sectors (docs/kernels/layernorm.md, "Naive").
+  c.ladder.push_back({"naive", c.bytes, c.flops, [N, C](Device dev) {
+                        LnInputs t = ln_inputs(dev, N, C);
+                        return Runner{[=] {
+                                        ENGINE_GPU_CALL(dev, ladder_layernorm_forward_naive, t.x.data<float>(),
+                                                        t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
+                                                        t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps,
+                                                        nullptr);
+                                      },
+                                      [=] {
+                                        return concat({host(t.out), host(t.mean), host(t.rstd)});
+                                      }};
+                      }});
+  return c;
+}
+
+// The residual add fused with the layernorm forward (GPT-2's block
+// boundary): residual = x + r, out = layernorm(residual). layernorm.cu:
+// fused bytes = N C (4 sizeof(T)) + 2 C sizeof(T) + 8 N, flops ~ 9 N C; the
+// ladder's "unfused" rung is elementwise.cu's add then the layernorm forward,
+// 5 N C sizeof(T) + 2 C sizeof(T) + 8 N (sum written, then read again).
+static Case residual_layernorm_fwd(int64_t N, int64_t C) {
+  Case c;
+  c.name = "residual_layernorm_fwd";
+  c.shape = nc(N, C);
+  const double NC = double(N * C);
+  c.bytes = 16.0 * NC + 8.0 * double(C) + 8.0 * double(N);
+  c.flops = 9.0 * NC;
+  auto bind = [N, C](bool fused) {
+    return [N, C, fused](Device dev) {
+      LnInputs t = ln_inputs(dev, N, C);
+      const Tensor r = randn({N, C}, 5, dev), sum = Tensor::empty({N, C}, DType::f32, dev);
+      auto run = [=] {
+        if (dev.type == DeviceType::cpu) {
+          cpu::add(t.x.data<float>(), r.data<float>(), sum.data<float>(), N * C);
+          cpu::layernorm_forward(sum.data<float>(), t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
+                                 t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps);
+        } else if (fused) {
+          ENGINE_GPU_CALL(dev, fused_residual_layernorm_forward, gpu::Storage::f32, t.x.data_ptr(), r.data_ptr(),
+                          t.w.data_ptr(), t.b.data_ptr(), sum.data_ptr(), t.out.data_ptr(), t.mean.data<float>(),
+                          t.rstd.data<float>(), N, C, kEps, nullptr);
+        } else {
+          ENGINE_GPU_CALL(dev, add_forward, gpu::Storage::f32, t.x.data_ptr(), r.data_ptr(), sum.data_ptr(), N * C,
+                          nullptr);
+          ln_forward(dev, LnInputs{sum, t.w, t.b, t.out, t.mean, t.rstd}, N, C);
+        }
+      };
+      return Runner{run, [=] { return concat({host(sum), host(t.out), host(t.mean), host(t.rstd)}); }};
+    };
+  };
+  c.bind = bind(true);
+  c.ladder.push_back({"unfused", 20.0 * NC + 8.0 * double(C) + 8.0 * double(N), c.flops, bind(false)});
   return c;
 }
 
@@ -129,6 +184,20 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
     return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };
   c.vendor.push_back(cudnn_layernorm_row(N, C, true, c.bytes, c.atol));
+  // ladder_layernorm.cu: one thread per row for dx, dw and db by atomicAdd:
+  // bytes = 12 N C + 8 N + 4 C + 8 N C (the atomics' read-modify-writes).
+  c.ladder.push_back({"naive", 20.0 * double(N * C) + 8.0 * double(N) + 4.0 * double(C), c.flops, [N, C](Device dev) {
+                        LnInputs t = ln_inputs(dev, N, C);
+                        ln_forward(dev, t, N, C);
+                        const Tensor dout = randn({N, C}, 4, dev), dx = Tensor::empty({N, C}, DType::f32, dev);
+                        const Tensor dw = Tensor::empty({C}, DType::f32, dev), db = Tensor::empty({C}, DType::f32, dev);
+                        auto run = [=] {
+                          ENGINE_GPU_CALL(dev, ladder_layernorm_backward_naive, dout.data<float>(), t.x.data<float>(),
+                                          t.w.data<float>(), t.mean.data<float>(), t.rstd.data<float>(),
+                                          dx.data<float>(), dw.data<float>(), db.data<float>(), N, C, nullptr);
+                        };
+                        return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
+                      }});
   return c;
 }
 
@@ -189,6 +258,15 @@ static Case softmax_fwd(int64_t rows, int64_t C, bool causal) {
     return Runner{[=] { softmax_fwd_on(dev, x, y, rows, C, causal); }, [=] { return host(y); }};
   };
   c.vendor.push_back(cudnn_softmax_row(rows, C, causal, false));
+  // ladder_softmax.cu: one thread per row, three sweeps; the same bytes, scattered.
+  c.ladder.push_back({"naive", c.bytes, c.flops, [rows, C, causal](Device dev) {
+                        const Tensor x = randn({rows, C}, 5, dev, 2.f), y = Tensor::empty({rows, C}, DType::f32, dev);
+                        return Runner{[=] {
+                                        ENGINE_GPU_CALL(dev, ladder_softmax_forward_naive, x.data<float>(),
+                                                        y.data<float>(), rows, C, causal, nullptr);
+                                      },
+                                      [=] { return host(y); }};
+                      }});
   return c;
 }
 
@@ -220,6 +298,7 @@ std::vector<Case> layernorm_softmax_cases(bool quick) {
   // quick: ragged sizes (not multiples of a warp or a 16-byte pack), several T x T blocks.
   const int64_t N = quick ? 37 : 4096, C = quick ? 83 : 768, T = quick ? 45 : 1024, blocks = quick ? 3 : 8;
   return {layernorm_fwd(N, C),
+          residual_layernorm_fwd(N, C),
           layernorm_bwd(N, C),
           softmax_fwd(blocks * T, T, true),
           softmax_bwd(blocks * T, T, true),

@@ -130,7 +130,7 @@ static void print(const Result& r) {
     std::snprintf(buf, sizeof buf, " | %s max_abs %.2e max_rel %.2e", r.pass ? "PASS" : "FAIL", r.max_err, r.max_rel);
     check = buf;
   }
-  std::printf("%-15s %-8s %-28s %-4s %s%s%s%s\n", r.name.c_str(), r.impl.c_str(), r.shape.c_str(), r.dtype.c_str(),
+  std::printf("%-22s %-12s %-28s %-4s %s%s%s%s\n", r.name.c_str(), r.impl.c_str(), r.shape.c_str(), r.dtype.c_str(),
               figures.c_str(), check.c_str(), r.note.empty() ? "" : " | ", r.note.c_str());
   std::fflush(stdout);
 }
@@ -203,11 +203,16 @@ void Workbench::note_once(const std::string& text) {
   notes_.push_back(text);
 }
 
-Result Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref) {
+bool Options::wants(const std::string& impl) const {
+  return impls.empty() || std::find(impls.begin(), impls.end(), impl) != impls.end();
+}
+
+Result Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref,
+                          const std::string& label) {
   Runner runner = row.bind(impl_device(impl));
   runner.run();
   const std::vector<float> out = runner.output();
-  Result r = make_result(c.name, impl_name(impl), c.shape, row.dtype);
+  Result r = make_result(c.name, label.empty() ? impl_name(impl) : label, c.shape, row.dtype);
   r.validated = true;
   if (impl == Impl::cpu) {
     ref = out;
@@ -231,7 +236,7 @@ Result Workbench::measure(const Case& c, Impl impl, const ImplRow& row, std::vec
   } else {
     r.median_ms = median_ms(runner.run, impl_device(impl), opt_.warmup, opt_.repeats);
   }
-  report(r, row.bytes, c.flops, row.bound, impl);
+  report(r, row.bytes, row.flops > 0 ? row.flops : c.flops, row.bound, impl);
   return results_.back();
 }
 
@@ -259,6 +264,18 @@ void Workbench::run_case(const Case& c) {
       note_only(c, name, "skipped: too large for the emulator (run --quick --emu)");
       continue;
     }
+    if (impl == Impl::cpu) {  // the reference: always, whatever --impl chose
+      measure(c, impl, ours, ref);
+      continue;
+    }
+    // The ladder's rungs first, in the page's order, then ours.
+    for (const Rung& rung : c.ladder) {
+      if (!opt_.wants(rung.name)) continue;
+      ImplRow row = ours;
+      row.bytes = rung.bytes, row.flops = rung.flops, row.bind = rung.bind;
+      measure(c, impl, row, ref, std::string(name) + "/" + rung.name);
+    }
+    if (!opt_.wants("ours")) continue;
     const Result r = measure(c, impl, ours, ref);
     if (impl == Impl::cuda) ours_cuda = r;
   }
@@ -266,6 +283,7 @@ void Workbench::run_case(const Case& c) {
   // library) their rows are skipped, said once per run; a kernel the vendor
   // does not have is said on its row.
   for (const ImplRow& row : c.vendor) {
+    if (!opt_.wants(impl_name(row.impl))) continue;
     if (!row.missing.empty()) {
       note_only(c, impl_name(row.impl), row.missing);
       continue;
@@ -288,8 +306,8 @@ void Workbench::run_case(const Case& c) {
     if (ours_cuda.pass && ours_cuda.median_ms > 0 && v_row.pass && v_row.median_ms > 0) {
       const double ms = v_row.median_ms, ours_cuda_ms = ours_cuda.median_ms;
       VendorRatio v{c.name, c.shape, impl_name(row.impl), row.dtype, ours_cuda_ms, ms, ours_cuda_ms / ms};
-      std::printf("%-15s %-8s %-28s %-4s ours/%s time ratio %.2f (ours %.4f ms, %s %.4f ms)\n", c.name.c_str(), "ratio",
-                  c.shape.c_str(), row.dtype.c_str(), v.vendor.c_str(), v.ratio, v.ours_ms, v.vendor.c_str(),
+      std::printf("%-22s %-12s %-28s %-4s ours/%s time ratio %.2f (ours %.4f ms, %s %.4f ms)\n", c.name.c_str(),
+                  "ratio", c.shape.c_str(), row.dtype.c_str(), v.vendor.c_str(), v.ratio, v.ours_ms, v.vendor.c_str(),
                   v.vendor_ms);
       std::fflush(stdout);
       vendor_ratios_.push_back(v);

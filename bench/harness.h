@@ -57,10 +57,26 @@ struct ImplRow {
   std::string missing;         // non-empty: the vendor has no such kernel, and why (printed instead)
   std::string dtype;           // its compute mode, printed in the dtype column: "tf32"
   double bytes = 0;
+  double flops = 0;  // 0: the case's
   Bound bound = Bound::compute;
   double atol = 0, rtol = 0;
   std::function<Runner(Device)> bind;  // empty in builds without CUDA
 };
+
+// A rung of a kernel ladder (kernels/cuda/ladder.h): an earlier, simpler
+// version of the case's GPU kernel, run on emu and cuda before ours and
+// printed as "emu/naive", with its own bytes (its traffic model, from its
+// comment block) and flops, validated against the same cpu reference with
+// the case's tolerance. f32 cases only.
+struct Rung {
+  std::string name;  // "naive", "smem", "unfused"
+  double bytes = 0, flops = 0;
+  std::function<Runner(Device)> bind;
+};
+// The names --impl takes besides the rungs': the cpu reference, our GPU
+// kernels, the vendors.
+inline constexpr const char* kImplNames[] = {"cpu", "ours", "cublaslt", "cudnn"};
+inline constexpr const char* kRungNames[] = {"naive", "smem", "unfused"};
 
 struct Case {
   std::string name;             // "layernorm_bwd"
@@ -72,6 +88,7 @@ struct Case {
   std::string gpu_missing;          // non-empty: no emu/cuda kernel yet, and why
   std::function<Runner(Device)> bind;
   std::vector<ImplRow> vendor;  // cuBLASLt / cuDNN rows, validated against the same cpu reference
+  std::vector<Rung> ladder;     // the naive versions, in the order the docs/kernels page walks them
 };
 
 struct Result {
@@ -100,6 +117,10 @@ struct Options {
   int warmup = 2, repeats = 10;
   std::string json;    // --json FILE
   std::string filter;  // run the cases whose name contains this
+  // --impl: the rows to run, e.g. {"naive", "ours"}; empty: all. The cpu
+  // reference row runs and prints whatever is chosen: it validates the others.
+  std::vector<std::string> impls;
+  bool wants(const std::string& impl) const;
   bool gemm_sweep = false;
   std::string m_range, n_range, k_range;  // a:b:step, empty: the sweep's defaults
 };
@@ -157,7 +178,8 @@ class Workbench {
   void note_only(const Case& c, const char* impl, const std::string& note);
   // One row: bind on impl's device, run once, validate against ref (the cpu
   // row becomes ref), time, report; returns the row's result.
-  Result measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref);
+  // label: the printed impl column ("" = impl's name; a rung's "emu/naive").
+  Result measure(const Case& c, Impl impl, const ImplRow& row, std::vector<float>& ref, const std::string& label = "");
   // Why a vendor row cannot run here ("" when it can).
   std::string vendor_unavailable(const ImplRow& row) const;
   const Options& opt_;

@@ -5,10 +5,12 @@
 // percent of peak; --gemm-sweep times GEMMs over ranges of shapes; --json
 // writes every result. Exit status: 0, or 1 if any validation failed (or an
 // error occurred), 2 for a bad command line. See docs/bench.md.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "bench/cases.h"
 #include "engine/cuda_runtime.h"
@@ -27,6 +29,10 @@ void usage() {
       "  --emu            also run the emulated CUDA kernels (tiny shapes only; the times are\n"
       "                   the emulator's, not a GPU's); larger shapes are skipped\n"
       "  --filter STR     only the kernels whose name contains STR (e.g. layernorm, matmul)\n"
+      "  --impl LIST      only these rows, comma-separated (default: all): ours (our GPU kernels),\n"
+      "                   the ladders' rungs naive, smem, unfused (kernels/cuda/ladder.h: the\n"
+      "                   simpler kernels docs/kernels walks from, f32), cublaslt, cudnn; the cpu\n"
+      "                   reference row always runs, as every row is checked against it\n"
       "  --warmup N       untimed runs before timing (default 2; --quick: 1)\n"
       "  --repeats N      timed runs; the median is reported (default 10; --quick: 1)\n"
       "  --json FILE      write every result (and the peaks used) to FILE as JSON\n"
@@ -43,6 +49,23 @@ void usage() {
       "embedding (fwd, bwd), adamw_step, adamw8bit_step, adafactor_step, attention (fwd, bwd; f32, bf16, f16). Percent "
       "of peak: on the cpu, of\n"
       "this machine's measured copy bandwidth or SGEMM rate; on A100/H100/H200, of the datasheet.\n");
+}
+
+// --impl's comma-separated names into out; "" or the error (naming the
+// known rows) for an empty or unknown name.
+std::string impl_list(const std::string& list, std::vector<std::string>& out) {
+  std::string known;
+  for (const char* n : kImplNames) known += std::string(known.empty() ? "" : ", ") + n;
+  for (const char* n : kRungNames) known += std::string(", ") + n;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, end - start);
+    if (name.empty() || (", " + known + ",").find(", " + name + ",") == std::string::npos)
+      return "--impl: unknown row '" + name + "' in '" + list + "'; the rows are: " + known;
+    out.push_back(name);
+    start = end + 1;
+  }
+  return "";
 }
 
 // Parses argv into o; returns false (after a message) on a bad command line.
@@ -77,7 +100,15 @@ bool parse(int argc, char** argv, Options& o, bool& help) {
       ok = value(o.filter);
     else if (a == "--json")
       ok = value(o.json);
-    else if (a == "--m-range")
+    else if (a == "--impl") {
+      std::string list;
+      ok = value(list);
+      const std::string err = ok ? impl_list(list, o.impls) : "";
+      if (!err.empty()) {
+        std::fprintf(stderr, "kernels: %s\n", err.c_str());
+        return false;
+      }
+    } else if (a == "--m-range")
       ok = value(o.m_range);
     else if (a == "--n-range")
       ok = value(o.n_range);
@@ -111,7 +142,7 @@ void print_peaks(const Peaks& p) {
                 p.gpu->bf16_tflops);
   else
     std::printf("cuda: %s (not in the peak table: no percent of peak)\n", p.gpu_name.c_str());
-  std::printf("%-15s %-8s %-28s %-4s %10s %14s %16s\n", "kernel", "impl", "shape", "type", "median", "bandwidth",
+  std::printf("%-22s %-12s %-28s %-4s %10s %14s %16s\n", "kernel", "impl", "shape", "type", "median", "bandwidth",
               "compute");
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "comm/ddp_naive.h"
 #include "comm/watchdog.h"
 #include "engine/graph.h"
 #include "engine/profile.h"
@@ -20,6 +21,7 @@ struct DistributedDataParallel::State {
   std::vector<DdpBucket> buckets;
   std::vector<Flight> flight;
   bool shard = false;
+  bool naive = false;
   std::vector<Tensor> params;
   std::vector<size_t> bucket_of, slot_of;  // per parameter
   Communicator* comm = nullptr;
@@ -59,9 +61,15 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
     : s_(std::make_shared<State>()) {
   ENGINE_CHECK(opt.bucket_mb > 0 && opt.first_bucket_mb > 0, "ddp: bucket sizes must be > 0 MiB");
   ENGINE_CHECK(opt.align >= 1, "ddp: align must be >= 1, got ", opt.align);
+  ENGINE_CHECK(!(opt.naive && opt.shard), "ddp: naive mode has no buckets to shard (ZeRO needs the bucketed mode)");
   s_->params = std::move(params);
   s_->comm = &comm;
   s_->shard = opt.shard;
+  s_->naive = opt.naive;
+  for (size_t k = 0; k < s_->params.size(); ++k)
+    ENGINE_CHECK(s_->params[k].device() == comm.device(), "ddp: parameter ", k, " is ", s_->params[k].desc(),
+                 ", the dp communicator is on ", comm.device().str());
+  if (opt.naive) return;  // finish() does it all
   const size_t n = s_->params.size();
   s_->bucket_of.assign(n, 0);
   s_->slot_of.assign(n, 0);
@@ -71,8 +79,6 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, Com
   bool closed = false;  // the last bucket holds a parameter that stays alone
   for (size_t k = n; k-- > 0;) {
     const Tensor& p = s_->params[k];
-    ENGINE_CHECK(p.device() == comm.device(), "ddp: parameter ", k, " is ", p.desc(), ", the dp communicator is on ",
-                 comm.device().str());
     bool alone = false;
     for (const Tensor& a : opt.alone) alone = alone || a.same(p);
     const double cap = (s_->buckets.size() <= 1 ? opt.first_bucket_mb : opt.bucket_mb) * 1048576.0;
@@ -118,6 +124,10 @@ void DistributedDataParallel::set_sync(bool sync) { s_->sync = sync; }
 
 void DistributedDataParallel::finish() {
   State& s = *s_;
+  if (s.naive) {
+    all_reduce_each_gradient(s.params, *s.comm);
+    return;
+  }
   for (size_t i = 0; i < s.buckets.size(); ++i)
     if (s.flight[i].ready != s.buckets[i].params.size())
       for (size_t k : s.buckets[i].params)
@@ -152,6 +162,7 @@ const DdpBucket& DistributedDataParallel::bucket_holding(const Tensor& param) co
 int DistributedDataParallel::num_buckets() const { return int(s_->buckets.size()); }
 
 std::string DistributedDataParallel::bucket_summary() const {
+  if (s_->naive) return std::to_string(s_->params.size()) + " all-reduces after the backward (--ddp naive)";
   std::string out = std::to_string(s_->buckets.size()) + " buckets (";
   for (size_t i = 0; i < s_->buckets.size(); ++i) {
     char buf[32];

@@ -16,6 +16,10 @@
 //
 // Gradient accumulation: only the last micro-step's backward communicates
 // (set_sync(false) before the others: PyTorch's no_sync()).
+//
+// naive mode (train --ddp naive): no buckets and no hooks; finish() runs
+// ddp_naive.h's one all-reduce per gradient after the backward. The same
+// averages, for comparison and for reading first.
 #pragma once
 #include <memory>
 #include <string>
@@ -27,6 +31,7 @@
 namespace eng::comm {
 
 struct DdpOptions {
+  bool naive = false;          // one all-reduce per gradient in finish() (ddp_naive.h); no buckets, no shard
   double bucket_mb = 25;       // bucket capacity (MiB)
   double first_bucket_mb = 1;  // the first bucket's (the last layers' gradients)
   // ZeRO-1 (zero.h): each bucket is padded to a multiple of dp and
@@ -73,8 +78,8 @@ class DistributedDataParallel {
   const std::vector<Tensor>& parameters() const;
   const std::vector<DdpBucket>& buckets() const;
   const DdpBucket& bucket_holding(const Tensor& param) const;  // the bucket of one of the parameters
-  int num_buckets() const;
-  std::string bucket_summary() const;  // "3 buckets (1.0, 25.0, 4.2 MiB)"
+  int num_buckets() const;                                     // 0 in naive mode
+  std::string bucket_summary() const;  // "3 buckets (1.0, 25.0, 4.2 MiB)", naive: "148 all-reduces after the backward"
 
  private:
   struct State;

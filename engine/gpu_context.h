@@ -5,7 +5,7 @@
 // ENGINE_HAVE_CUDA.
 //
 // Why a function returning a per-device object rather than a global in a
-// header (STYLE.md #11):
+// header (no globals in headers, no hidden state):
 //  - the handle and its 32 MiB workspace belong to one device, so there is
 //    one context per device index, not one per process;
 //  - it is created lazily, on the first GEMM on that device: CPU-only and emu

@@ -170,8 +170,8 @@ StepWindow parse_step_window(const std::string& text, int64_t last_step, const s
   };
   const bool ok = colon != std::string::npos && number(text.substr(0, colon), w.first) &&
                   number(text.substr(colon + 1), w.last) && w.first >= 1 && w.first <= w.last && w.last <= last_step;
-  ENGINE_CHECK(ok, what, " '", text,
-               "': expected A:B, steps A to B (1-based, inclusive) with 1 <= A <= B <= ", last_step);
+  ENGINE_USER_CHECK(ok, what, " '", text,
+                    "': expected A:B, steps A to B (1-based, inclusive) with 1 <= A <= B <= ", last_step);
   return w;
 }
 

@@ -1,5 +1,5 @@
 // The HDF5 error idiom shared by io/hdf5*.cpp (not part of the io API: it
-// includes <hdf5.h>). H5_CHECK is STYLE.md #3's one check for HDF5 calls: a
+// includes <hdf5.h>). H5_CHECK is base/error.h's idiom as the one check for HDF5 calls: a
 // negative return throws the caller's context, the call, and HDF5's reason.
 #pragma once
 #include <hdf5.h>

@@ -214,7 +214,7 @@ def plot_roofline(plt, args):
     for r in doc["results"]:
         if impls and r.get("impl") not in impls:
             continue
-        if r.get("impl") == "emu":
+        if r.get("impl", "").split("/")[0] == "emu":  # ours ("emu") and the ladder's rungs ("emu/naive")
             emu += 1
         elif not (r.get("median_ms", 0) > 0 and r.get("bytes", 0) > 0 and r.get("flops", 0) > 0):
             empty += 1  # a note-only row (no GPU answers), or no FLOPs (embedding_fwd): no point on a log axis

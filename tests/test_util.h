@@ -1,5 +1,5 @@
 // Test helpers: tolerance comparison and finite-difference gradient checks.
-// Pass rule (STYLE.md #2): |x - ref| <= atol + rtol * |ref| for every element;
+// Pass rule (the project's one tolerance rule): |x - ref| <= atol + rtol * |ref| for every element;
 // a failure reports the first offending index and both values.
 #pragma once
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // The one header every hand-written CUDA kernel source includes. The same
-// source is compiled two ways (DESIGN.md, "The machines we build on"):
+// source is compiled two ways (docs/emulator.md says why):
 //   nvcc (__CUDACC__ defined): plain CUDA, for the `cuda` device;
 //   g++:  the CUDA-on-CPU emulator (kernels/emu/emu.h), for the `emu` device,
 //         for CI (which has no GPU), and for stepping through a kernel in gdb.

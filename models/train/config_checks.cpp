@@ -71,6 +71,10 @@ void validate_config(const TrainConfig& c) {
   check_optimizer_options(c);
   ENGINE_USER_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"),
                     ": 0 (off) or 1 (ZeRO-1) only");
+  ENGINE_USER_CHECK(c.s("ddp") == "bucketed" || c.s("ddp") == "naive", "config: ddp '", c.s("ddp"),
+                    "': bucketed or naive");
+  ENGINE_USER_CHECK(c.s("ddp") == "bucketed" || c.i("zero") == 0,
+                    "config: ddp naive with zero 1: ZeRO shards the buckets; use --ddp bucketed");
   ENGINE_USER_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
                     "config: zero 1 with O2-fp16 is not supported ",
                     "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");

@@ -177,6 +177,7 @@ int run(int argc, char** argv) {
   if (replicas.size() > 1) {
     dp_comm = comm::make_communicator(replicas, dev, backend);
     comm::DdpOptions dopt;
+    dopt.naive = cfg.s("ddp") == "naive";
     dopt.bucket_mb = cfg.f("bucket_mb");
     dopt.first_bucket_mb = cfg.f("first_bucket_mb");
     dopt.shard = zero_stage == 1;

@@ -119,6 +119,10 @@ const std::vector<OptionSpec>& train_options() {
        "before the first step, refuse a run whose planned memory per rank (weights, gradients, optimizer state and "
        "activations) exceeds this many GB (0: the device's free memory: cudaMemGetInfo, or on the host the least of "
        "MemAvailable, the cgroup limit and ulimit -v, shared by the node's ranks; -1: no check)"},
+      {"ddp", "bucketed",
+       "data parallel: bucketed (gradients in buckets, each all-reduced as soon as its gradients are final, "
+       "overlapping the backward) | naive (one all-reduce per parameter after the backward, for comparison: "
+       "comm/ddp_naive.cpp)"},
       {"bucket_mb", 25.0, "data parallel: gradient bucket size (MiB)"},
       {"comm_timeout", 600.0,
        "distributed: end the job when a collective has not completed after S seconds, naming it (0: off)"},

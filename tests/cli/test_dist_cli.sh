@@ -359,6 +359,20 @@ PY
       [[ $(grep -c "^done:" "$work/log$np") -eq 1 ]] || fail "np=$np: more than one rank speaks"
       echo "np=$np vs np=1: $(close "$work/np1/metrics.jsonl" "$work/np$np/metrics.jsonl" 1e-4)"
     done
+    # --ddp naive (comm/ddp_naive.cpp: one all-reduce per gradient after the
+    # backward) at np 2 equals the bucketed run bit for bit: each element is
+    # the same sum of two values (and np 4 is within the tolerance of np 1).
+    for np in 2 4; do
+      mpi -np $np "$train" "${common[@]}" --ddp naive --out_dir "$work/naive$np" >"$work/lognaive" ||
+        fail "--ddp naive np=$np failed: $(tail -3 "$work/lognaive")"
+      grep -q "gradients in [0-9]* all-reduces after the backward (--ddp naive)" "$work/lognaive" ||
+        fail "--ddp naive: no summary line: $(grep distributed "$work/lognaive")"
+    done
+    [[ $(losses "$work/naive2") == "$(losses "$work/np2")" ]] || fail "--ddp naive np=2 differs from bucketed"
+    echo "--ddp naive np=2 == bucketed np=2 bit for bit ($(losses "$work/np2" | wc -l) losses)"
+    echo "--ddp naive np=4 vs np=1: $(close "$work/np1/metrics.jsonl" "$work/naive4/metrics.jsonl" 1e-4)"
+    refused 2 "ddp naive with zero 1" "${common[@]}" --ddp naive --zero 1
+    refused 2 "config: ddp 'bucket': bucketed or naive" "${common[@]}" --ddp bucket
     ;;
   profile)
     # ENGINE_RANGE_LOG under mpirun: one log per rank (FILE.rankN), each with
