@@ -21,9 +21,11 @@
 // Tq x Tk matrix is the traffic the fused CUDA kernel avoids.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vmath.h"
 #include "kernels/gemm/gemm.h"
 
 namespace eng::cpu {
@@ -70,9 +72,13 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
           T m = -std::numeric_limits<T>::infinity();
           for (int64_t j = 0; j <= last; ++j) m = row[j] > m ? row[j] : m;
           T sum = 0;
-          for (int64_t j = 0; j <= last; ++j) {
-            row[j] = std::exp(row[j] - m);
-            sum += row[j];
+          if constexpr (std::is_same_v<T, float>) {
+            sum = exp_shift_sum(row, row, last + 1, m);  // libmvec's vector expf (vmath.h)
+          } else {
+            for (int64_t j = 0; j <= last; ++j) {
+              row[j] = std::exp(row[j] - m);
+              sum += row[j];
+            }
           }
           const T inv = T(1) / sum;
           for (int64_t j = 0; j <= last; ++j) row[j] *= inv;

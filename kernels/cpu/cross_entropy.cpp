@@ -7,8 +7,10 @@
 // bytes: forward 4*N*V, backward 8*N*V (fp32); flops ~ 3*N*V each.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vmath.h"
 
 namespace eng::cpu {
 
@@ -21,7 +23,10 @@ void cross_entropy_forward(const T* logits, const int32_t* targets, T* loss, T* 
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t v = 0; v < V; ++v) m = x[v] > m ? x[v] : m;
     T s = 0;
-    for (int64_t v = 0; v < V; ++v) s += std::exp(x[v] - m);
+    if constexpr (std::is_same_v<T, float>)
+      s = sum_exp_shift(x, V, m);  // libmvec's vector expf (vmath.h)
+    else
+      for (int64_t v = 0; v < V; ++v) s += std::exp(x[v] - m);
     lse[r] = m + std::log(s);
     loss[r] = targets[r] == ignore_index ? T(0) : lse[r] - x[targets[r]];
   }
@@ -38,7 +43,10 @@ void cross_entropy_backward(const T* logits, const T* lse, const int32_t* target
       for (int64_t v = 0; v < V; ++v) d[v] = 0;
       continue;
     }
-    for (int64_t v = 0; v < V; ++v) d[v] = dloss * std::exp(x[v] - lse[r]);
+    if constexpr (std::is_same_v<T, float>)
+      scaled_exp_shift(x, d, V, lse[r], dloss);
+    else
+      for (int64_t v = 0; v < V; ++v) d[v] = dloss * std::exp(x[v] - lse[r]);
     d[targets[r]] -= dloss;
   }
 }

@@ -5,8 +5,10 @@
 // bytes: forward 8*rows*C, backward 12*rows*C (fp32); flops ~ 5*rows*C.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vmath.h"
 
 namespace eng::cpu {
 
@@ -20,9 +22,13 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t C, bool causal) {
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t j = 0; j < len; ++j) m = xr[j] > m ? xr[j] : m;
     T s = 0;
-    for (int64_t j = 0; j < len; ++j) {
-      yr[j] = std::exp(xr[j] - m);
-      s += yr[j];
+    if constexpr (std::is_same_v<T, float>) {
+      s = exp_shift_sum(xr, yr, len, m);  // libmvec's vector expf (vmath.h)
+    } else {
+      for (int64_t j = 0; j < len; ++j) {
+        yr[j] = std::exp(xr[j] - m);
+        s += yr[j];
+      }
     }
     const T inv = T(1) / s;
     for (int64_t j = 0; j < len; ++j) yr[j] *= inv;

@@ -1,0 +1,81 @@
+// libmvec's vector expf in the cpu kernels' hot rows (see vmath.h).
+#include "kernels/cpu/vmath.h"
+
+#include <cmath>
+
+// glibc's vector variants of expf: this declaration is what lets GCC call
+// them from `#pragma omp simd` loops (-fopenmp); libm.so pulls in libmvec.
+#pragma omp declare simd notinbranch
+extern "C" float expf(float) noexcept;
+
+// The sanitizers' runtimes and ifunc resolvers do not mix (the resolver runs
+// before the runtime is up): there, the baseline clone only (still libmvec's
+// SSE variant, 4 lanes).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ENGINE_VMATH_CLONES
+#else
+#define ENGINE_VMATH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
+namespace eng::cpu {
+
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoef = 0.044715f;
+// tanh(u) = 1 - 2 / (exp(2u) + 1): saturates correctly (exp -> inf gives 1,
+// exp -> 0 gives -1); within ~1e-7 absolute of tanh.
+inline float tanh_via_exp(float u) { return 1.f - 2.f / (expf(2.f * u) + 1.f); }
+}  // namespace
+
+ENGINE_VMATH_CLONES float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
+  float s = 0.f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = expf(x[i] - shift);
+    s += y[i];
+  }
+  return s;
+}
+
+ENGINE_VMATH_CLONES float sum_exp_shift(const float* x, int64_t n, float shift) {
+  float s = 0.f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += expf(x[i] - shift);
+  return s;
+}
+
+ENGINE_VMATH_CLONES void scaled_exp_shift(const float* x, float* y, int64_t n, float shift, float scale) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = scale * expf(x[i] - shift);
+}
+
+ENGINE_VMATH_CLONES void gelu_forward_f32(const float* x, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float u = kSqrt2OverPi * (xi + kGeluCoef * xi * xi * xi);
+    out[i] = 0.5f * xi * (1.f + tanh_via_exp(u));
+  }
+}
+
+ENGINE_VMATH_CLONES void gelu_backward_f32(const float* x, const float* dout, float* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float u = kSqrt2OverPi * (xi + kGeluCoef * xi * xi * xi);
+    const float th = tanh_via_exp(u);
+    const float du = kSqrt2OverPi * (1.f + 3.f * kGeluCoef * xi * xi);
+    dx[i] = (0.5f * (1.f + th) + 0.5f * xi * (1.f - th * th) * du) * dout[i];
+  }
+}
+
+const char* vmath_isa() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return "sse2";
+#else
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "avx2" : "sse2";
+#endif
+}
+
+}  // namespace eng::cpu
