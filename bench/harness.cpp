@@ -345,7 +345,13 @@ void write_json(const std::string& path, const Workbench& wb) {
                             {"bf16_tflops", p.gpu->bf16_tflops}};
   const Options& o = wb.options();
   nlohmann::json doc{{"machine", machine},
-                     {"options", {{"quick", o.quick}, {"warmup", o.warmup}, {"repeats", o.repeats}, {"emu", o.emu}}},
+                     {"options",
+                      {{"quick", o.quick},
+                       {"warmup", o.warmup},
+                       {"repeats", o.repeats},
+                       {"emu", o.emu},
+                       {"filter", o.filter},
+                       {"impls", o.impls}}},
                      {"results", results},
                      {"notes", wb.notes()}};
   nlohmann::json vr = nlohmann::json::array();

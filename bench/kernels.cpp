@@ -44,7 +44,8 @@ void usage() {
       "On a GPU the matmul cases and the sweep also run cuBLASLt (fp32, tf32, bf16, fp16), and\n"
       "the sweep prints each mode's median TFLOP/s over ours in the same storage type. The attention\n"
       "(bf16, f16), layernorm and softmax cases also run cuDNN (libcudnn.so.9, or ENGINE_CUDNN_LIBRARY).\n"
-      "After every vendor row a 'ratio' line gives our cuda time over the vendor's for that case.\n"
+      "After every vendor row a 'ratio' line gives our cuda time over the vendor's for that case\n"
+      "(when --impl runs ours too).\n"
       "Kernels: matmul (fwd, weight grad; f32, bf16, f16), layernorm, softmax, gelu (fwd, bwd), cross_entropy,\n"
       "embedding (fwd, bwd), adamw_step, adamw8bit_step, adafactor_step, attention (fwd, bwd; f32, bf16, f16). Percent "
       "of peak: on the cpu, of\n"
@@ -124,6 +125,11 @@ bool parse(int argc, char** argv, Options& o, bool& help) {
       std::fprintf(stderr, "kernels: bad option or value: %s (see --help)\n", a.c_str());
       return false;
     }
+  }
+  if (o.gemm_sweep && !o.impls.empty()) {
+    std::fprintf(stderr,
+                 "kernels: --impl chooses the kernels' rows; the GEMM sweep runs every GEMM (drop one of them)\n");
+    return false;
   }
   if (o.quick && !warmup_set) o.warmup = 1;
   if (o.quick && !repeats_set) o.repeats = 1;

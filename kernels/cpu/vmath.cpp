@@ -5,13 +5,17 @@
 
 // glibc's vector variants of expf: this declaration is what lets GCC call
 // them from `#pragma omp simd` loops (-fopenmp); libm.so pulls in libmvec.
+// x86-64 only (the ISA names below, and libmvec's x86 variants); elsewhere
+// the loops stay scalar calls of expf.
+#if defined(__x86_64__)
 #pragma omp declare simd notinbranch
 extern "C" float expf(float) noexcept;
+#endif
 
 // The sanitizers' runtimes and ifunc resolvers do not mix (the resolver runs
 // before the runtime is up): there, the baseline clone only (still libmvec's
 // SSE variant, 4 lanes).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if !defined(__x86_64__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ENGINE_VMATH_CLONES
 #else
 #define ENGINE_VMATH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -70,7 +74,9 @@ ENGINE_VMATH_CLONES void gelu_backward_f32(const float* x, const float* dout, fl
 }
 
 const char* vmath_isa() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if !defined(__x86_64__)
+  return "scalar";
+#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return "sse2";
 #else
   __builtin_cpu_init();

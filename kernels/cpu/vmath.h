@@ -30,7 +30,8 @@ void scaled_exp_shift(const float* x, float* y, int64_t n, float shift, float sc
 void gelu_forward_f32(const float* x, float* out, int64_t n);
 void gelu_backward_f32(const float* x, const float* dout, float* dx, int64_t n);
 // Which vector width the functions above run at here: "avx512f", "avx2" or
-// "sse2" (the clone the loader chose; for the benchmark's output).
+// "sse2" (the clone the loader chose; for the benchmark's output), "scalar"
+// off x86-64.
 const char* vmath_isa();
 
 }  // namespace eng::cpu

@@ -50,6 +50,7 @@ __global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__
 void ladder_attention_forward_naive(const float* q, const float* k, const float* v, float* out, float* scores,
                                     const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream) {
   if (d.B == 0 || d.Tq == 0 || d.NH == 0 || d.HS == 0) return;
+  ENGINE_CHECK(d.Tk > 0, "ladder_attention_forward_naive: no keys (Tk = 0): every query's softmax would be empty");
   const auto s = as_stream(stream);
   const bool causal = mask == gpu::AttentionMask::causal;
   const int64_t n_scores = d.B * d.NH * d.Tq * d.Tk, n_out = d.B * d.Tq * d.NH * d.HS;

@@ -65,6 +65,14 @@ assert worst <= tol, f"losses differ by {worst} > {tol}"
 print(f"max |loss difference| {worst:.2e}")
 PY
 }
+# close_ok TEXT A B TOL: prints "TEXT: max |loss difference| ..." or fails
+# the test with close's reason. (Not echo "TEXT: $(close ...)": a failing
+# command substitution inside echo's argument does not fail the script.)
+close_ok() {
+  local out
+  out=$(close "$2" "$3" "$4" 2>&1) || fail "$1: ${out##*$'\n'}"
+  echo "$1: $out"
+}
 
 case $case_name in
   vit)
@@ -80,7 +88,7 @@ case $case_name in
       fail "np=2 failed: $(tail -3 "$work/log")"
     grep -q "global batch 8 = 2 x 2 micro-batches x 2 ranks" "$work/log" || fail "no distributed summary"
     grep -q '"val_rmse":\[' "$work/np2/metrics.jsonl" || fail "no forecast metrics"
-    echo "vit weather np=2 vs np=1: $(close "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-4)"
+    close_ok "vit weather np=2 vs np=1" "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-4
     # The classifier on Fashion-MNIST: the accuracy count summed over ranks.
     "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
     img=(--model vit --train_data "$work/fm/train.h5" --val_data "$work/fm/test.h5" --patch 7 --n_layer 1
@@ -89,7 +97,7 @@ case $case_name in
     OMP_NUM_THREADS=1 "$train" "${img[@]}" --out_dir "$work/i1" >/dev/null
     mpi -np 2 "$train" "${img[@]}" --out_dir "$work/i2" >"$work/log" || fail "np=2 images failed: $(tail -3 "$work/log")"
     grep -q '"val_accuracy":' "$work/i2/metrics.jsonl" || fail "no accuracy"
-    echo "vit images np=2 vs np=1: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
+    close_ok "vit images np=2 vs np=1" "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4
     ;;
   vit_tp)
     # The ViT split over tp (models/vit/vit_tp.h) on grids 1x2, 2x2 and,
@@ -109,7 +117,7 @@ case $case_name in
         >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
       grep -q "distributed: $np ranks (dp $(( np / t )) x tp $t)" "$work/log" || fail "$name: no grid summary"
       grep -q "tensor parallel over $t ranks" "$work/log" || fail "$name: no tensor-parallel summary"
-      echo "vit weather dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+      close_ok "vit weather dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1" "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4
     done
     # The per-rank report: at tp 2 a rank holds about half the parameters.
     python3 - "$work/g11/metrics.jsonl" "$work/g2x2/metrics.jsonl" <<'PY'
@@ -126,14 +134,14 @@ PY
     OMP_NUM_THREADS=1 "$train" "${img[@]}" --out_dir "$work/i1" >/dev/null
     mpi -np 2 "$train" "${img[@]}" --tp 2 --sequence_parallel --check_replicas 1 --out_dir "$work/i2" >"$work/log" ||
       fail "images tp 2 failed: $(tail -3 "$work/log")"
-    echo "vit images tp 2 sequence parallel vs 1x1: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
+    close_ok "vit images tp 2 sequence parallel vs 1x1" "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4
     # Checkpoints in the one-process layout (timm names): tp 2 -> tp 1 and 1 -> 2 x 2.
     mpi -np 2 "$train" "${vit[@]}" --tp 2 --stop_after 3 --out_dir "$work/r2" >/dev/null
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --resume --out_dir "$work/r2" >/dev/null
-    echo "vit tp2 -> resume at tp1: $(close "$work/g11/metrics.jsonl" "$work/r2/metrics.jsonl" 1e-4)"
+    close_ok "vit tp2 -> resume at tp1" "$work/g11/metrics.jsonl" "$work/r2/metrics.jsonl" 1e-4
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --stop_after 3 --out_dir "$work/r1" >/dev/null
     mpi -np 4 "$train" "${vit[@]}" --tp 2 --sequence_parallel --resume --out_dir "$work/r1" >/dev/null
-    echo "vit tp1 -> resume at dp 2 x tp 2 (sequence parallel): $(close "$work/g11/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
+    close_ok "vit tp1 -> resume at dp 2 x tp 2 (sequence parallel)" "$work/g11/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4
     # The emulated device over the NCCL look-alike, eager O0 and O3 (bf16, the
     # step captured as a graph with its tp collectives inside).
     emu=("${vit[@]}" --device emu --n_layer 1 --steps 3 --val_every 0)
@@ -143,7 +151,7 @@ PY
       mpi -np 2 "$train" "${emu[@]}" --precision $p --comm nccl --tp 2 --check_replicas 1 --out_dir "$work/e2$p" \
         >"$work/log" || fail "emu $p nccl tp 2 failed: $(tail -3 "$work/log")"
       [[ $p == O0 ]] || grep -q "captured as a CUDA graph" "$work/log" || fail "emu O3 vit tp: no graph"
-      echo "vit emu $p nccl tp 2 vs 1: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
+      close_ok "vit emu $p nccl tp 2 vs 1" "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol"
     done
     # Token rows sequence parallelism cannot split (1 image x 8 tokens over tp 3):
     # one line, said once, every rank exits non-zero, nothing written.
@@ -175,13 +183,13 @@ PY
       grep -q "distributed: $np ranks (dp $(( np / t / c )) x cp $c x tp $t)" "$work/log" || fail "$name: no grid summary"
       grep -q "context parallel over $c ranks: 16 positions of each window" "$work/log" || fail "$name: no cp summary"
       same_sample "$name" "$work/log" "$work/log11"
-      echo "gpt2 dp $(( np / t / c )) x cp $c x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+      close_ok "gpt2 dp $(( np / t / c )) x cp $c x tp $t${sp:+ sequence parallel} vs 1x1" "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4
     done
     # ZeRO-1 shards AdamW over dp x cp (the group the gradients are averaged over).
     mpi -np 4 "$train" "${tp[@]}" --cp 2 --zero 1 --check_replicas 1 --out_dir "$work/gpt2-zero" >"$work/log" ||
       fail "zero dp 2 x cp 2 failed: $(tail -3 "$work/log")"
     grep -q "ZeRO-1: AdamW state sharded over 4 dp x cp ranks" "$work/log" || fail "zero: not over dp x cp"
-    echo "gpt2 dp 2 x cp 2 zero 1 vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/gpt2-zero/metrics.jsonl" 1e-4)"
+    close_ok "gpt2 dp 2 x cp 2 zero 1 vs 1x1" "$work/g11/metrics.jsonl" "$work/gpt2-zero/metrics.jsonl" 1e-4
     "$build/models/prepare_weather" --out "$work/wx" --height 8 --width 16 --steps 20 >/dev/null
     vit=(--model vit --dataset weather --train_data "$work/wx/train" --val_data "$work/wx/valid"
          --stats "$work/wx/stats.h5" --patch 4 --n_layer 2 --n_head 4 --n_embd 16 --batch_size 2 --steps 6
@@ -193,7 +201,7 @@ PY
       mpi -np "$np" "$train" "${vit[@]}" --tp "$t" --cp "$c" --check_replicas 1 --out_dir "$work/$name" \
         >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
       grep -q "context parallel over $c ranks: 4 tokens of each image" "$work/log" || fail "$name: no cp summary"
-      echo "vit weather dp $(( np / t / c )) x cp $c x tp $t vs 1x1: $(close "$work/v11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+      close_ok "vit weather dp $(( np / t / c )) x cp $c x tp $t vs 1x1" "$work/v11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4
     done
     "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
     img=(--model vit --train_data "$work/fm/train.h5" --val_data "$work/fm/test.h5" --patch 7 --n_layer 1
@@ -202,14 +210,14 @@ PY
     OMP_NUM_THREADS=1 "$train" "${img[@]}" --out_dir "$work/i1" >/dev/null
     mpi -np 2 "$train" "${img[@]}" --cp 2 --check_replicas 1 --out_dir "$work/i2" >"$work/log" ||
       fail "images cp 2 failed: $(tail -3 "$work/log")"
-    echo "vit images cp 2 vs 1x1: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
+    close_ok "vit images cp 2 vs 1x1" "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4
     # Checkpoints in the one-process layout: tp 2 x cp 2 -> 1x1 and 1x1 -> tp 2 x cp 2.
     mpi -np 4 "$train" "${vit[@]}" --tp 2 --cp 2 --stop_after 3 --out_dir "$work/r4" >/dev/null
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --resume --out_dir "$work/r4" >/dev/null
-    echo "vit tp 2 x cp 2 -> resume at 1x1: $(close "$work/v11/metrics.jsonl" "$work/r4/metrics.jsonl" 1e-4)"
+    close_ok "vit tp 2 x cp 2 -> resume at 1x1" "$work/v11/metrics.jsonl" "$work/r4/metrics.jsonl" 1e-4
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --stop_after 3 --out_dir "$work/r1" >/dev/null
     mpi -np 4 "$train" "${vit[@]}" --tp 2 --cp 2 --resume --out_dir "$work/r1" >/dev/null
-    echo "vit 1x1 -> resume at tp 2 x cp 2: $(close "$work/v11/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
+    close_ok "vit 1x1 -> resume at tp 2 x cp 2" "$work/v11/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4
     # emu over the NCCL look-alike, eager O0 and O3 (the step captured as a
     # graph with the cp all-gathers and reduce-scatters inside), ViT at cp 2.
     emu=("${vit[@]}" --device emu --n_layer 1 --steps 3 --val_every 0)
@@ -219,7 +227,7 @@ PY
       mpi -np 2 "$train" "${emu[@]}" --precision $p --comm nccl --cp 2 --check_replicas 1 --out_dir "$work/e2$p" \
         >"$work/log" || fail "emu $p nccl cp 2 failed: $(tail -3 "$work/log")"
       [[ $p == O0 ]] || grep -q "captured as a CUDA graph" "$work/log" || fail "emu O3 vit cp: no graph"
-      echo "vit emu $p nccl cp 2 vs 1: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
+      close_ok "vit emu $p nccl cp 2 vs 1" "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol"
     done
     ;;
   cp_bad)
@@ -253,25 +261,25 @@ PY
       grep -q "pipeline stages (blocks): " "$work/log" || fail "$name: no stage summary"
       grep -q "pipeline $sched, pp $p, m $(( 8 / (np / p / t / c) )): stages idle" "$work/log" || fail "$name: no bubble line"
       same_sample "$name" "$work/log" "$work/log1"
-      echo "$name vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+      close_ok "$name vs 1 process" "$work/p1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4
     done
     grep -q "pipeline stages (blocks): 0-1, 2-3 " "$work/log" || fail "the 4 blocks not split 2 + 2"
     # ZeRO-1 per stage over its dp group: the tied table alone in a bucket, its shards summed between the stages.
     mpi -np 4 "$train" "${pp[@]}" --pp 2 --zero 1 --check_replicas 1 --out_dir "$work/pz" >"$work/log" ||
       fail "pp 2 x dp 2 zero 1 failed: $(tail -3 "$work/log")"
     grep -q "ZeRO-1: AdamW state sharded over 2 dp ranks" "$work/log" || fail "pp zero: not sharded over dp"
-    echo "dp 2 x pp 2, zero 1 vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/pz/metrics.jsonl" 1e-4)"
+    close_ok "dp 2 x pp 2, zero 1 vs 1 process" "$work/p1/metrics.jsonl" "$work/pz/metrics.jsonl" 1e-4
     # --pp_layers overrides the balance.
     mpi -np 2 "$train" "${pp[@]}" --pp 2 --pp_layers 3,1 --out_dir "$work/p31" >"$work/log"
     grep -q "pipeline stages (blocks): 0-2, 3 " "$work/log" || fail "pp_layers 3,1 not taken: $(grep model: "$work/log")"
-    echo "pp_layers 3,1 vs 1 process: $(close "$work/p1/metrics.jsonl" "$work/p31/metrics.jsonl" 1e-4)"
+    close_ok "pp_layers 3,1 vs 1 process" "$work/p1/metrics.jsonl" "$work/p31/metrics.jsonl" 1e-4
     # Checkpoints in the one-process layout: pp 2 -> 1 process, and 1 process -> pp 2 x tp 2.
     mpi -np 2 "$train" "${pp[@]}" --pp 2 --stop_after 4 --out_dir "$work/r2" >/dev/null
     OMP_NUM_THREADS=1 "$train" "${pp[@]}" --resume --out_dir "$work/r2" >/dev/null
-    echo "pp 2 -> resume in 1 process: $(close "$work/p1/metrics.jsonl" "$work/r2/metrics.jsonl" 1e-4)"
+    close_ok "pp 2 -> resume in 1 process" "$work/p1/metrics.jsonl" "$work/r2/metrics.jsonl" 1e-4
     OMP_NUM_THREADS=1 "$train" "${pp[@]}" --stop_after 4 --out_dir "$work/r1" >/dev/null
     mpi -np 4 "$train" "${pp[@]}" --pp 2 --tp 2 --resume --out_dir "$work/r1" >/dev/null
-    echo "1 process -> resume at pp 2 x tp 2: $(close "$work/p1/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4)"
+    close_ok "1 process -> resume at pp 2 x tp 2" "$work/p1/metrics.jsonl" "$work/r1/metrics.jsonl" 1e-4
     # emu over the NCCL look-alike, O0 and O3 (the step, its sends and
     # receives included, captured as a graph and replayed), and O3 with
     # ZeRO-1 at dp 2 x pp 2.
@@ -283,11 +291,11 @@ PY
         fail "emu $p pp 2 failed: $(tail -3 "$work/log")"
       [[ $p == O0 ]] || grep -q "O3: the training step was captured as a CUDA graph on emu" "$work/log" ||
         fail "emu O3 pp 2: not captured"
-      echo "emu $p pp 2 (nccl look-alike) vs 1 process: $(close "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol")"
+      close_ok "emu $p pp 2 (nccl look-alike) vs 1 process" "$work/e1$p/metrics.jsonl" "$work/e2$p/metrics.jsonl" "$tol"
     done
     mpi -np 4 "$train" "${emu[@]}" --precision O3 --pp 2 --zero 1 --check_replicas 1 --out_dir "$work/e4z" >"$work/log" ||
       fail "emu O3 dp 2 x pp 2 zero 1 failed: $(tail -3 "$work/log")"
-    echo "emu O3 dp 2 x pp 2, zero 1 vs 1 process: $(close "$work/e1O3/metrics.jsonl" "$work/e4z/metrics.jsonl" 2e-3)"
+    close_ok "emu O3 dp 2 x pp 2, zero 1 vs 1 process" "$work/e1O3/metrics.jsonl" "$work/e4z/metrics.jsonl" 2e-3
     ;;
   pp_vit)
     # The ViT in stages (no tied parameter): weather fields at pp 2 (1f1b)
@@ -305,13 +313,13 @@ PY
       mpi -np "$np" "$train" "${vit[@]}" --pp "$p" --tp "$t" --pp_schedule "$sched" --check_replicas 1 \
         --out_dir "$work/$name" >"$work/log" || fail "$name failed: $(tail -3 "$work/log")"
       grep -q "pipeline stages (blocks): 0-1, 2-3 (patch embedding on the first" "$work/log" || fail "$name: no stage summary"
-      echo "$name vs 1 process: $(close "$work/v1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+      close_ok "$name vs 1 process" "$work/v1/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4
     done
     mpi -np 4 "$train" "${vit[@]}" --pp 2 --zero 1 --check_replicas 1 --out_dir "$work/vz" >/dev/null
-    echo "vit dp 2 x pp 2, zero 1 vs 1 process: $(close "$work/v1/metrics.jsonl" "$work/vz/metrics.jsonl" 1e-4)"
+    close_ok "vit dp 2 x pp 2, zero 1 vs 1 process" "$work/v1/metrics.jsonl" "$work/vz/metrics.jsonl" 1e-4
     mpi -np 2 "$train" "${vit[@]}" --pp 2 --stop_after 3 --out_dir "$work/vr" >/dev/null
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --resume --out_dir "$work/vr" >/dev/null
-    echo "vit pp 2 -> resume in 1 process: $(close "$work/v1/metrics.jsonl" "$work/vr/metrics.jsonl" 1e-4)"
+    close_ok "vit pp 2 -> resume in 1 process" "$work/v1/metrics.jsonl" "$work/vr/metrics.jsonl" 1e-4
     "$build/models/prepare_fashion_mnist" --out "$work/fm" >/dev/null
     img=(--model vit --train_data "$work/fm/train.h5" --val_data "$work/fm/test.h5" --patch 7 --n_layer 2
          --n_head 2 --n_embd 16 --batch_size 4 --steps 4 --global_batch 16 --warmup_steps 1 --val_every 2
@@ -319,7 +327,7 @@ PY
     OMP_NUM_THREADS=1 "$train" "${img[@]}" --out_dir "$work/i1" >/dev/null
     mpi -np 2 "$train" "${img[@]}" --pp 2 --check_replicas 1 --out_dir "$work/i2" >"$work/log" ||
       fail "images pp 2 failed: $(tail -3 "$work/log")"
-    echo "vit images pp 2 vs 1 process: $(close "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4)"
+    close_ok "vit images pp 2 vs 1 process" "$work/i1/metrics.jsonl" "$work/i2/metrics.jsonl" 1e-4
     ;;
   pp_bad)
     refused 2 "pp = 3 stages for n_layer = 2 blocks" "${common[@]}" --pp 3
@@ -357,20 +365,20 @@ PY
       grep -q "distributed: $np ranks (dp $np x tp 1)" "$work/log$np" || fail "np=$np: no distributed summary"
       [[ $(grep -c "^step .*loss" "$work/log$np") -ge 1 ]] || fail "np=$np: no progress lines"
       [[ $(grep -c "^done:" "$work/log$np") -eq 1 ]] || fail "np=$np: more than one rank speaks"
-      echo "np=$np vs np=1: $(close "$work/np1/metrics.jsonl" "$work/np$np/metrics.jsonl" 1e-4)"
+      close_ok "np=$np vs np=1" "$work/np1/metrics.jsonl" "$work/np$np/metrics.jsonl" 1e-4
     done
     # --ddp naive (comm/ddp_naive.cpp: one all-reduce per gradient after the
     # backward) at np 2 equals the bucketed run bit for bit: each element is
     # the same sum of two values (and np 4 is within the tolerance of np 1).
     for np in 2 4; do
-      mpi -np $np "$train" "${common[@]}" --ddp naive --out_dir "$work/naive$np" >"$work/lognaive" ||
+      mpi -np $np "$train" "${common[@]}" --ddp naive --check_replicas 1 --out_dir "$work/naive$np" >"$work/lognaive" ||
         fail "--ddp naive np=$np failed: $(tail -3 "$work/lognaive")"
       grep -q "gradients in [0-9]* all-reduces after the backward (--ddp naive)" "$work/lognaive" ||
         fail "--ddp naive: no summary line: $(grep distributed "$work/lognaive")"
     done
     [[ $(losses "$work/naive2") == "$(losses "$work/np2")" ]] || fail "--ddp naive np=2 differs from bucketed"
     echo "--ddp naive np=2 == bucketed np=2 bit for bit ($(losses "$work/np2" | wc -l) losses)"
-    echo "--ddp naive np=4 vs np=1: $(close "$work/np1/metrics.jsonl" "$work/naive4/metrics.jsonl" 1e-4)"
+    close_ok "--ddp naive np=4 vs np=1" "$work/np1/metrics.jsonl" "$work/naive4/metrics.jsonl" 1e-4
     refused 2 "ddp naive with zero 1" "${common[@]}" --ddp naive --zero 1
     refused 2 "config: ddp 'bucket': bucketed or naive" "${common[@]}" --ddp bucket
     ;;
@@ -426,17 +434,17 @@ PY
       OMP_NUM_THREADS=1 "$train" "${common[@]}" --optimizer $opt --out_dir "$work/$opt.1" >/dev/null
       mpi -np 2 "$train" "${common[@]}" --optimizer $opt --check_replicas 1 --out_dir "$work/$opt.2" >"$work/log" ||
         fail "$opt np=2 failed: $(tail -3 "$work/log")"
-      echo "$opt gpt2 np=2 vs np=1: $(close "$work/$opt.1/metrics.jsonl" "$work/$opt.2/metrics.jsonl" 1e-4)"
+      close_ok "$opt gpt2 np=2 vs np=1" "$work/$opt.1/metrics.jsonl" "$work/$opt.2/metrics.jsonl" 1e-4
       OMP_NUM_THREADS=1 "$train" "${vit[@]}" --optimizer $opt --out_dir "$work/$opt.v1" >/dev/null
       mpi -np 2 "$train" "${vit[@]}" --optimizer $opt --check_replicas 1 --out_dir "$work/$opt.v2" >"$work/log" ||
         fail "$opt vit np=2 failed: $(tail -3 "$work/log")"
-      echo "$opt vit np=2 vs np=1: $(close "$work/$opt.v1/metrics.jsonl" "$work/$opt.v2/metrics.jsonl" 1e-4)"
+      close_ok "$opt vit np=2 vs np=1" "$work/$opt.v1/metrics.jsonl" "$work/$opt.v2/metrics.jsonl" 1e-4
       # Pipeline and context parallel: their checkpoints gather each stage's
       # state, whatever its kinds, into the one-process layout.
       mpi -np 2 "$train" "${common[@]}" --optimizer $opt --cp 2 --check_replicas 1 --out_dir "$work/$opt.cp" >/dev/null
-      echo "$opt cp 2 vs np 1: $(close "$work/$opt.1/metrics.jsonl" "$work/$opt.cp/metrics.jsonl" 1e-4)"
+      close_ok "$opt cp 2 vs np 1" "$work/$opt.1/metrics.jsonl" "$work/$opt.cp/metrics.jsonl" 1e-4
       mpi -np 2 "$train" "${common[@]}" --optimizer $opt --pp 2 --out_dir "$work/$opt.pp" >/dev/null
-      echo "$opt pp 2 vs np 1: $(close "$work/$opt.1/metrics.jsonl" "$work/$opt.pp/metrics.jsonl" 1e-4)"
+      close_ok "$opt pp 2 vs np 1" "$work/$opt.1/metrics.jsonl" "$work/$opt.pp/metrics.jsonl" 1e-4
       mpi -np 2 "$train" "${common[@]}" --optimizer $opt --pp 2 --stop_after 4 --out_dir "$work/$opt.ppr" >/dev/null
       cp -r "$work/$opt.ppr" "$work/$opt.pps"
       mpi -np 2 "$train" "${common[@]}" --optimizer $opt --pp 2 --resume --out_dir "$work/$opt.ppr" >/dev/null
@@ -444,7 +452,7 @@ PY
       cmp "$work/$opt.pp/checkpoint/optimizer.safetensors" "$work/$opt.ppr/checkpoint/optimizer.safetensors" ||
         fail "$opt pp 2 resume: optimizer state differs"
       OMP_NUM_THREADS=1 "$train" "${common[@]}" --optimizer $opt --resume --out_dir "$work/$opt.pps" >/dev/null
-      echo "$opt pp 2 -> resume at np 1: $(close "$work/$opt.pp/metrics.jsonl" "$work/$opt.pps/metrics.jsonl" 1e-4)"
+      close_ok "$opt pp 2 -> resume at np 1" "$work/$opt.pp/metrics.jsonl" "$work/$opt.pps/metrics.jsonl" 1e-4
     done
     # ZeRO-1 with 8-bit AdamW: buckets aligned to the 256-value blocks, so each
     # rank quantizes whole blocks of the full tensors. At np 2 and 3 (np 3:
@@ -470,7 +478,7 @@ PY
     mpi -np 2 "$train" "${common[@]}" --optimizer adamw8bit --zero 1 --resume --out_dir "$work/r8" >/dev/null
     diff <(losses "$work/z8.2") <(losses "$work/r8") || fail "ZeRO 8-bit resume at np 2 differs"
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --optimizer adamw8bit --resume --out_dir "$work/s8" >/dev/null
-    echo "ZeRO 8-bit np2 -> plain np1 resume: $(close "$work/z8.2/metrics.jsonl" "$work/s8/metrics.jsonl" 1e-4)"
+    close_ok "ZeRO 8-bit np2 -> plain np1 resume" "$work/z8.2/metrics.jsonl" "$work/s8/metrics.jsonl" 1e-4
     # On emu through the NCCL look-alike at O3: the sharded 8-bit step captured
     # and replayed. (Not bit for bit here: the device sums the clip norm's
     # squares per shard in fp32, so the clip factor differs in its last bits.)
@@ -479,7 +487,7 @@ PY
     mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --out_dir "$work/e8d" >/dev/null
     mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --zero 1 --check_replicas 1 --out_dir "$work/e8z" >"$work/log" ||
       fail "emu O3 zero adamw8bit failed: $(tail -3 "$work/log")"
-    echo "emu O3 nccl: ZeRO-1 adamw8bit vs DDP: $(close "$work/e8d/metrics.jsonl" "$work/e8z/metrics.jsonl" 1e-4)"
+    close_ok "emu O3 nccl: ZeRO-1 adamw8bit vs DDP" "$work/e8d/metrics.jsonl" "$work/e8z/metrics.jsonl" 1e-4
     # Tensor parallel 8-bit: each tp rank quantizes its shard in its own blocks,
     # so tp 2 drifts from tp 1 (where a block spans what two shards hold): the
     # bound tested is 1e-3 in the loss over these 10 steps (observed ~3e-5;
@@ -490,7 +498,7 @@ PY
     OMP_NUM_THREADS=1 "$train" "${t8[@]}" --out_dir "$work/t8.1" >/dev/null
     mpi -np 2 "$train" "${t8[@]}" --tp 2 --check_replicas 1 --out_dir "$work/t8.2" >"$work/log" ||
       fail "tp 2 adamw8bit failed: $(tail -3 "$work/log")"
-    echo "adamw8bit tp 2 vs tp 1: $(close "$work/t8.1/metrics.jsonl" "$work/t8.2/metrics.jsonl" 1e-3)"
+    close_ok "adamw8bit tp 2 vs tp 1" "$work/t8.1/metrics.jsonl" "$work/t8.2/metrics.jsonl" 1e-3
     mpi -np 2 "$train" "${t8[@]}" --tp 2 --stop_after 4 --out_dir "$work/t8.r" >/dev/null
     mpi -np 2 "$train" "${t8[@]}" --tp 2 --resume --out_dir "$work/t8.r" >/dev/null
     diff <(losses "$work/t8.2") <(losses "$work/t8.r") || fail "tp 2 adamw8bit resume differs"
@@ -505,14 +513,14 @@ PY
     echo "ok: $(cat "$work/err")"
     mpi -np 4 "$train" "${t8[@]}" --tp 2 --zero 1 --check_replicas 1 --out_dir "$work/t8.z" >"$work/log" ||
       fail "dp 2 x tp 2 zero adamw8bit failed: $(tail -3 "$work/log")"
-    echo "adamw8bit dp 2 x tp 2 ZeRO vs tp 2: $(close "$work/t8.2/metrics.jsonl" "$work/t8.z/metrics.jsonl" 1e-4)"
+    close_ok "adamw8bit dp 2 x tp 2 ZeRO vs tp 2" "$work/t8.2/metrics.jsonl" "$work/t8.z/metrics.jsonl" 1e-4
     mpi -np 4 "$train" "${t8[@]}" --tp 2 --pp 2 --out_dir "$work/t8.p" >"$work/log" ||
       fail "pp 2 x tp 2 adamw8bit failed: $(tail -3 "$work/log")"
-    echo "adamw8bit pp 2 x tp 2 vs tp 2: $(close "$work/t8.2/metrics.jsonl" "$work/t8.p/metrics.jsonl" 1e-4)"
+    close_ok "adamw8bit pp 2 x tp 2 vs tp 2" "$work/t8.2/metrics.jsonl" "$work/t8.p/metrics.jsonl" 1e-4
     OMP_NUM_THREADS=1 "$train" "${vit[@]}" --optimizer adamw8bit --out_dir "$work/tv.1" >/dev/null
     mpi -np 2 "$train" "${vit[@]}" --optimizer adamw8bit --tp 2 --out_dir "$work/tv.2" >"$work/log" ||
       fail "vit tp 2 adamw8bit failed: $(tail -3 "$work/log")"
-    echo "adamw8bit vit tp 2 vs tp 1: $(close "$work/tv.1/metrics.jsonl" "$work/tv.2/metrics.jsonl" 1e-3)"
+    close_ok "adamw8bit vit tp 2 vs tp 1" "$work/tv.1/metrics.jsonl" "$work/tv.2/metrics.jsonl" 1e-3
     refused 2 "zero 1 with optimizer adafactor" "${common[@]}" --optimizer adafactor --zero 1
     refused 2 "optimizer adafactor with tp = 2" "${common[@]}" --optimizer adafactor --tp 2
     refused 1 "optimizer sgd on emu" "${common[@]}" --optimizer sgd --device emu
@@ -524,7 +532,7 @@ PY
     mpi -np 2 "$train" "${common[@]}" --batch_size 1 --check_replicas 1 --out_dir "$work/np2" >"$work/log" ||
       fail "np=2 failed: $(tail -3 "$work/log")"
     grep -q "global batch 8 = 1 x 4 micro-batches x 2 ranks" "$work/log" || fail "grad_accum not derived"
-    echo "grad_accum 4 x np 2 vs 8 x np 1: $(close "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-4)"
+    close_ok "grad_accum 4 x np 2 vs 8 x np 1" "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-4
     ;;
   resume)
     mpi -np 2 "$train" "${common[@]}" --out_dir "$work/a" >/dev/null
@@ -535,7 +543,7 @@ PY
     cmp "$work/a/checkpoint/model.safetensors" "$work/b/checkpoint/model.safetensors" || fail "final weights differ"
     echo "ok: np2 10 steps == 4 + resume at np2 + 6, bit for bit"
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --resume --out_dir "$work/c" >/dev/null
-    echo "np2 -> resume at np1: $(close "$work/a/metrics.jsonl" "$work/c/metrics.jsonl" 1e-4)"
+    close_ok "np2 -> resume at np1" "$work/a/metrics.jsonl" "$work/c/metrics.jsonl" 1e-4
     if OMP_NUM_THREADS=1 "$train" "${common[@]}" --global_batch 4 --resume --out_dir "$work/c" 2>"$work/err" >/dev/null; then
       fail "resume with another global batch was accepted"
     fi
@@ -553,7 +561,7 @@ PY
         >"$work/log" ||
         fail "zero np=$np failed: $(tail -3 "$work/log")"
       grep -q "ZeRO-1: AdamW state sharded over $np dp ranks" "$work/log" || fail "no ZeRO memory line"
-      echo "zero vs ddp at np=$np: $(close "$work/ddp$np/metrics.jsonl" "$work/zero$np/metrics.jsonl" 1e-4)"
+      close_ok "zero vs ddp at np=$np" "$work/ddp$np/metrics.jsonl" "$work/zero$np/metrics.jsonl" 1e-4
       python3 - "$work/ddp$np/checkpoint/optimizer.safetensors" "$work/zero$np/checkpoint/optimizer.safetensors" <<'PY'
 import json, struct, sys
 def load(p):
@@ -578,7 +586,7 @@ PY
     mpi -np 2 "$train" "${common[@]}" --zero 1 --resume --out_dir "$work/r" >/dev/null
     diff <(losses "$work/zero2") <(losses "$work/r") || fail "ZeRO resume at np2 differs from the uninterrupted run"
     OMP_NUM_THREADS=1 "$train" "${common[@]}" --resume --out_dir "$work/s" >/dev/null
-    echo "ZeRO np2 -> plain np1 resume: $(close "$work/zero2/metrics.jsonl" "$work/s/metrics.jsonl" 1e-4)"
+    close_ok "ZeRO np2 -> plain np1 resume" "$work/zero2/metrics.jsonl" "$work/s/metrics.jsonl" 1e-4
     ;;
   rank_fails)
     start=$(date +%s)
@@ -728,7 +736,7 @@ PY
       grep -q "tensor parallel over $t ranks" "$work/log" || fail "$name: no tensor-parallel summary"
       # The text sample: every tp rank draws it from the gathered logits, the same text as 1x1.
       same_sample "$name" "$work/log" "$work/log11"
-      echo "dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4)"
+      close_ok "dp $(( np / t )) x tp $t${sp:+ sequence parallel} vs 1x1" "$work/g11/metrics.jsonl" "$work/$name/metrics.jsonl" 1e-4
     done
     # The per-rank report: at tp 2 a rank holds about half the parameters and moments.
     python3 - "$work/g11/metrics.jsonl" "$work/g2x2/metrics.jsonl" <<'PY'
@@ -743,10 +751,10 @@ PY
     # With sequence parallelism ZeRO sums the partial gradients over tp in its shard.
     mpi -np 4 "$train" "${tp[@]}" --tp 2 --zero 1 --check_replicas 1 --out_dir "$work/z22" >"$work/log" ||
       fail "zero 2x2 failed: $(tail -3 "$work/log")"
-    echo "dp 2 x tp 2 zero 1 vs plain DDP: $(close "$work/g4x2/metrics.jsonl" "$work/z22/metrics.jsonl" 1e-4)"
+    close_ok "dp 2 x tp 2 zero 1 vs plain DDP" "$work/g4x2/metrics.jsonl" "$work/z22/metrics.jsonl" 1e-4
     mpi -np 4 "$train" "${tp[@]}" --tp 2 --sequence_parallel --zero 1 --check_replicas 1 --out_dir "$work/zs22" \
       >"$work/log" || fail "zero 2x2 sequence parallel failed: $(tail -3 "$work/log")"
-    echo "dp 2 x tp 2 sequence parallel zero 1 vs 1x1: $(close "$work/g11/metrics.jsonl" "$work/zs22/metrics.jsonl" 1e-4)"
+    close_ok "dp 2 x tp 2 sequence parallel zero 1 vs 1x1" "$work/g11/metrics.jsonl" "$work/zs22/metrics.jsonl" 1e-4
     # The emulated device: the sharded kernels, both backends, eager O0 and
     # O3 (bf16, the step captured as a graph with its tp collectives inside).
     # bf16 rounds in other places when split: 2e-3 (observed 6e-4).
@@ -758,7 +766,7 @@ PY
         mpi -np 2 "$train" "${emu[@]}" --precision $p --comm $c --tp 2 --check_replicas 1 --out_dir "$work/e$c$p" \
           >"$work/log" || fail "emu $p $c tp 2 failed: $(tail -3 "$work/log")"
         [[ $p == O0 ]] || grep -q "captured as a CUDA graph" "$work/log" || fail "emu O3 tp: no graph"
-        echo "emu $p $c tp 2 vs 1: $(close "$work/e1$p/metrics.jsonl" "$work/e$c$p/metrics.jsonl" "$tol")"
+        close_ok "emu $p $c tp 2 vs 1" "$work/e1$p/metrics.jsonl" "$work/e$c$p/metrics.jsonl" "$tol"
       done
     done
     ;;
@@ -773,14 +781,14 @@ PY
     diff <(losses "$work/a") <(losses "$work/b") || fail "tp2 -> tp2 resume differs from the uninterrupted run"
     echo "ok: tp2 10 steps == 4 + resume at tp2 + 6, bit for bit"
     OMP_NUM_THREADS=1 "$train" "${tp[@]}" --resume --out_dir "$work/c" >/dev/null
-    echo "tp2 -> resume at tp1: $(close "$work/a/metrics.jsonl" "$work/c/metrics.jsonl" 1e-4)"
+    close_ok "tp2 -> resume at tp1" "$work/a/metrics.jsonl" "$work/c/metrics.jsonl" 1e-4
     OMP_NUM_THREADS=1 "$train" "${tp[@]}" --stop_after 4 --out_dir "$work/d" >/dev/null
     mpi -np 2 "$train" "${tp[@]}" --tp 2 --sequence_parallel --resume --out_dir "$work/d" >/dev/null
-    echo "tp1 -> resume at tp2 (sequence parallel): $(close "$work/a/metrics.jsonl" "$work/d/metrics.jsonl" 1e-4)"
+    close_ok "tp1 -> resume at tp2 (sequence parallel)" "$work/a/metrics.jsonl" "$work/d/metrics.jsonl" 1e-4
     # A ZeRO-1 checkpoint on 2x2 (moments gathered over dp, then over tp) resumed on one process.
     mpi -np 4 "$train" "${tp[@]}" --tp 2 --zero 1 --stop_after 4 --out_dir "$work/z" >/dev/null
     OMP_NUM_THREADS=1 "$train" "${tp[@]}" --resume --out_dir "$work/z" >/dev/null
-    echo "2x2 zero -> resume at 1x1: $(close "$work/a/metrics.jsonl" "$work/z/metrics.jsonl" 1e-4)"
+    close_ok "2x2 zero -> resume at 1x1" "$work/a/metrics.jsonl" "$work/z/metrics.jsonl" 1e-4
     # --init_from a Hugging Face layout file (a tp=2 checkpoint's weights) at
     # tp=4: its validation loss before any step is the tp=2 run's final one.
     mpi -np 4 "$train" "${tp[@]}" --tp 4 --init_from "$work/a/checkpoint/model.safetensors" --steps 2 \
@@ -819,13 +827,13 @@ PY
         mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --precision $p --comm $c --check_replicas 1 \
           --out_dir "$work/$c$p" >"$work/log" || fail "emu $p $c failed: $(tail -3 "$work/log")"
         grep -q "on emu, $c backend" "$work/log" || fail "not the $c backend"
-        echo "emu $p $c np2 vs np1: $(close "$work/np1$p/metrics.jsonl" "$work/$c$p/metrics.jsonl" 1e-4)"
+        close_ok "emu $p $c np2 vs np1" "$work/np1$p/metrics.jsonl" "$work/$c$p/metrics.jsonl" 1e-4
       done
       # ZeRO-1 through the NCCL backend (the look-alike): reduce-scatter, the
       # device-side global norm, the fused AdamW on the shard, all-gather.
       mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --precision $p --comm nccl --zero 1 --check_replicas 1 \
         --out_dir "$work/z$p" >"$work/log" || fail "emu $p zero failed: $(tail -3 "$work/log")"
-      echo "emu $p nccl zero np2 vs np1: $(close "$work/np1$p/metrics.jsonl" "$work/z$p/metrics.jsonl" 1e-4)"
+      close_ok "emu $p nccl zero np2 vs np1" "$work/np1$p/metrics.jsonl" "$work/z$p/metrics.jsonl" 1e-4
     done
     ;;
   *)
