@@ -166,7 +166,7 @@ static ImplRow cublaslt_row(const GemmCall& g, const LtMode& m) {
 // flops 2 M N K both. (Step 2 is ours, tiled_gemm: gemm_bytes above.)
 static std::vector<Rung> gemm_ladder(const GemmCall& g) {
   const double M = double(g.M), N = double(g.N), K = double(g.K), flops = 2.0 * M * N * K;
-  const double tiles_n = std::ceil(N / 16.0), tiles_m = std::ceil(M / 16.0);
+  const double tiles_n = ceil_div(g.N, 16), tiles_m = ceil_div(g.M, 16);
   auto bind = [g](bool smem) {
     return [g, smem](Device dev) {
       const Operands o = operands(g, DType::f32, dev, 11);

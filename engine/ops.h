@@ -61,6 +61,14 @@ enum class AttentionImpl : uint8_t { ours, cudnn };
 // (B, Tk, NH, HS), all of it; causal masks keys j > q_offset + i. ours only.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes,
                  AttentionImpl impl = AttentionImpl::ours, int64_t q_offset = 0);
+// Self-attention on the packed output of a qkv projection: qkv (B, T, 3C)
+// holds q, k, v side by side in its last dim (C = NH * HS each), as GPT-2's
+// c_attn writes them; returns (B, T, NH, HS). The same as splitting qkv into
+// three and calling attention, which is what it does on emu and cuda; on the
+// cpu the kernel reads q, k, v in place and its backward writes dqkv in one
+// tensor (no split copies, no zero-padded gradients to add up).
+Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal = Causal::yes,
+                     AttentionImpl impl = AttentionImpl::ours);
 // "ours" / "cudnn", and back (an error naming the accepted values).
 const char* attention_impl_name(AttentionImpl impl);
 AttentionImpl parse_attention_impl(const std::string& name);

@@ -7,7 +7,8 @@
 // probabilities tile by tile. kernels/ cannot see the engine's Causal, so it
 // is mapped onto each layer's own AttentionMask here; backward uses the
 // forward's mask. AttentionImpl::cudnn is cuDNN's fused attention on the
-// cuda device (attention_cudnn.cpp).
+// cuda device (attention_cudnn.cpp). attention_qkv takes q, k, v packed in
+// one (B, T, 3C) tensor: on the cpu read in place, elsewhere split.
 #include "kernels/cuda/attention.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -93,6 +94,39 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
                               dk.data<F>(), dv.data<F>(), d, mask);
     });
     return std::vector<Tensor>{dq, dk, dv};
+  });
+  return out;
+}
+
+Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, AttentionImpl impl) {
+  const DType t = check_float_inputs("attention_qkv", {qkv}, GpuKernel::yes);
+  ENGINE_CHECK(qkv.ndim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, "attention_qkv: qkv ", qkv.desc(),
+               " is not (B, T, 3 * ", n_head, " heads * head size)");
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+  const Shape heads{B, T, n_head, HS};
+  if (on_gpu(qkv) || impl != AttentionImpl::ours) {
+    const std::vector<Tensor> p = split(qkv, {C, C, C}, -1);
+    return attention(p[0].reshape(heads), p[1].reshape(heads), p[2].reshape(heads), causal, impl);
+  }
+  const cpu::AttentionDims d{B, T, T, n_head, HS, 0, 3 * C};
+  const cpu::AttentionMask mask = causal == Causal::yes ? cpu::AttentionMask::causal : cpu::AttentionMask::none;
+  Tensor out = Tensor::empty(heads, t, qkv.device());
+  Tensor att = Tensor::empty({B, n_head, T, T}, t, qkv.device());
+  dispatch_float(t, [&]<typename F>() {
+    const F* p = qkv.data<F>();
+    cpu::attention_forward(p, p + C, p + 2 * C, out.data<F>(), att.data<F>(), d, mask);
+  });
+  const bool rec = needs_record({qkv});
+  Tensor sqkv = rec ? qkv.detach() : Tensor();
+  if (!rec) att = Tensor();
+  record("attention_qkv", out, {qkv}, [sqkv, att, d, mask, C](const Tensor& g, const std::vector<bool>&) {
+    Tensor dqkv = empty_like(sqkv);  // every element written: dq, dk, dv side by side
+    dispatch_float(g.dtype(), [&]<typename F>() {
+      const F* p = sqkv.data<F>();
+      F* dp = dqkv.data<F>();
+      cpu::attention_backward(g.data<F>(), p, p + C, p + 2 * C, att.data<F>(), dp, dp + C, dp + 2 * C, d, mask);
+    });
+    return std::vector<Tensor>{dqkv};
   });
   return out;
 }

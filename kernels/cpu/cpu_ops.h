@@ -26,6 +26,11 @@ void fill(T* dst, T value, int64_t n);
 // out[r, c] += bias[c] for rows x cols; bias_backward: db[c] = sum_r dout[r, c]
 template <typename T>
 void bias_add(T* out, const T* bias, int64_t rows, int64_t cols);
+// out[r, c] = bias[c]: a GEMM's C before a beta = 1 product (the bias
+// epilogue on the cpu, one write pass instead of BLAS's zeroing and bias_add's
+// read and write).
+template <typename T>
+void bias_fill(T* out, const T* bias, int64_t rows, int64_t cols);
 template <typename T>
 void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols);
 
@@ -57,10 +62,14 @@ void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
 // Tq, Tk) probabilities. Query i sits at position q_offset + i of the keys'
 // sequence (self-attention: Tq = Tk, q_offset 0; context parallel: a slice
 // of the queries against every key). causal: query i sees keys
-// 0..q_offset+i (att is 0 after); none: every key.
+// 0..q_offset+i (att is 0 after); none: every key. ld_qkv: the row stride
+// (elements from position t to t + 1) of q, k, v and of dq, dk, dv; 0 means
+// NH*HS, their own tensors; 3*NH*HS reads them from (and writes their
+// gradients into) one packed (B, T, 3, NH, HS) qkv tensor. out and dout
+// always have their own (NH*HS).
 enum class AttentionMask : uint8_t { none, causal };
 struct AttentionDims {
-  int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0;
+  int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0, ld_qkv = 0;
 };
 template <typename T>
 void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const AttentionDims& d, AttentionMask mask);

@@ -1,12 +1,16 @@
 // Softmax cross-entropy over a vocabulary split across ranks: the plain
 // reference of kernels/cuda/cross_entropy_shard.cu (formulas in its header).
 // logits (N, V) are columns [start, start + V) of the full logits, of which
-// the first Vv are real ids. Statistics in the tensor's type T.
+// the first Vv are real ids. Statistics in the tensor's type T; fp32's exps
+// through libmvec's vector expf (vmath.h), double's through std::exp.
 // bytes: stats N Vv sizeof(T), backward 2 N V sizeof(T); flops ~ 3 N Vv each.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vmath.h"
 
 namespace eng::cpu {
 
@@ -18,7 +22,11 @@ void ce_shard_stats(const T* logits, const int32_t* targets, int64_t N, int64_t 
     const T* x = logits + r * V;
     T mx = -std::numeric_limits<T>::infinity(), sum = 0;
     for (int64_t v = 0; v < Vv; ++v) mx = x[v] > mx ? x[v] : mx;
-    for (int64_t v = 0; v < Vv; ++v) sum += std::exp(x[v] - mx);
+    if constexpr (std::is_same_v<T, float>) {
+      sum = sum_exp_shift(x, Vv, mx);  // libmvec's vector expf (vmath.h)
+    } else {
+      for (int64_t v = 0; v < Vv; ++v) sum += std::exp(x[v] - mx);
+    }
     const int64_t local = int64_t(targets[r]) - start;
     m[r] = mx;
     s[r] = sum;
@@ -49,6 +57,16 @@ void ce_shard_backward(const T* logits, const T* lse, const int32_t* targets, in
     T* dr = d + r * V;
     const bool ignored = targets[r] == ignore_index;
     const int64_t local = int64_t(targets[r]) - start;
+    if constexpr (std::is_same_v<T, float>) {
+      if (ignored) {
+        std::fill(dr, dr + V, T(0));
+        continue;
+      }
+      scaled_exp_shift(x, dr, Vv, lse[r], scale);  // scale * softmax, vectorized (vmath.h)
+      if (local >= 0 && local < Vv) dr[local] -= scale;
+      std::fill(dr + Vv, dr + V, T(0));
+      continue;
+    }
     for (int64_t v = 0; v < V; ++v)
       dr[v] = ignored || v >= Vv ? T(0) : scale * (std::exp(x[v] - lse[r]) - (v == local ? T(1) : T(0)));
   }

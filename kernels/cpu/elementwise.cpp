@@ -1,5 +1,5 @@
-// Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add and the
-// bias gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32,
+// Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add, bias
+// fill (bias broadcast over rows) and the bias gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32,
 // flops = n (one op per element; bias_backward: rows*cols adds).
 #include <algorithm>
 
@@ -54,6 +54,12 @@ void bias_add(T* out, const T* bias, int64_t rows, int64_t cols) {
 }
 
 template <typename T>
+void bias_fill(T* out, const T* bias, int64_t rows, int64_t cols) {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + cols, out + r * cols);
+}
+
+template <typename T>
 void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
   // Each thread owns a band of columns and walks the rows in order, so the
   // inner loop reads contiguous memory, no atomics are needed, and the sum
@@ -72,14 +78,15 @@ void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
   }
 }
 
-#define INSTANTIATE(T)                                       \
-  template void add<T>(const T*, const T*, T*, int64_t);     \
-  template void sub<T>(const T*, const T*, T*, int64_t);     \
-  template void mul<T>(const T*, const T*, T*, int64_t);     \
-  template void scale<T>(const T*, T, T*, int64_t);          \
-  template void axpy<T>(T*, const T*, T, int64_t);           \
-  template void fill<T>(T*, T, int64_t);                     \
-  template void bias_add<T>(T*, const T*, int64_t, int64_t); \
+#define INSTANTIATE(T)                                        \
+  template void add<T>(const T*, const T*, T*, int64_t);      \
+  template void sub<T>(const T*, const T*, T*, int64_t);      \
+  template void mul<T>(const T*, const T*, T*, int64_t);      \
+  template void scale<T>(const T*, T, T*, int64_t);           \
+  template void axpy<T>(T*, const T*, T, int64_t);            \
+  template void fill<T>(T*, T, int64_t);                      \
+  template void bias_add<T>(T*, const T*, int64_t, int64_t);  \
+  template void bias_fill<T>(T*, const T*, int64_t, int64_t); \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

@@ -1,7 +1,7 @@
 // Vectorized exp for the cpu kernels' fp32 rows (softmax, attention's
-// softmax, cross-entropy, GELU's tanh), through glibc's libmvec: the vector
-// variants of expf (_ZGVbN4v_expf SSE, _ZGVdN8v_expf AVX2, _ZGVeN16v_expf
-// AVX-512) that GCC calls from a `#pragma omp simd` loop once expf is
+// softmax, cross-entropy and its vocab-parallel shards, GELU's tanh), through
+// glibc's libmvec: the vector variants of expf (_ZGVbN4v_expf SSE,
+// _ZGVdN8v_expf AVX2, _ZGVeN16v_expf AVX-512) that GCC calls from a `#pragma omp simd` loop once expf is
 // declared `omp declare simd` (what <math.h> does only under -ffast-math,
 // which would change more than exp). Each function is compiled for AVX-512,
 // AVX2 and the baseline (target_clones: the loader picks one for the CPU it

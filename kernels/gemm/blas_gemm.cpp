@@ -40,8 +40,10 @@ template void gemm_batched<double>(Trans, Trans, int64_t, int64_t, int64_t, doub
 std::string blas_info() {
   const std::string core = openblas_get_corename();
   std::string s = "OpenBLAS " + core + " kernels, " + std::to_string(openblas_get_num_threads()) + " threads";
+  __builtin_cpu_init();
+  if (core == "Haswell" && __builtin_cpu_supports("avx512f"))  // an environment's preset, on an AVX-512 CPU
+    s += " (this CPU has AVX-512: export OPENBLAS_CORETYPE=SkylakeX for faster GEMMs)";
   if (core == "Prescott") {
-    __builtin_cpu_init();
     const char* better = __builtin_cpu_supports("avx512f")                                 ? "SkylakeX"
                          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell"
                                                                                            : nullptr;

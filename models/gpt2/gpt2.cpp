@@ -54,12 +54,9 @@ GPT2Block::GPT2Block(const GPT2Config& c, int layer, uint64_t seed, Device dev)
 Tensor GPT2Block::forward(const Tensor& x, const Autocast& ac, AttentionImpl attention) const {
   const profile::LayerRange r(range);
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, NH = n_head;
-  // Attention: qkv projection, split into heads laid out (B, T, NH, HS).
+  // Attention: qkv projection, its three parts read as heads laid out (B, T, NH, HS).
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
-  std::vector<Tensor> parts = split(qkv, {C, C, C}, -1);
-  const Shape heads{B, T, NH, C / NH};
-  Tensor y = ac.cast(eng::attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads),
-                                    Causal::yes, attention));
+  Tensor y = ac.cast(attention_qkv(qkv, NH, Causal::yes, attention));
   Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B, T, C}), ac)));
   // MLP with 4C hidden units; c_fc's GELU runs in its GEMM's epilogue.
   Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);

@@ -40,6 +40,7 @@
 #include "engine/optim/schedule.h"
 #include "engine/peaks.h"
 #include "engine/profile.h"
+#include "kernels/cpu/vmath.h"
 #include "kernels/gemm/gemm.h"
 #include "models/train/attention_option.h"
 #include "models/train/config_checks.h"
@@ -220,7 +221,7 @@ int run(int argc, char** argv) {
           cfg.s("optimizer") == "adamw8bit" ? "8-bit AdamW" : "AdamW", replicas.size(),
           grid.cp() > 1 ? "dp x cp" : "dp", double(zero->shard_state_bytes()) / 1048576.0,
           double(model.num_parameters()) * optimizer_bytes_per_param(cfg) / 1048576.0);
-    std::printf("blas: %s\n", cpu::blas_info().c_str());
+    std::printf("blas: %s; exp: libmvec %s\n", cpu::blas_info().c_str(), cpu::vmath_isa());
   }
   const Autocast ac(precision);
   apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda

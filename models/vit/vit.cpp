@@ -36,10 +36,8 @@ ViTBlock::ViTBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev)
 Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
   const profile::LayerRange r(range);
   const int64_t B = x.size(0), N = x.size(1), C = embed;
-  std::vector<Tensor> parts = split(qkv->forward(norm1->forward(x, ac), ac), {C, C, C}, -1);
-  const Shape h{B, N, heads, C / heads};
-  Tensor y =
-      ac.cast(eng::attention(parts[0].reshape(h), parts[1].reshape(h), parts[2].reshape(h), Causal::no, attention));
+  // q, k, v side by side in the projection's output, read in place (attention_qkv).
+  Tensor y = ac.cast(attention_qkv(qkv->forward(norm1->forward(x, ac), ac), heads, Causal::no, attention));
   Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B, N, C}), ac)));
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
