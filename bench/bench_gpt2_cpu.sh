@@ -2,8 +2,8 @@
 # Side-by-side CPU training throughput: the same GPT-2 config and step
 # (forward, backward, clip, AdamW) in this engine and in PyTorch
 # (bench/gpt2_torch.py, Debian's python3-torch), the same thread count, run
-# alternately so both see the same machine load. Prints, per round and as
-# medians: tokens/s of each, their ratio, and the engine's model FLOP/s
+# alternately so both see the same machine load. Prints tokens/s of each per
+# round, then the medians, their ratio, and the engine's model FLOP/s
 # (6N + 12 L C T per token, train's MFU numerator) as a share of the SGEMM
 # rate this machine measures (train measures it at startup, engine/peaks.cpp;
 # the best of the rounds is used: on a shared machine one measurement can
@@ -29,7 +29,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Model FLOPs per token, as models/gpt2 counts them: 6 (12 L C^2 + V C) + 12 L C T.
-opt() { local i; for ((i = 0; i < ${#cfg[@]}; i++)); do [[ ${cfg[i]} == "--$1" ]] && echo "${cfg[i + 1]}"; done; }
+opt() {
+  local i
+  for ((i = 0; i < ${#cfg[@]}; i++)); do [[ ${cfg[i]} == "--$1" ]] && echo "${cfg[i + 1]}"; done
+  return 0
+}
 fpt=$(awk -v L="$(opt n_layer)" -v C="$(opt n_embd)" -v V="$(opt vocab_size)" -v T="$(opt seq_len)" \
   'BEGIN { printf "%.0f", 6 * (12 * L * C * C + V * C) + 12 * L * C * T }')
 ours=() peaks=() theirs=()
@@ -39,7 +43,7 @@ for r in $(seq "$rounds"); do
     --val_batches 1 --sample_tokens 1 --log_every 1 --out_dir "$tmp/out" --overwrite > "$tmp/train.log"
   awk '/^step +[0-9]+\/23/ { split($2, s, "/"); if (s[1] > 3) print $13 }' "$tmp/train.log" > "$tmp/tok"
   t=$(med $(cat "$tmp/tok"))
-  g=$(grep '^peak for MFU' "$tmp/train.log" | awk '{print $(NF - 1)}')
+  g=$(grep -m1 '^peak for MFU: ' "$tmp/train.log" | awk '{print $(NF - 1)}')
   /usr/bin/python3 bench/gpt2_torch.py "${cfg[@]}" --steps 20 --threads "$threads" > "$tmp/torch.log"
   p=$(awk '{print $3}' "$tmp/torch.log")
   echo "round $r: engine $t tokens/s, torch $p tokens/s; SGEMM measured at $g GFLOP/s"
@@ -48,6 +52,6 @@ done
 o=$(med "${ours[@]}") p=$(med "${theirs[@]}")
 peak=$(printf '%s\n' "${peaks[@]}" | sort -g | tail -n 1)
 echo "gpt2 $shape_name, $threads threads; $(grep '^blas:' "$tmp/train.log" | cut -d' ' -f2-)"
-echo "SGEMM $(grep '^peak for MFU' "$tmp/train.log" | grep -o '[0-9]*x[0-9]*x[0-9]*'): best of the rounds $peak GFLOP/s"
+echo "SGEMM $(grep -m1 '^peak for MFU: ' "$tmp/train.log" | grep -o '[0-9]*x[0-9]*x[0-9]*'): best of the rounds $peak GFLOP/s"
 awk -v o="$o" -v f="$fpt" -v g="$peak" 'BEGIN { printf "engine %d tokens/s x %.2f MFLOP/token = %.1f GFLOP/s, %.1f%% of the SGEMM rate\n", o, f / 1e6, o * f / 1e9, 100 * o * f / 1e9 / g }'
 echo "torch $p tokens/s ($(grep -o 'torch [0-9][^)]*' "$tmp/torch.log")); engine/torch $(awk -v a="$o" -v b="$p" 'BEGIN{printf "%.2f", a/b}')x"

@@ -15,8 +15,10 @@
 // with 4 = sizeof(T) of the q/k/v/out terms in f32 (2 in bf16/f16: the
 // cases come in all three storage types; lse and delta stay fp32).
 // The cpu path moves more (kernels/cpu/attention.cpp: 4 (4 B T NH HS) + 4 B NH T^2
-// per pass) and, its GEMMs computing the full square for both masks, does
-// twice the causal flops (the same as the unmasked ones). In bf16/f16 the cpu
+// per pass); under the causal mask its GEMMs run on 32-row blocks that skip
+// most of the masked triangle ((n + 1) / (2 n) of the square for n blocks),
+// so its causal flops sit between the fused kernels' and the unmasked ones.
+// In bf16/f16 the cpu
 // reference is f32 math on the rounded inputs.
 // cuDNN (kernels/cudnn/, bf16 and f16 only: it has no fp32 fused attention)
 // is the vendor row: its tiling is not ours to know, so its bytes are the

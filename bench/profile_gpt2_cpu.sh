@@ -29,9 +29,9 @@ perf record -F 999 -o "$tmp/perf.data" -- "$train" "${cfg[@]}" --device cpu --st
   --val_every 0 --sample_every 0 --val_batches 1 --sample_tokens 1 --log_every 20 --out_dir "$tmp/out" \
   > "$tmp/train.log" 2> "$tmp/perf.log" || { cat "$tmp/perf.log" "$tmp/train.log"; exit 1; }
 perf report -i "$tmp/perf.data" --no-children --sort dso,symbol --stdio --percent-limit 0.01 \
-  > "$tmp/report.txt" 2> /dev/null
-speed=$(grep 'tok/s' "$tmp/train.log" | tail -1 | grep -o '[0-9]* tok/s | MFU [0-9.]*%')
-echo "gpt2 $shape_name, $(grep '^blas:' "$tmp/train.log" | cut -d' ' -f2-): $speed (step 60)"
+  > "$tmp/report.txt" 2> "$tmp/report.log" || { cat "$tmp/report.log"; exit 1; }
+speed=$(grep 'tok/s' "$tmp/train.log" | tail -n 1 | grep -o '[0-9]* tok/s | [^|]*' || true)
+echo "gpt2 $shape_name, $(grep -m1 '^blas:' "$tmp/train.log" | cut -d' ' -f2-): $speed(step 60)"
 # perf's lines: "  12.34%  dso  [.] symbol"; the same symbol from several
 # instantiations (two clones of a template) is added up.
 awk -v OFS='\t' '/^ +[0-9.]+%/ {

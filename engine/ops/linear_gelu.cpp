@@ -8,7 +8,8 @@
 // Devices: emu (the hand-written GEMM's epilogue; GELU from the pre-activation
 // rounded to the storage type, so equal bit for bit to linear then gelu),
 // cuda (cuBLASLt's GELU_AUX_BIAS, or bias then GELU where cuBLASLt cannot lay
-// out the aux), cpu (OpenBLAS + bias_add into p, then cpu::gelu_forward).
+// out the aux), cpu (the bias written into p, an OpenBLAS GEMM adding to it,
+// then cpu::gelu_forward).
 #include "engine/ops/matmul_plan.h"
 #include "engine/ops/op_common.h"
 

@@ -1,6 +1,7 @@
 // Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add, bias
 // fill (bias broadcast over rows) and the bias gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32,
-// flops = n (one op per element; bias_backward: rows*cols adds).
+// flops = n (one op per element; bias_backward: rows*cols adds; bias_fill
+// none, 4 rows*cols bytes written).
 #include <algorithm>
 
 #include "kernels/cpu/cpu_ops.h"
