@@ -10,6 +10,10 @@
 // cuda device (attention_cudnn.cpp). attention_qkv takes q, k, v packed in
 // one (B, T, 3C) tensor: on the cpu read in place, elsewhere split.
 #include "kernels/cuda/attention.h"
+
+#include <algorithm>
+#include <array>
+
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 
@@ -36,6 +40,42 @@ Tensor attention_gpu(const Tensor& q, const Tensor& k, const Tensor& v, DType t,
                     sv.data_ptr(), so.data_ptr(), lse.data<float>(), delta.data<float>(), dq.data_ptr(), dk.data_ptr(),
                     dv.data_ptr(), d, mask, nullptr);
     return std::vector<Tensor>{dq, dk, dv};
+  });
+  return out;
+}
+
+// q, k or v (i = 0, 1, 2) in ins, which holds the three tensors or one
+// packed qkv: ins[min(i, size - 1)] + off[i]. The same for their gradients.
+template <typename F>
+F* part(const std::vector<Tensor>& ins, const std::array<int64_t, 3>& off, size_t i) {
+  return ins[std::min(i, ins.size() - 1)].data<F>() + off[i];
+}
+
+// The cpu path of attention and attention_qkv (d.ld_qkv says how q, k, v lie
+// in ins): the three-step reference, saving the probabilities for backward,
+// which gives each input its gradient laid out as the input.
+Tensor attention_cpu(const char* name, const std::vector<Tensor>& ins, const std::array<int64_t, 3>& off,
+                     const Shape& out_shape, const cpu::AttentionDims& d, Causal causal) {
+  const cpu::AttentionMask mask = causal == Causal::yes ? cpu::AttentionMask::causal : cpu::AttentionMask::none;
+  const DType t = ins[0].dtype();
+  Tensor out = Tensor::empty(out_shape, t, ins[0].device());
+  Tensor att = Tensor::empty({d.B, d.NH, d.Tq, d.Tk}, t, ins[0].device());
+  dispatch_float(t, [&]<typename F>() {
+    cpu::attention_forward(part<F>(ins, off, 0), part<F>(ins, off, 1), part<F>(ins, off, 2), out.data<F>(),
+                           att.data<F>(), d, mask);
+  });
+  if (!needs_record(ins)) return out;
+  std::vector<Tensor> saved;
+  for (const Tensor& x : ins) saved.push_back(x.detach());
+  record(name, out, ins, [saved, off, att, d, mask](const Tensor& g, const std::vector<bool>&) {
+    std::vector<Tensor> grads;  // every element written
+    for (const Tensor& x : saved) grads.push_back(empty_like(x));
+    dispatch_float(g.dtype(), [&]<typename F>() {
+      cpu::attention_backward(g.data<F>(), part<F>(saved, off, 0), part<F>(saved, off, 1), part<F>(saved, off, 2),
+                              att.data<F>(), part<F>(grads, off, 0), part<F>(grads, off, 1), part<F>(grads, off, 2), d,
+                              mask);
+    });
+    return grads;
   });
   return out;
 }
@@ -77,29 +117,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
                  q.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", q.desc());
     return attention_gpu(q, k, v, t, causal, q_offset);
   }
-  const cpu::AttentionDims d{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset};
-  const cpu::AttentionMask mask = causal == Causal::yes ? cpu::AttentionMask::causal : cpu::AttentionMask::none;
-  Tensor out = empty_like(q);
-  Tensor att = Tensor::empty({d.B, d.NH, d.Tq, d.Tk}, t, q.device());
-  dispatch_float(t, [&]<typename F>() {
-    cpu::attention_forward(q.data<F>(), k.data<F>(), v.data<F>(), out.data<F>(), att.data<F>(), d, mask);
-  });
-  const bool rec = needs_record({q, k, v});
-  Tensor sq = rec ? q.detach() : Tensor(), sk = rec ? k.detach() : Tensor(), sv = rec ? v.detach() : Tensor();
-  if (!rec) att = Tensor();
-  record("attention", out, {q, k, v}, [sq, sk, sv, att, d, mask](const Tensor& g, const std::vector<bool>&) {
-    Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
-    dispatch_float(g.dtype(), [&]<typename F>() {
-      cpu::attention_backward(g.data<F>(), sq.data<F>(), sk.data<F>(), sv.data<F>(), att.data<F>(), dq.data<F>(),
-                              dk.data<F>(), dv.data<F>(), d, mask);
-    });
-    return std::vector<Tensor>{dq, dk, dv};
-  });
-  return out;
+  return attention_cpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
+                       cpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal);
 }
 
 Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, AttentionImpl impl) {
-  const DType t = check_float_inputs("attention_qkv", {qkv}, GpuKernel::yes);
+  check_float_inputs("attention_qkv", {qkv}, GpuKernel::yes);
   ENGINE_CHECK(qkv.ndim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, "attention_qkv: qkv ", qkv.desc(),
                " is not (B, T, 3 * ", n_head, " heads * head size)");
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
@@ -108,27 +131,8 @@ Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, Attention
     const std::vector<Tensor> p = split(qkv, {C, C, C}, -1);
     return attention(p[0].reshape(heads), p[1].reshape(heads), p[2].reshape(heads), causal, impl);
   }
-  const cpu::AttentionDims d{B, T, T, n_head, HS, 0, 3 * C};
-  const cpu::AttentionMask mask = causal == Causal::yes ? cpu::AttentionMask::causal : cpu::AttentionMask::none;
-  Tensor out = Tensor::empty(heads, t, qkv.device());
-  Tensor att = Tensor::empty({B, n_head, T, T}, t, qkv.device());
-  dispatch_float(t, [&]<typename F>() {
-    const F* p = qkv.data<F>();
-    cpu::attention_forward(p, p + C, p + 2 * C, out.data<F>(), att.data<F>(), d, mask);
-  });
-  const bool rec = needs_record({qkv});
-  Tensor sqkv = rec ? qkv.detach() : Tensor();
-  if (!rec) att = Tensor();
-  record("attention_qkv", out, {qkv}, [sqkv, att, d, mask, C](const Tensor& g, const std::vector<bool>&) {
-    Tensor dqkv = empty_like(sqkv);  // every element written: dq, dk, dv side by side
-    dispatch_float(g.dtype(), [&]<typename F>() {
-      const F* p = sqkv.data<F>();
-      F* dp = dqkv.data<F>();
-      cpu::attention_backward(g.data<F>(), p, p + C, p + 2 * C, att.data<F>(), dp, dp + C, dp + 2 * C, d, mask);
-    });
-    return std::vector<Tensor>{dqkv};
-  });
-  return out;
+  return attention_cpu("attention_qkv", {qkv}, {0, C, 2 * C}, heads, cpu::AttentionDims{B, T, T, n_head, HS, 0, 3 * C},
+                       causal);
 }
 
 }  // namespace eng

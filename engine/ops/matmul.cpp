@@ -164,7 +164,8 @@ bool lt_takes_aux(const GemmCall& c) {
 namespace detail {
 void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
               const Tensor& bias, const Tensor& dbias, const Tensor& aux) {
-  ENGINE_CHECK(!bias.defined() || plan.size() == 1, "matmul: a bias needs a one-GEMM plan");
+  ENGINE_CHECK(!bias.defined() || (plan.size() == 1 && plan[0].call.beta == 0.f),
+               "matmul: a bias needs a one-GEMM plan that overwrites its output");
   ENGINE_CHECK(!aux.defined() || bias.defined(), "matmul: the GELU epilogue needs a bias");
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
   const Epilogue epi = dbias.defined()  ? Epilogue::bgrad
@@ -203,18 +204,14 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
   // 1): one pass over C instead of BLAS zeroing it and a bias_add after.
   dispatch_float(out.dtype(), [&]<typename T>() {
     const Tensor& dst = aux.defined() ? aux : out;
-    bool bias_done = false;
     for (GemmStep s : plan) {
-      if (bias.defined() && s.call.beta == 0.f) {
+      if (bias.defined()) {  // a one-step plan (checked above), whose product overwrites C (beta 0)
         cpu::bias_fill<T>(dst.data<T>(), bias.data<T>(), dst.numel() / bias.numel(), bias.numel());
         s.call.beta = 1.f;
-        bias_done = true;
       }
       cpu::gemm_call<T>(s.call, pick(s.first).data<T>() + s.offset_first, pick(s.second).data<T>() + s.offset_second,
                         dst.data<T>());
     }
-    if (bias.defined() && !bias_done)
-      cpu::bias_add<T>(dst.data<T>(), bias.data<T>(), dst.numel() / bias.numel(), bias.numel());
     if (aux.defined()) cpu::gelu_forward<T>(aux.data<T>(), out.data<T>(), out.numel());
   });
 }
