@@ -11,6 +11,8 @@
 # vector exp's ISA.
 # Usage: bench/bench_gpt2_cpu.sh [THREADS] [ROUNDS] [SHAPE]   (needs a build in build/)
 #   SHAPE: tiny (default) or l6, bench/gpt2_shapes.sh
+#   BUILD_DIR (build) and PYTHON (/usr/bin/python3, the one with torch) name
+#   another build or interpreter (a machine whose PyTorch is in a venv).
 # Both use the same OpenBLAS kernels: OPENBLAS_CORETYPE is set from the CPU's
 # flags when unset (scripts/cpu_env.sh), as scripts/train.sh does; a preset
 # one is kept (and named in the output).
@@ -21,7 +23,9 @@ rounds=${2:-3}
 shape=${3:-tiny}
 source scripts/cpu_env.sh
 source bench/gpt2_shapes.sh
-[[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import torch" 2>/dev/null ||
+build=${BUILD_DIR:-build}
+py=${PYTHON:-/usr/bin/python3}
+command -v "$py" >/dev/null && "$py" -c "import torch" 2>/dev/null ||
   { echo "bench: PyTorch missing: bash scripts/setup.sh --torch"; exit 1; }
 bash scripts/prepare_data.sh
 export OMP_NUM_THREADS=$threads
@@ -39,12 +43,12 @@ fpt=$(awk -v L="$(opt n_layer)" -v C="$(opt n_embd)" -v V="$(opt vocab_size)" -v
 ours=() peaks=() theirs=()
 for r in $(seq "$rounds"); do
   # Engine: median of steps 4..23 (the first steps warm the allocator cache).
-  ./build/models/train "${cfg[@]}" --device cpu --steps 23 --warmup_steps 1 --val_every 0 --sample_every 0 \
+  "$build/models/train" "${cfg[@]}" --device cpu --steps 23 --warmup_steps 1 --val_every 0 --sample_every 0 \
     --val_batches 1 --sample_tokens 1 --log_every 1 --out_dir "$tmp/out" --overwrite > "$tmp/train.log"
   awk '/^step +[0-9]+\/23/ { split($2, s, "/"); if (s[1] > 3) print $13 }' "$tmp/train.log" > "$tmp/tok"
   t=$(med $(cat "$tmp/tok"))
   g=$(grep -m1 '^peak for MFU: ' "$tmp/train.log" | awk '{print $(NF - 1)}')
-  /usr/bin/python3 bench/gpt2_torch.py "${cfg[@]}" --steps 20 --threads "$threads" > "$tmp/torch.log"
+  "$py" bench/gpt2_torch.py "${cfg[@]}" --steps 20 --threads "$threads" > "$tmp/torch.log"
   p=$(awk '{print $3}' "$tmp/torch.log")
   echo "round $r: engine $t tokens/s, torch $p tokens/s; SGEMM measured at $g GFLOP/s"
   ours+=("$t") peaks+=("$g") theirs+=("$p")

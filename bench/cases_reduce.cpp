@@ -34,8 +34,8 @@ static Case token_mean(int64_t B, int64_t N, int64_t C) {
   return c;
 }
 
-// reduce.cu mse_forward_kernel: bytes = 2 n sizeof(T); flops = 3 n. One block:
-// on a GPU this is the latency-bound baseline a two-pass reduction would beat.
+// reduce.cu mse_forward (two passes: per-block partials, then one block adds
+// them): bytes = 2 n sizeof(T) (the partials' 8 KiB left out); flops = 3 n.
 static Case mse(int64_t n) {
   Case c;
   c.name = "mse_fwd";
@@ -45,11 +45,13 @@ static Case mse(int64_t n) {
   c.bind = [n](Device dev) {
     const Tensor p = randn({n}, 22, dev), t = randn({n}, 23, dev);
     const Tensor out = Tensor::empty({1}, DType::f32, dev);
+    const Tensor scratch = Tensor::empty({2 * gpu::kMseScratch}, DType::i32, dev);  // doubles
     auto run = [=] {
       if (dev.type == DeviceType::cpu)
         *out.data<float>() = float(cpu::mse_forward(p.data<float>(), t.data<float>(), n));
       else
-        ENGINE_GPU_CALL(dev, mse_forward, gpu::Storage::f32, p.data_ptr(), t.data_ptr(), n, out.data_ptr(), nullptr);
+        ENGINE_GPU_CALL(dev, mse_forward, gpu::Storage::f32, p.data_ptr(), t.data_ptr(), n,
+                        static_cast<double*>(scratch.data_ptr()), out.data_ptr(), nullptr);
     };
     return Runner{run, [=] { return host(out); }};
   };

@@ -101,8 +101,9 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target) {
   check_same_shape("mse_loss", pred, target);
   if (on_gpu(pred)) {  // the loss and its gradient stay on the device (capturable)
     Tensor out = Tensor::empty({}, t, pred.device());
+    const Tensor scratch = Tensor::empty({2 * gpu::kMseScratch}, DType::i32, pred.device());  // doubles
     ENGINE_GPU_CALL(pred.device(), mse_forward, storage_of(t), pred.data_ptr(), target.data_ptr(), pred.numel(),
-                    out.data_ptr(), nullptr);
+                    static_cast<double*>(scratch.data_ptr()), out.data_ptr(), nullptr);
     if (!needs_record({pred, target})) return out;
     Tensor sp = pred.detach(), st = target.detach();
     record("mse_loss", out, {pred, target}, [sp, st](const Tensor& g, const std::vector<bool>& needs) {

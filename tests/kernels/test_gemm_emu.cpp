@@ -37,9 +37,9 @@ void check_call(const GemmCall& c, DType t, bool with_bias, uint64_t seed) {
   // With beta = 0 the kernel must not read C: hand it NaNs.
   Tensor out = c.beta == 0.f ? Tensor::full({nc}, NAN, t, kEmu) : on_emu(C0, t);
   const Tensor ea = on_emu(A, t), eb = on_emu(B, t), ebias = on_emu(bias, t);
-  emuk::tiled_gemm(gpu::storage_of(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(),
-                   with_bias ? ebias.data_ptr() : nullptr, with_bias ? Epilogue::bias : Epilogue::none, nullptr,
-                   nullptr);
+  ENGINE_GPU_CALL(kEmu, tiled_gemm, gpu::storage_of(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(),
+                  with_bias ? ebias.data_ptr() : nullptr, with_bias ? Epilogue::bias : Epilogue::none, nullptr,
+                  nullptr);
   CHECK_TOL(out, ref, gemm_tol(t, c.K));
 }
 
@@ -99,8 +99,8 @@ TEST_CASE("emu bias_backward: column sums match the cpu and are deterministic", 
         cpu::bias_backward<float>(rg.data<float>(), ref.data<float>(), rows, cols);
         const Tensor eg = on_emu(g, t);
         Tensor db = Tensor::empty({cols}, t, kEmu), db2 = Tensor::empty({cols}, t, kEmu);
-        emuk::bias_backward(gpu::storage_of(t), eg.data_ptr(), db.data_ptr(), rows, cols, nullptr);
-        emuk::bias_backward(gpu::storage_of(t), eg.data_ptr(), db2.data_ptr(), rows, cols, nullptr);
+        ENGINE_GPU_CALL(kEmu, bias_backward, gpu::storage_of(t), eg.data_ptr(), db.data_ptr(), rows, cols, nullptr);
+        ENGINE_GPU_CALL(kEmu, bias_backward, gpu::storage_of(t), eg.data_ptr(), db2.data_ptr(), rows, cols, nullptr);
         CHECK_TOL(db, ref, gemm_tol(t, rows));
         CHECK(values(db.to(kCPU)) == values(db2.to(kCPU)));
       }

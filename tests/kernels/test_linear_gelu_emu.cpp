@@ -87,15 +87,12 @@ TEST_CASE("emu tiled_gemm: epilogue arguments are checked", "[emu][kernels]") {
   const GemmCall c = plain_call(Trans::N, Trans::T, 2, 3, 4);
   Tensor a = Tensor::zeros({8}, DType::f32, kEmu), o = Tensor::zeros({8}, DType::f32, kEmu);
   const gpu::Storage st = gpu::Storage::f32;
-  CHECK_THROWS_WITH(emuk::tiled_gemm(st, c, a.data_ptr(), a.data_ptr(), o.data_ptr(), nullptr, Epilogue::gelu_aux_bias,
-                                     o.data_ptr(), nullptr),
-                    Catch::Contains("bias pointer"));
-  CHECK_THROWS_WITH(emuk::tiled_gemm(st, c, a.data_ptr(), a.data_ptr(), o.data_ptr(), a.data_ptr(),
-                                     Epilogue::gelu_aux_bias, nullptr, nullptr),
-                    Catch::Contains("aux"));
-  CHECK_THROWS_WITH(emuk::tiled_gemm(st, c, a.data_ptr(), a.data_ptr(), o.data_ptr(), a.data_ptr(), Epilogue::bgrad,
-                                     nullptr, nullptr),
-                    Catch::Contains("bias-gradient"));
+  const auto call = [&](const void* bias, Epilogue epi, void* aux) {
+    ENGINE_GPU_CALL(kEmu, tiled_gemm, st, c, a.data_ptr(), a.data_ptr(), o.data_ptr(), bias, epi, aux, nullptr);
+  };
+  CHECK_THROWS_WITH(call(nullptr, Epilogue::gelu_aux_bias, o.data_ptr()), Catch::Contains("bias pointer"));
+  CHECK_THROWS_WITH(call(a.data_ptr(), Epilogue::gelu_aux_bias, nullptr), Catch::Contains("aux"));
+  CHECK_THROWS_WITH(call(a.data_ptr(), Epilogue::bgrad, nullptr), Catch::Contains("bias-gradient"));
 }
 
 TEST_CASE("emu linear_gelu: (B, T, C) input, forward and backward vs the cpu", "[emu][kernels]") {
