@@ -5,7 +5,7 @@
 # metrics.jsonl), and the bytes each training step sends per rank over the
 # tp and cp groups (the train program's "communication per step" line,
 # counted by the communicators) against the formulas of
-# docs/distributed.md, at O0 (fp32):
+# docs/tensor_parallel.md, at O0 (fp32):
 #   tp: 8 L B T/cp C (tp-1)/tp x 4 (four all-reduces of the block's rows per block),
 #       + the final norm's rows all-gathered for the head under sequence parallelism (not used here);
 #   cp: 4 L B T C/tp (cp-1)/cp x 4 (K and V all-gathered, dK and dV reduce-scattered);

@@ -8,7 +8,7 @@
 # metrics.jsonl; beside them the planned activations per sample on a GPU
 # (models/train/memory_plan.h's formula for cuda, which the CPU does not
 # measure: its attention keeps the T x T probabilities that FlashAttention
-# recomputes). Prints the table of docs/distributed.md. Slow: each run is
+# recomputes). Prints the table of docs/tensor_parallel.md. Slow: each run is
 # one forward and backward of about 6 TFLOP on the CPU (minutes), and 1x1
 # needs about 12 GB.
 # Usage: bash scripts/memory_mp.sh   (env: PRECISION=O0, DATA=/tmp/nersc-mp,

@@ -302,7 +302,7 @@ int run(int argc, char** argv) {
   task->start(start);
   // What each group's communicator sends per training step (forward,
   // backward, gradients, optimizer; not validation): the figures of
-  // docs/distributed.md, measured (Communicator::bytes_sent).
+  // docs/distributed.md, tensor_parallel.md and pipeline.md, measured (Communicator::bytes_sent).
   const std::vector<std::pair<const char*, const comm::Communicator*>> comms{
       {"tp", tp_comm.get()},
       {"cp", cp_comm.get()},

@@ -108,7 +108,7 @@ const std::vector<OptionSpec>& train_options() {
       {"pp", 1,
        "pipeline-parallel stages: the blocks split into pp contiguous stages over the outermost ranks (world = pp x "
        "dp x cp x tp); the first stage holds the embeddings, the last the final norm, head and loss; "
-       "docs/distributed.md"},
+       "docs/pipeline.md"},
       {"pp_layers", "",
        "with pp > 1: blocks per stage, comma-separated (e.g. 3,3,2; summing to n_layer); empty: balanced by FLOPs "
        "(gpt2: the tied head counts on the last stage; vit: as even as they go)"},
