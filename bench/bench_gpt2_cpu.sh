@@ -11,7 +11,8 @@
 # vector exp's ISA.
 # Usage: bench/bench_gpt2_cpu.sh [THREADS] [ROUNDS] [SHAPE]   (needs a build in build/)
 #   SHAPE: tiny (default) or l6, bench/gpt2_shapes.sh
-#   BUILD_DIR (build) and PYTHON (/usr/bin/python3, the one with torch) name
+#   PyTorch: .deps/torch2's 2.15 where scripts/setup.sh --torch2 installed it,
+#   else Debian's (/usr/bin/python3, 1.13). BUILD_DIR (build) and PYTHON name
 #   another build or interpreter (a machine whose PyTorch is in a venv).
 # Both use the same OpenBLAS kernels: OPENBLAS_CORETYPE is set from the CPU's
 # flags when unset (scripts/cpu_env.sh), as scripts/train.sh does; a preset
@@ -24,9 +25,11 @@ shape=${3:-tiny}
 source scripts/cpu_env.sh
 source bench/gpt2_shapes.sh
 build=${BUILD_DIR:-build}
-py=${PYTHON:-/usr/bin/python3}
+py=/usr/bin/python3
+[[ -x .deps/torch2/bin/python ]] && py=.deps/torch2/bin/python
+py=${PYTHON:-$py}
 command -v "$py" >/dev/null && "$py" -c "import torch" 2>/dev/null ||
-  { echo "bench: PyTorch missing: bash scripts/setup.sh --torch"; exit 1; }
+  { echo "bench: PyTorch missing from $py: bash scripts/setup.sh --torch2 (2.15) or apt-get install python3-torch"; exit 1; }
 bash scripts/prepare_data.sh
 export OMP_NUM_THREADS=$threads
 tmp=$(mktemp -d)

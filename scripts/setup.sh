@@ -4,8 +4,17 @@
 # Idempotent: what is present is skipped, so re-running costs one dpkg query.
 # Usage: scripts/setup.sh   (PyTorch, torchvision and PyYAML from Debian are
 # in the list: the timm test and the fixture scripts use them; --torch, once
-# needed for those, is still accepted)
+# needed for those, is still accepted; --torch2 also installs PyTorch 2.15
+# from PyPI into .deps/torch2 for bench/bench_gpt2_cpu.sh, scripts/fetch_torch2.sh)
 set -euo pipefail
+torch2=0
+for a in "$@"; do
+  case $a in
+    --torch) ;;
+    --torch2) torch2=1 ;;
+    *) echo "setup: unknown option $a (--torch2 or none)" >&2; exit 2 ;;
+  esac
+done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libopenblas-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-dev zlib1g-dev
@@ -34,3 +43,6 @@ fi
 # The Python packages some tests read the engine's files with (PyPI, pinned).
 bash "$(dirname "$0")/fetch_pydeps.sh" ||
   echo "setup: WARNING: could not fetch the Python test packages; the tests that need them will skip" >&2
+if ((torch2)); then
+  bash "$(dirname "$0")/fetch_torch2.sh"
+fi
