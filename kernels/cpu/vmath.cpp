@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/gelu_math.h"
+
 // glibc's vector variants of expf: this declaration is what lets GCC call
 // them from `#pragma omp simd` loops (-fopenmp); libm.so pulls in libmvec.
 // x86-64 only (the ISA names below, and libmvec's x86 variants); elsewhere
@@ -24,11 +26,9 @@ extern "C" float expf(float) noexcept;
 namespace eng::cpu {
 
 namespace {
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCoef = 0.044715f;
-// tanh(u) = 1 - 2 / (exp(2u) + 1): saturates correctly (exp -> inf gives 1,
-// exp -> 0 gives -1); within ~1e-7 absolute of tanh.
-inline float tanh_via_exp(float u) { return 1.f - 2.f / (expf(2.f * u) + 1.f); }
+// expf as gelu_math.h's callable: inlined, the loops below still call the
+// vector expf (the lambda disappears before vectorization).
+constexpr auto kExpf = [](float v) { return expf(v); };
 }  // namespace
 
 ENGINE_VMATH_CLONES float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
@@ -55,22 +55,12 @@ ENGINE_VMATH_CLONES void scaled_exp_shift(const float* x, float* y, int64_t n, f
 
 ENGINE_VMATH_CLONES void gelu_forward_f32(const float* x, float* out, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float xi = x[i];
-    const float u = kSqrt2OverPi * (xi + kGeluCoef * xi * xi * xi);
-    out[i] = 0.5f * xi * (1.f + tanh_via_exp(u));
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu::forward(x[i], kExpf);
 }
 
 ENGINE_VMATH_CLONES void gelu_backward_f32(const float* x, const float* dout, float* dx, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float xi = x[i];
-    const float u = kSqrt2OverPi * (xi + kGeluCoef * xi * xi * xi);
-    const float th = tanh_via_exp(u);
-    const float du = kSqrt2OverPi * (1.f + 3.f * kGeluCoef * xi * xi);
-    dx[i] = (0.5f * (1.f + th) + 0.5f * xi * (1.f - th * th) * du) * dout[i];
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu::derivative(x[i], kExpf) * dout[i];
 }
 
 const char* vmath_isa() {
