@@ -11,7 +11,9 @@
 #     MPI, a world of one), at -O1 -g1 (the sanitizers' usual level; line
 #     tables for the reports; half the compile time of -O2 -g); ctest again
 #     but for the label "quality" (the runs long enough to show a model
-#     learns, whose code paths the shorter tests run).
+#     learns, whose code paths the shorter tests run). Its emulated kernels
+#     contract a * b + c into FMAs as nvcc does (ENGINE_EMU_FMA, where the
+#     CPU has FMA), so the kernel tests there see a GPU's rounding.
 #  4. The race check (scripts/racecheck.sh): a ThreadSanitizer build of the
 #     emulated tests in build-tsan, where every emulated GPU thread is a TSan
 #     fiber; ctest -L racecheck (seeded racy kernels, the kernel suite).
@@ -32,9 +34,14 @@ stamp "main tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
 if [[ "${SKIP_SANITIZE:-0}" != "1" ]]; then
-  stamp "sanitizer build (ASan + UBSan, CPU only, no MPI)"
+  # Its emulated kernels contract into FMAs as nvcc does (ENGINE_EMU_FMA), so
+  # the kernel tests also see a GPU's rounding; the main build's emulator
+  # rounds like the cpu loops. Only where the CPU has FMA.
+  fma=OFF
+  grep -qw fma /proc/cpuinfo 2>/dev/null && fma=ON
+  stamp "sanitizer build (ASan + UBSan, CPU only, no MPI; emulated kernels with FMA: $fma)"
   cmake -S . -B build-asan -G Ninja -DENGINE_WERROR=ON -DENGINE_SANITIZE=ON -DENGINE_CUDA=OFF \
-    -DENGINE_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+    -DENGINE_MPI=OFF -DENGINE_EMU_FMA=$fma -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   cmake --build build-asan -j "$JOBS"
   stamp "sanitizer tests"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

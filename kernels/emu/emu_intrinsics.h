@@ -111,13 +111,25 @@ inline float __tanf(float x) { return std::tan(x); }
 inline void __sincosf(float x, float* s, float* c) { *s = std::sin(x), *c = std::cos(x); }
 inline float __tanhf(float x) { return std::tanh(x); }
 inline float __fdividef(float x, float y) { return x / y; }
-inline float __fdiv_rn(float x, float y) { return x / y; }
+// The _rn intrinsics round their one operation: nvcc never fuses them into an
+// FMA. Under ENGINE_EMU_FMA g++ contracts plain a * b - c, as nvcc does, so
+// their result passes through an empty asm that the contraction cannot see past.
+inline float emu_rounded(float r) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm("" : "+x"(r));
+  return r;
+#else
+  volatile float v = r;
+  return v;
+#endif
+}
+inline float __fdiv_rn(float x, float y) { return emu_rounded(x / y); }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return std::sqrt(x); }
 inline float __frsqrt_rn(float x) { return 1.0f / std::sqrt(x); }
-inline float __fadd_rn(float x, float y) { return x + y; }
-inline float __fsub_rn(float x, float y) { return x - y; }
-inline float __fmul_rn(float x, float y) { return x * y; }
+inline float __fadd_rn(float x, float y) { return emu_rounded(x + y); }
+inline float __fsub_rn(float x, float y) { return emu_rounded(x - y); }
+inline float __fmul_rn(float x, float y) { return emu_rounded(x * y); }
 inline float __fmaf_rn(float x, float y, float z) { return std::fma(x, y, z); }
 inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }  // NaN -> 0, as the guide says
 inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }

@@ -22,6 +22,15 @@ inline Device kernel_test_device() {
 }
 inline const Device kEmu = kernel_test_device();
 
+// Whether the kernel test device rounds as the cpu loops do, operation by
+// operation: the emulator as built by default. A GPU contracts a * b + c into
+// FMAs, and so do the emulated kernels of an ENGINE_EMU_FMA build.
+#if defined(ENGINE_EMU_FMA)
+inline const bool kKernelsRoundLikeCpu = false;
+#else
+inline const bool kKernelsRoundLikeCpu = kEmu.type == DeviceType::emu;
+#endif
+
 struct Tol {
   double atol, rtol;
 };
