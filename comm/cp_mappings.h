@@ -36,6 +36,11 @@ Tensor all_reduce_cp(const Tensor& x, Communicator& cp);
 // q, k, v: (B, T/cp, NH, HS), this rank's slice; returns this rank's output rows.
 Tensor cp_attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal, Communicator& cp,
                     AttentionImpl impl = AttentionImpl::ours);
+// Attention on the packed output of a (column-parallel) qkv projection, qkv
+// (B, T, 3 C) with q | k | v side by side: attention_qkv reads them in place;
+// with a cp group (nullptr: none) they are split, k and v gathered over it.
+Tensor packed_attention(const Tensor& qkv, int64_t n_head, Causal causal, Communicator* cp,
+                        AttentionImpl impl = AttentionImpl::ours);
 // My slice of dim `dim` (T/cp positions), not recorded: inputs (ids,
 // targets, patches) that every cp rank holds whole; i32 ones on the host. A length that does not
 // divide by cp is a one-line error naming it.

@@ -54,19 +54,9 @@ GPT2TpBlock::GPT2TpBlock(const GPT2Config& c, int layer, uint64_t seed, Device d
 Tensor GPT2TpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Autocast& ac, AttentionImpl attention) const {
   const profile::LayerRange r(range_);
   const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
-  // Attention on the local heads: c_attn gives (B T, 3 Cl) = my q | k | v,
-  // read in place by attention_qkv (as the serial block); context
-  // parallelism exchanges k and v, so it takes the three apart.
+  // Attention on the local heads: c_attn gives (B T, 3 Cl) = my q | k | v.
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
-  Tensor y;
-  if (cp_) {
-    std::vector<Tensor> parts = split(qkv, {Cl, Cl, Cl}, -1);
-    const Shape heads{B, T, local_heads_, head_size_};
-    const Tensor q = parts[0].reshape(heads), k = parts[1].reshape(heads), v = parts[2].reshape(heads);
-    y = ac.cast(comm::cp_attention(q, k, v, Causal::yes, *cp_, attention));
-  } else {
-    y = ac.cast(attention_qkv(qkv.reshape({B, T, 3 * Cl}), local_heads_, Causal::yes, attention));
-  }
+  Tensor y = ac.cast(comm::packed_attention(qkv.reshape({B, T, 3 * Cl}), local_heads_, Causal::yes, cp_, attention));
   Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B * T, Cl}), ac)));
   Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
   return ac.cast(add(x1, m));

@@ -36,18 +36,9 @@ ViTTpBlock::ViTTpBlock(const ViTConfig& c, int layer, uint64_t seed, Device dev,
 Tensor ViTTpBlock::forward(const Tensor& x, int64_t B, int64_t N, const Autocast& ac) const {
   const profile::LayerRange r(range_);
   const int64_t Cl = local_heads_ * head_size_;  // this rank's share of the channels
-  // q | k | v of the local heads, read in place by attention_qkv; context
-  // parallelism exchanges k and v, so it takes the three apart.
+  // q | k | v of the local heads side by side.
   const Tensor t = qkv->forward(norm1->forward(x, ac), ac);
-  Tensor y;
-  if (cp_) {
-    std::vector<Tensor> parts = split(t, {Cl, Cl, Cl}, -1);
-    const Shape h{B, N, local_heads_, head_size_};
-    const Tensor q = parts[0].reshape(h), k = parts[1].reshape(h), v = parts[2].reshape(h);
-    y = ac.cast(comm::cp_attention(q, k, v, Causal::no, *cp_, attention_));
-  } else {
-    y = ac.cast(attention_qkv(t.reshape({B, N, 3 * Cl}), local_heads_, Causal::no, attention_));
-  }
+  Tensor y = ac.cast(comm::packed_attention(t.reshape({B, N, 3 * Cl}), local_heads_, Causal::no, cp_, attention_));
   Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B * N, Cl}), ac)));
   return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
 }
