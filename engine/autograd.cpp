@@ -59,9 +59,18 @@ static Tensor copy_of(const Tensor& g) {
   return c;
 }
 
-static void accumulate_leaf(TensorImpl* leaf, const Tensor& g) {
+// Whether nothing but this handle can reach t's memory: no other handle to
+// its impl, no view sharing its storage. Such a gradient (a backward's fresh
+// output, once passed on) can be kept or added into in place, not copied.
+static bool sole_owner(const Tensor& t) {
+  const TensorImpl* i = t.impl();
+  return t.impl_ptr().use_count() == 1 && i->storage.use_count() == 1 && i->offset == 0 && !i->grad_fn && !i->grad &&
+         i->storage->bytes == size_t(t.numel()) * dtype_size(t.dtype());
+}
+
+static void accumulate_leaf(TensorImpl* leaf, Tensor g) {
   if (!leaf->grad) {
-    leaf->grad = copy_of(g).impl_ptr();
+    leaf->grad = sole_owner(g) ? g.impl_ptr() : copy_of(g).impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     add_(acc, g);
@@ -174,10 +183,15 @@ void run_backward(const Tensor& root, const Tensor& grad) {
                    "': gradient ", g.desc(), " for input ", i, " of shape ", shape_str(e.shape));
       if (e.fn) {
         Node* up = e.fn.get();
-        up->grad_out = up->grad_out.defined() ? add(up->grad_out, g) : g;
+        if (!up->grad_out.defined())
+          up->grad_out = g;
+        else if (sole_owner(up->grad_out))
+          add_(up->grad_out, g);
+        else
+          up->grad_out = add(up->grad_out, g);
         if (--up->pending == 0) ready.push_back(e.fn);
       } else {
-        accumulate_leaf(e.leaf.get(), g);
+        accumulate_leaf(e.leaf.get(), std::move(grads[i]));
         if (--leaf_pending[e.leaf.get()] == 0) leaf_done(e.leaf);
       }
     }

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/gemm/gemm.h"
 
@@ -53,6 +54,40 @@ int64_t first_query(int64_t j, const AttentionDims& d, AttentionMask mask) {
   return mask == AttentionMask::causal ? std::clamp(j - d.q_offset, int64_t(0), d.Tq) : 0;
 }
 int64_t block_rows(int64_t n, AttentionMask mask) { return mask == AttentionMask::causal ? kBlock : n; }
+
+// The row loops, one row per call at the CPU's vector width (loops.h).
+// Softmax of row[0..last] in place, zeros after it up to n.
+template <typename T>
+ENGINE_CPU_CLONES void softmax_row(T* row, int64_t last, int64_t n) {
+  T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
+  T sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    sum = exp_shift_sum(row, row, last + 1, mx);  // libmvec's vector expf (vmath.h)
+  } else {
+    for (int64_t j = 0; j <= last; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+  }
+  const T inv = T(1) / sum;
+#pragma omp simd
+  for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
+  std::fill(row + last + 1, row + n, T(0));
+}
+
+// Softmax backward of one row: ds (dP in, dS out) = p * (ds - p . ds) * sc
+// over 0..last, zeros after it up to n.
+template <typename T>
+ENGINE_CPU_CLONES void softmax_backward_row(const T* p, T* ds, int64_t last, int64_t n, T sc) {
+  T dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j <= last; ++j) dot += p[j] * ds[j];
+#pragma omp simd
+  for (int64_t j = 0; j <= last; ++j) ds[j] = p[j] * (ds[j] - dot) * sc;
+  std::fill(ds + last + 1, ds + n, T(0));
+}
 }  // namespace
 
 template <typename T>
@@ -73,26 +108,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
         const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
         T* Pb = P + i0 * Tk;
         gemm<T>(Trans::N, Trans::T, m, kend, HS, sc, qh + i0 * ld, ld, kh, ld, T(0), Pb, Tk);  // S
-        for (int64_t i = i0; i < i0 + m; ++i) {  // softmax of row i over keys 0..last, 0 after
-          T* row = P + i * Tk;
-          const int64_t last = last_key(i, d, mask);
-          T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-          for (int64_t j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
-          T sum = 0;
-          if constexpr (std::is_same_v<T, float>) {
-            sum = exp_shift_sum(row, row, last + 1, mx);  // libmvec's vector expf (vmath.h)
-          } else {
-            for (int64_t j = 0; j <= last; ++j) {
-              row[j] = std::exp(row[j] - mx);
-              sum += row[j];
-            }
-          }
-          const T inv = T(1) / sum;
-#pragma omp simd
-          for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
-          std::fill(row + last + 1, row + Tk, T(0));
-        }
+        for (int64_t i = i0; i < i0 + m; ++i) softmax_row(P + i * Tk, last_key(i, d, mask), Tk);
         gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), Pb, Tk, vh, ld, T(0), oh + i0 * ldo, ldo);  // O = P V
       }
     }
@@ -119,15 +135,10 @@ void attention_backward(const T* dout, const T* q, const T* k, const T* v, const
           T* dSb = dS.get() + i0 * Tk;
           gemm<T>(Trans::N, Trans::T, m, kend, HS, T(1), doh + i0 * ldo, ldo, v + ko, ld, T(0), dSb, Tk);  // dP
           for (int64_t i = i0; i < i0 + m; ++i) {  // softmax backward, folding in the 1/sqrt(HS) of S
-            const T* p = P + i * Tk;
-            T* ds = dS.get() + i * Tk;
-            const int64_t last = last_key(i, d, mask);
-            T dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t j = 0; j <= last; ++j) dot += p[j] * ds[j];
-#pragma omp simd
-            for (int64_t j = 0; j <= last; ++j) ds[j] = p[j] * (ds[j] - dot) * sc;
-            std::fill(ds + last + 1, ds + Tk, T(0));
+            // Zeros as far as a GEMM reads: this block's kend (dQ) and the
+            // end of the key block holding the row's last key (dV, dK).
+            const int64_t last = last_key(i, d, mask), end = std::min(Tk, std::max(kend, (last / cb + 1) * cb));
+            softmax_backward_row(P + i * Tk, dS.get() + i * Tk, last, end, sc);
           }
           gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), dSb, Tk, k + ko, ld, T(0), dq + qo + i0 * ld, ld);  // dQ
         }

@@ -4,35 +4,77 @@
 // backward, with xhat = (x - mean) * rstd and g = dout * w:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum dout*xhat,  db = sum dout
 // bytes: forward 4*(2NC + 2C + 2N), backward 4*(3NC + ...); flops ~ 8NC / 12NC.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/loops.h"
 
 namespace eng::cpu {
+
+namespace {
+// One row each, at the CPU's vector width (loops.h); the parallel loops
+// below call them.
+template <typename T>
+ENGINE_CPU_CLONES void forward_row(const T* xr, const T* w, const T* b, T* o, T* mean, T* rstd, int64_t C, double eps) {
+  T m = 0;
+#pragma omp simd reduction(+ : m)
+  for (int64_t c = 0; c < C; ++c) m += xr[c];
+  m /= T(C);
+  T v = 0;
+#pragma omp simd reduction(+ : v)
+  for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
+  v /= T(C);
+  const T s = T(1) / std::sqrt(v + T(eps));
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * w[c] + b[c];
+  *mean = m;
+  *rstd = s;
+}
+
+template <typename T>
+ENGINE_CPU_CLONES void backward_row(const T* dr, const T* xr, const T* w, T mr, T sr, T* dxr, int64_t C) {
+  T mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
+  for (int64_t c = 0; c < C; ++c) {
+    const T xhat = (xr[c] - mr) * sr;
+    const T g = dr[c] * w[c];
+    mg += g;
+    mgx += g * xhat;
+  }
+  mg /= T(C);
+  mgx /= T(C);
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const T xhat = (xr[c] - mr) * sr;
+    dxr[c] = sr * (dr[c] * w[c] - mg - xhat * mgx);
+  }
+}
+
+// dw, db over the columns c0 .. c0 + n (n <= kMaxBand), the rows in order.
+template <typename T>
+ENGINE_CPU_CLONES void param_grad_band(const T* dout, const T* x, const T* mean, const T* rstd, T* dw, T* db, int64_t N,
+                                       int64_t C, int64_t n) {
+  T sw[kMaxBand] = {}, sb[kMaxBand] = {};
+  for (int64_t r = 0; r < N; ++r) {
+    const T* xr = x + r * C;
+    const T* dr = dout + r * C;
+    const T mr = mean[r], sr = rstd[r];
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) {
+      sw[c] += dr[c] * ((xr[c] - mr) * sr);
+      sb[c] += dr[c];
+    }
+  }
+  std::copy(sw, sw + n, dw);
+  std::copy(sb, sb + n, db);
+}
+}  // namespace
 
 template <typename T>
 void layernorm_forward(const T* x, const T* w, const T* b, T* out, T* mean, T* rstd, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for if (N * C > 16384)
-  for (int64_t r = 0; r < N; ++r) {
-    const T* xr = x + r * C;
-    T m = 0;
-#pragma omp simd reduction(+ : m)
-    for (int64_t c = 0; c < C; ++c) m += xr[c];
-    m /= T(C);
-    T v = 0;
-#pragma omp simd reduction(+ : v)
-    for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
-    v /= T(C);
-    const T s = T(1) / std::sqrt(v + T(eps));
-    T* o = out + r * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * w[c] + b[c];
-    mean[r] = m;
-    rstd[r] = s;
-  }
+  for (int64_t r = 0; r < N; ++r) forward_row(x + r * C, w, b, out + r * C, mean + r, rstd + r, C, eps);
 }
 
 template <typename T>
@@ -40,52 +82,16 @@ void layernorm_backward(const T* dout, const T* x, const T* w, const T* mean, co
                         int64_t N, int64_t C) {
   // dx: rows are independent, parallel over rows.
 #pragma omp parallel for if (N * C > 16384)
-  for (int64_t r = 0; r < N; ++r) {
-    const T* xr = x + r * C;
-    const T* dr = dout + r * C;
-    const T mr = mean[r], sr = rstd[r];
-    T mg = 0, mgx = 0;
-#pragma omp simd reduction(+ : mg, mgx)
-    for (int64_t c = 0; c < C; ++c) {
-      const T xhat = (xr[c] - mr) * sr;
-      const T g = dr[c] * w[c];
-      mg += g;
-      mgx += g * xhat;
-    }
-    mg /= T(C);
-    mgx /= T(C);
-    T* dxr = dx + r * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const T xhat = (xr[c] - mr) * sr;
-      dxr[c] = sr * (dr[c] * w[c] - mg - xhat * mgx);
-    }
-  }
+  for (int64_t r = 0; r < N; ++r) backward_row(dout + r * C, x + r * C, w, mean[r], rstd[r], dx + r * C, C);
   // dw, db: each thread owns a band of channels and walks the rows in order
   // (contiguous, vectorized across the band), so every channel's sums have
-  // one fixed order whatever the thread count (deterministic). Bands of 16
-  // to 64 channels, as many as a multiple of the threads when C allows
-  // (C = 192 on 2 threads: 4 bands of 48; C = 128 on 8: 8 of 16).
-  constexpr int64_t kBand = 64;
-  const int64_t t = omp_get_max_threads(), per = (C + t * kBand - 1) / (t * kBand);
-  const int64_t width = std::clamp(((C + t * per - 1) / (t * per) + 15) / 16 * 16, int64_t(16), kBand);
-  const int64_t bands = (C + width - 1) / width;
+  // one fixed order whatever the thread count (deterministic); loops.h's
+  // band_width.
+  const int64_t width = band_width(C), bands = (C + width - 1) / width;
 #pragma omp parallel for if (N * C > 16384)
   for (int64_t band = 0; band < bands; ++band) {
-    const int64_t c0 = band * width, n = std::min(width, C - c0);
-    T sw[kBand] = {}, sb[kBand] = {};
-    for (int64_t r = 0; r < N; ++r) {
-      const T* xr = x + r * C + c0;
-      const T* dr = dout + r * C + c0;
-      const T mr = mean[r], sr = rstd[r];
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) {
-        sw[c] += dr[c] * ((xr[c] - mr) * sr);
-        sb[c] += dr[c];
-      }
-    }
-    std::copy(sw, sw + n, dw + c0);
-    std::copy(sb, sb + n, db + c0);
+    const int64_t c0 = band * width;
+    param_grad_band(dout + c0, x + c0, mean, rstd, dw + c0, db + c0, N, C, std::min(width, C - c0));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cpu/gelu_math.h"
+#include "kernels/cpu/loops.h"
 
 // glibc's vector variants of expf: this declaration is what lets GCC call
 // them from `#pragma omp simd` loops (-fopenmp); libm.so pulls in libmvec.
@@ -14,15 +15,6 @@
 extern "C" float expf(float) noexcept;
 #endif
 
-// The sanitizers' runtimes and ifunc resolvers do not mix (the resolver runs
-// before the runtime is up): there, the baseline clone only (still libmvec's
-// SSE variant, 4 lanes).
-#if !defined(__x86_64__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ENGINE_VMATH_CLONES
-#else
-#define ENGINE_VMATH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-
 namespace eng::cpu {
 
 namespace {
@@ -31,7 +23,7 @@ namespace {
 constexpr auto kExpf = [](float v) { return expf(v); };
 }  // namespace
 
-ENGINE_VMATH_CLONES float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
+ENGINE_CPU_CLONES float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) {
@@ -41,24 +33,24 @@ ENGINE_VMATH_CLONES float exp_shift_sum(const float* x, float* y, int64_t n, flo
   return s;
 }
 
-ENGINE_VMATH_CLONES float sum_exp_shift(const float* x, int64_t n, float shift) {
+ENGINE_CPU_CLONES float sum_exp_shift(const float* x, int64_t n, float shift) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += expf(x[i] - shift);
   return s;
 }
 
-ENGINE_VMATH_CLONES void scaled_exp_shift(const float* x, float* y, int64_t n, float shift, float scale) {
+ENGINE_CPU_CLONES void scaled_exp_shift(const float* x, float* y, int64_t n, float shift, float scale) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = scale * expf(x[i] - shift);
 }
 
-ENGINE_VMATH_CLONES void gelu_forward_f32(const float* x, float* out, int64_t n) {
+ENGINE_CPU_CLONES void gelu_forward_f32(const float* x, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = gelu::forward(x[i], kExpf);
 }
 
-ENGINE_VMATH_CLONES void gelu_backward_f32(const float* x, const float* dout, float* dx, int64_t n) {
+ENGINE_CPU_CLONES void gelu_backward_f32(const float* x, const float* dout, float* dx, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dx[i] = gelu::derivative(x[i], kExpf) * dout[i];
 }

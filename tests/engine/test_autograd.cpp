@@ -75,6 +75,36 @@ TEST_CASE("autograd: a tensor used several times gets the summed gradient", "[au
   CHECK_CLOSE(values(u.grad()), scaled(values(u), 8), 0, 1e-14);
 }
 
+// Backward keeps a gradient it alone holds (as a leaf's .grad, or adding the
+// next contribution into it) instead of copying it; one the caller or another
+// node can still see must stay as it was.
+TEST_CASE("autograd: gradients the caller holds are never kept or added into", "[autograd]") {
+  Tensor x = leaf({2, 3}, 10), s = leaf({2, 3}, 11);
+  const std::vector<double> s0 = values(s);
+  Tensor seed = s.detach();
+
+  // The seed reaches x through reshape's backward (a view of it): copied.
+  x.reshape({3, 2}).backward(seed.reshape({3, 2}));
+  CHECK(values(x.grad()) == s0);
+  add_(seed, Tensor::full({2, 3}, 1.0, seed.dtype()));  // the caller changes its tensor afterwards
+  CHECK(values(x.grad()) == s0);
+  add_(seed, Tensor::full({2, 3}, -1.0, seed.dtype()));
+  x.zero_grad();
+
+  // The seed passes through add to h, then h's second contribution arrives:
+  // added into a new tensor, not into the seed. d/dx of (h + 3h), h = 2x: 8.
+  Tensor h = scale(x, 2);
+  add(h, scale(h, 3)).backward(seed);
+  CHECK_CLOSE(values(seed), s0, 0, 1e-6);
+  CHECK_CLOSE(values(x.grad()), scaled(s0, 8), 0, 1e-5);
+
+  // A leaf as the root: its gradient is a copy of the seed.
+  x.zero_grad();
+  x.backward(seed);
+  add_(seed, seed);
+  CHECK(values(x.grad()) == s0);
+}
+
 TEST_CASE("autograd: NoGradGuard records nothing", "[autograd]") {
   Tensor x = leaf({3}, 8), w = leaf({3}, 9);
   Tensor y;
