@@ -16,7 +16,9 @@
 // h, d) sits at ((b*T + t)*NH + h)*HS + d, so a head's slice is a (T, HS)
 // matrix with row stride NH*HS (or d.ld_qkv, q, k, v packed in one tensor),
 // which the GEMMs read and write in place (no copies). att is (B, NH, Tq,
-// Tk), the masked part written as 0.
+// Tk), the masked part written as 0 as far as the products read it (the end
+// of the causal block holding the row's last key, zeros_end below); the rest
+// of the upper triangle is left unwritten.
 // Causal blocks: the products run on blocks of kBlock query rows (S, P V,
 // dP, dQ) or kBlock key rows (dV, dK), each only as far as the last key (or
 // from the first query) the block's rows see, so the GEMMs skip the masked
@@ -54,6 +56,15 @@ int64_t first_query(int64_t j, const AttentionDims& d, AttentionMask mask) {
   return mask == AttentionMask::causal ? std::clamp(j - d.q_offset, int64_t(0), d.Tq) : 0;
 }
 int64_t block_rows(int64_t n, AttentionMask mask) { return mask == AttentionMask::causal ? kBlock : n; }
+
+// How far row i of P (or dS) must hold zeros after its last key `last`: as
+// far as a GEMM reads it. Its query block's products read to kend (P V, dQ);
+// dV and dK read the key block holding `last` whole (blocks of cb keys from
+// 0, each from its first query on). Beyond that the row is never read, and
+// never written: under the causal mask the upper triangle costs no stores.
+int64_t zeros_end(int64_t last, int64_t kend, int64_t Tk, int64_t cb) {
+  return std::min(Tk, std::max(kend, (last / cb + 1) * cb));
+}
 
 // The row loops, one row per call at the CPU's vector width (loops.h).
 // Softmax of row[0..last] in place, zeros after it up to n.
@@ -94,7 +105,7 @@ template <typename T>
 void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const AttentionDims& d, AttentionMask mask) {
   const int64_t B = d.B, Tq = d.Tq, Tk = d.Tk, NH = d.NH, HS = d.HS, ldo = NH * HS, ld = d.ld_qkv ? d.ld_qkv : ldo;
   const T sc = T(1) / std::sqrt(T(HS));
-  const int64_t rb = block_rows(Tq, mask);
+  const int64_t rb = block_rows(Tq, mask), cb = block_rows(Tk, mask);
   // Each (b, h) is independent; the GEMMs inside run single-threaded there.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b)
@@ -108,7 +119,10 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
         const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
         T* Pb = P + i0 * Tk;
         gemm<T>(Trans::N, Trans::T, m, kend, HS, sc, qh + i0 * ld, ld, kh, ld, T(0), Pb, Tk);  // S
-        for (int64_t i = i0; i < i0 + m; ++i) softmax_row(P + i * Tk, last_key(i, d, mask), Tk);
+        for (int64_t i = i0; i < i0 + m; ++i) {
+          const int64_t last = last_key(i, d, mask);
+          softmax_row(P + i * Tk, last, zeros_end(last, kend, Tk, cb));
+        }
         gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), Pb, Tk, vh, ld, T(0), oh + i0 * ldo, ldo);  // O = P V
       }
     }
@@ -135,10 +149,8 @@ void attention_backward(const T* dout, const T* q, const T* k, const T* v, const
           T* dSb = dS.get() + i0 * Tk;
           gemm<T>(Trans::N, Trans::T, m, kend, HS, T(1), doh + i0 * ldo, ldo, v + ko, ld, T(0), dSb, Tk);  // dP
           for (int64_t i = i0; i < i0 + m; ++i) {  // softmax backward, folding in the 1/sqrt(HS) of S
-            // Zeros as far as a GEMM reads: this block's kend (dQ) and the
-            // end of the key block holding the row's last key (dV, dK).
-            const int64_t last = last_key(i, d, mask), end = std::min(Tk, std::max(kend, (last / cb + 1) * cb));
-            softmax_backward_row(P + i * Tk, dS.get() + i * Tk, last, end, sc);
+            const int64_t last = last_key(i, d, mask);
+            softmax_backward_row(P + i * Tk, dS.get() + i * Tk, last, zeros_end(last, kend, Tk, cb), sc);
           }
           gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), dSb, Tk, k + ko, ld, T(0), dq + qo + i0 * ld, ld);  // dQ
         }
