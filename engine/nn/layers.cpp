@@ -41,6 +41,11 @@ Tensor Linear::forward_gelu(const Tensor& x, const Autocast& ac) const {
   return ac.cast(linear_gelu(ac.cast(x), ac.cast(weight), ac.cast(bias)));
 }
 
+Tensor Linear::forward_residual(const Tensor& x, const Tensor& residual, const Autocast& ac) const {
+  if (ac.active() || !bias.defined() || x.ndim() < 2) return ac.cast(add(residual, forward(x, ac)));
+  return linear_residual(x, weight, bias, residual);
+}
+
 LayerNorm::LayerNorm(int64_t C, const InitOptions& init, double eps_) : eps(eps_) {
   weight = register_parameter("weight", Tensor::full({C}, 1.0, init.dtype, init.device));
   bias = register_parameter("bias", Tensor::zeros({C}, init.dtype, init.device));

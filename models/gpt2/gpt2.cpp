@@ -57,10 +57,10 @@ Tensor GPT2Block::forward(const Tensor& x, const Autocast& ac, AttentionImpl att
   // Attention: qkv projection, its three parts read as heads laid out (B, T, NH, HS).
   Tensor qkv = c_attn->forward(ln_1->forward(x, ac), ac);
   Tensor y = ac.cast(attention_qkv(qkv, NH, Causal::yes, attention));
-  Tensor x1 = ac.cast(add(x, attn_proj->forward(y.reshape({B, T, C}), ac)));
+  // Each output projection adds onto the residual stream in its GEMM.
+  Tensor x1 = attn_proj->forward_residual(y.reshape({B, T, C}), x, ac);
   // MLP with 4C hidden units; c_fc's GELU runs in its GEMM's epilogue.
-  Tensor m = mlp_proj->forward(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), ac);
-  return ac.cast(add(x1, m));
+  return mlp_proj->forward_residual(c_fc->forward_gelu(ln_2->forward(x1, ac), ac), x1, ac);
 }
 
 GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) {

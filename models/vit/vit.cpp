@@ -38,8 +38,8 @@ Tensor ViTBlock::forward(const Tensor& x, const Autocast& ac) const {
   const int64_t B = x.size(0), N = x.size(1), C = embed;
   // q, k, v side by side in the projection's output, read in place (attention_qkv).
   Tensor y = ac.cast(attention_qkv(qkv->forward(norm1->forward(x, ac), ac), heads, Causal::no, attention));
-  Tensor x1 = ac.cast(add(x, proj->forward(y.reshape({B, N, C}), ac)));
-  return ac.cast(add(x1, fc2->forward(fc1->forward_gelu(norm2->forward(x1, ac), ac), ac)));
+  Tensor x1 = proj->forward_residual(y.reshape({B, N, C}), x, ac);  // adds onto the residual in its GEMM
+  return fc2->forward_residual(fc1->forward_gelu(norm2->forward(x1, ac), ac), x1, ac);
 }
 
 ViTOuterLayers vit_outer_layers(const ViTConfig& c, uint64_t seed, Device dev) {

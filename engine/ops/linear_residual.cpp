@@ -1,0 +1,51 @@
+// linear_residual(x, W, b, r) = r + (x W^T + b): a residual block's output
+// projection and its residual add as one op (the bias-and-residual fusion
+// Megatron's blocks make). On the cpu C starts as r + b, one pass reading r
+// and writing C (cpu::residual_bias_fill), and the OpenBLAS GEMM adds x W^T
+// to it (beta 1): unfused, the bias fill writes C, then add reads C and r
+// and writes the sum, so the fused op saves a read and a write of the
+// (rows, out) activation per call. It rounds r + b first and then adds the
+// product, not as linear then add do (the sum in another order).
+// emu and cuda: linear then add, the same values as the two ops.
+// Backward: matmul's for x, W and b (engine/ops/matmul.cpp); r's gradient
+// is g itself.
+#include "engine/ops/matmul_plan.h"
+#include "engine/ops/op_common.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/gemm/gemm.h"
+
+namespace eng {
+using namespace detail;
+
+Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
+  ENGINE_CHECK(x.defined() && w.defined() && b.defined() && r.defined(),
+               "linear_residual: x, weight, bias and residual must all be defined");
+  const DType t = check_float_inputs("linear_residual", {x, w, b, r}, GpuKernel::yes);
+  ENGINE_CHECK(w.ndim() == 2, "linear_residual: weight must be (out, in), got ", w.desc());
+  ENGINE_CHECK(x.ndim() >= 2 && x.size(-1) == w.size(1), "linear_residual: input ", x.desc(), " does not match weight ",
+               w.desc());
+  ENGINE_CHECK(b.ndim() == 1 && b.size(0) == w.size(0), "linear_residual: bias ", b.desc(), " does not match weight ",
+               w.desc());
+  const MatmulDims d = matmul_dims(x, w, Trans::N, Trans::T);
+  ENGINE_CHECK(r.shape() == d.out_shape, "linear_residual: residual ", r.desc(), " does not match the output ",
+               shape_str(d.out_shape), " of ", x.desc(), " @ ", w.desc(), "^T");
+  if (on_gpu(x)) return add(r, linear(x, w, b));
+  Tensor out = Tensor::empty(d.out_shape, t, x.device());
+  GemmPlan plan = plan_forward(d, Trans::N, Trans::T);
+  ENGINE_CHECK(plan.size() == 1, "linear_residual: a shared weight is one GEMM");
+  plan[0].call.beta = 1.f;  // onto r + b
+  dispatch_float(t, [&]<typename T>() {
+    cpu::residual_bias_fill<T>(out.data<T>(), r.data<T>(), b.data<T>(), out.numel() / b.numel(), b.numel());
+    cpu::gemm_call<T>(plan[0].call, x.data<T>(), w.data<T>(), out.data<T>());
+  });
+  const bool rec = needs_record({x, w, b, r});
+  Tensor sx = rec ? x.detach() : Tensor(), sw = rec ? w.detach() : Tensor();
+  record("linear_residual", out, {x, w, b, r}, [sx, sw, d](const Tensor& g, const std::vector<bool>& needs) {
+    std::vector<Tensor> grads = matmul_backward(sx, sw, g, d, Trans::N, Trans::T, {needs[0], needs[1], needs[2]});
+    grads.push_back(needs[3] ? g : Tensor());
+    return grads;
+  });
+  return out;
+}
+
+}  // namespace eng

@@ -1,0 +1,47 @@
+// linear_residual (engine/ops/linear_residual.cpp): r + (x W^T + b) in one
+// op, the GEMM adding onto r + b on the cpu. Checked by finite differences
+// (double) and against linear then add, the two ops it replaces (f32,
+// values and every gradient).
+#include "tests/test_util.h"
+
+using namespace eng;
+using test::leaf;
+using Inputs = std::vector<Tensor>;
+
+TEST_CASE("gradcheck: linear_residual", "[gradcheck]") {
+  for (const Shape& s : {Shape{2, 5, 4}, Shape{7, 4}}) {
+    INFO("x " << shape_str(s));
+    Shape rs = s;
+    rs.back() = 3;
+    CHECK_GRADCHECK([](const Inputs& x) { return linear_residual(x[0], x[1], x[2], x[3]); },
+                    {leaf(s, 80), leaf({3, 4}, 81), leaf({3}, 82), leaf(rs, 83)});
+  }
+}
+
+TEST_CASE("linear_residual equals linear then add on the cpu, values and gradients (f32)", "[ops]") {
+  const int64_t B = 3, T = 37, C = 24, O = 40;
+  const Tensor wl = Tensor::randn({B, T, O}, 90, 1.f);  // loss = sum(out * wl): every output counts
+  auto inputs = [&] {
+    return std::vector<Tensor>{Tensor::randn({B, T, C}, 91, 1.f).set_requires_grad(true),
+                               Tensor::randn({O, C}, 92, 0.2f).set_requires_grad(true),
+                               Tensor::randn({O}, 93, 1.f).set_requires_grad(true),
+                               Tensor::randn({B, T, O}, 94, 1.f).set_requires_grad(true)};
+  };
+  const std::vector<Tensor> f = inputs(), u = inputs();
+  const Tensor fused = linear_residual(f[0], f[1], f[2], f[3]);
+  sum(mul(fused, wl)).backward();
+  const Tensor unfused = add(u[3], linear(u[0], u[1], u[2]));
+  sum(mul(unfused, wl)).backward();
+  CHECK(fused.shape() == unfused.shape());
+  CHECK_CLOSE(test::values(fused), test::values(unfused), 1e-5, 1e-5);
+  for (size_t i = 0; i < f.size(); ++i) {
+    INFO("gradient of input " << i);
+    CHECK_CLOSE(test::values(f[i].grad()), test::values(u[i].grad()), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("linear_residual: a residual of the wrong shape is a one-line error", "[ops]") {
+  CHECK_THROWS_WITH(
+      linear_residual(Tensor::zeros({2, 4}), Tensor::zeros({3, 4}), Tensor::zeros({3}), Tensor::zeros({2, 4})),
+      Catch::Matchers::Contains("linear_residual: residual") && Catch::Matchers::Contains("(2, 3)"));
+}
