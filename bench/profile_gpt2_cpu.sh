@@ -39,7 +39,7 @@ awk -v OFS='\t' '/^ +[0-9.]+%/ {
     if (dso == "[kernel.kallsyms]") sym = "(OS kernel)"
     else if (dso ~ /^libgomp/) sym = "(OpenMP runtime)"
     else if (sym ~ /^0x/) sym = "(" dso ")"
-    if (sym ~ /^eng::/) { sub(/\(.*$/, "", sym); sub(/<.*>/, "", sym) }
+    if (sym ~ /^eng::/) { gsub(/\(anonymous namespace\)::/, "", sym); sub(/\(.*$/, "", sym); sub(/<.*>/, "", sym) }
     self[sym] += pct
     if (sym ~ /^sgemm_(small_)?kernel/) kind = "OpenBLAS SGEMM kernels"
     else if (dso ~ /openblas/) kind = "OpenBLAS packing and beta passes"
