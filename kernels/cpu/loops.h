@@ -12,7 +12,8 @@
 // differ, adding in 4, 8 or 16 lanes (one order per CPU, the same on every
 // run).
 // The sanitizers' runtimes and ifunc resolvers do not mix (a resolver runs
-// before the runtime is up): there, the baseline only.
+// before the runtime is up): there, the baseline only; likewise with
+// another compiler than GCC, the one the clones are built and tested with.
 //
 // OpenMP outlines a parallel loop's body into a function of its own before
 // GCC makes the clones, and that function keeps the baseline target. So a
@@ -25,10 +26,13 @@
 #include <cstdint>
 #include <vector>
 
-#if !defined(__x86_64__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if !defined(__x86_64__) || !defined(__GNUC__) || defined(__clang__) || defined(__SANITIZE_ADDRESS__) || \
+    defined(__SANITIZE_THREAD__)
 #define ENGINE_CPU_CLONES
+#define ENGINE_CPU_HAS_CLONES 0
 #else
 #define ENGINE_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define ENGINE_CPU_HAS_CLONES 1
 #endif
 
 namespace eng::cpu {

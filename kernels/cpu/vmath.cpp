@@ -58,7 +58,7 @@ ENGINE_CPU_CLONES void gelu_backward_f32(const float* x, const float* dout, floa
 const char* vmath_isa() {
 #if !defined(__x86_64__)
   return "scalar";
-#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#elif !ENGINE_CPU_HAS_CLONES
   return "sse2";
 #else
   __builtin_cpu_init();
