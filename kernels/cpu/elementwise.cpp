@@ -1,7 +1,9 @@
 // Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add, bias
-// fill (bias broadcast over rows), residual + bias fill (4 rows*cols bytes
-// read, 4 rows*cols written, rows*cols flops) and the bias gradient. Memory bound: bytes = 4 * n * (inputs + outputs)
-// for fp32, flops = n (one op per element; bias_backward: rows*cols adds; bias_fill none, 4 rows*cols bytes written).
+// fill (bias broadcast over rows), residual + bias fill and the bias
+// gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32, flops
+// = n (one op per element); bias_fill 4 rows*cols bytes written, no flops;
+// residual_bias_fill 4 rows*cols read and 4 rows*cols written, rows*cols
+// flops; bias_backward 4 rows*cols read, rows*cols flops.
 #include <algorithm>
 
 #include "kernels/cpu/cpu_ops.h"

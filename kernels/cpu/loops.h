@@ -72,13 +72,7 @@ template <typename F>
 double parallel_span_sum(int64_t n, int64_t min_parallel, F&& f) {
   if (n <= min_parallel || omp_get_max_threads() == 1) return f(int64_t(0), n);
   std::vector<double> part(size_t(omp_get_max_threads()), 0.0);
-#pragma omp parallel
-  {
-    const int64_t t = omp_get_num_threads(), i = omp_get_thread_num();
-    auto cut = [&](int64_t j) { return j == t ? n : std::min(n, (n * j / t) & ~int64_t(15)); };
-    const int64_t lo = cut(i), hi = cut(i + 1);
-    if (lo < hi) part[size_t(i)] = f(lo, hi);
-  }
+  parallel_spans(n, 0, [&](int64_t lo, int64_t hi) { part[size_t(omp_get_thread_num())] = f(lo, hi); });
   double s = 0;
   for (double p : part) s += p;
   return s;

@@ -1,10 +1,13 @@
 // linear_residual (engine/ops/linear_residual.cpp): r + (x W^T + b) in one
 // op, the GEMM adding onto r + b on the cpu. Checked by finite differences
 // (double) and against linear then add, the two ops it replaces (f32,
-// values and every gradient).
+// values and every gradient); on the emu device (linear then add there)
+// against the cpu's fused op.
+#include "tests/kernels/emu_check.h"
 #include "tests/test_util.h"
 
 using namespace eng;
+using test::kEmu;
 using test::leaf;
 using Inputs = std::vector<Tensor>;
 
@@ -37,6 +40,28 @@ TEST_CASE("linear_residual equals linear then add on the cpu, values and gradien
   for (size_t i = 0; i < f.size(); ++i) {
     INFO("gradient of input " << i);
     CHECK_CLOSE(test::values(f[i].grad()), test::values(u[i].grad()), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("emu linear_residual matches the cpu's, values and gradients (f32)", "[emu][ops]") {
+  const int64_t R = 45, C = 20, O = 36;
+  const Tensor wl = Tensor::randn({R, O}, 100, 1.f);  // the output's gradient
+  std::vector<Tensor> cpu_in{Tensor::randn({R, C}, 101, 1.f), Tensor::randn({O, C}, 102, 0.2f),
+                             Tensor::randn({O}, 103, 1.f), Tensor::randn({R, O}, 104, 1.f)};
+  std::vector<Tensor> emu_in;
+  for (Tensor& t : cpu_in) {
+    emu_in.push_back(t.to(kEmu).detach().set_requires_grad(true));
+    t.set_requires_grad(true);
+  }
+  const Tensor on_cpu = linear_residual(cpu_in[0], cpu_in[1], cpu_in[2], cpu_in[3]);
+  on_cpu.backward(wl);
+  const Tensor on_dev = linear_residual(emu_in[0], emu_in[1], emu_in[2], emu_in[3]);
+  on_dev.backward(wl.to(kEmu));
+  CHECK(on_dev.device() == kEmu);
+  CHECK_CLOSE(test::values(on_dev.to(kCPU)), test::values(on_cpu), 1e-5, 1e-5);
+  for (size_t i = 0; i < cpu_in.size(); ++i) {
+    INFO("gradient of input " << i);
+    CHECK_CLOSE(test::values(emu_in[i].grad().to(kCPU)), test::values(cpu_in[i].grad()), 1e-5, 1e-5);
   }
 }
 
