@@ -1,33 +1,137 @@
 // OpenBLAS wrapper behind kernels/gemm/gemm.h. CBLAS is asked for row-major
 // directly, so the engine never has to think in column-major.
+//
+// Threads: each OpenBLAS call runs single-threaded, and the engine splits a
+// product over its OpenMP threads itself: C is cut into a grid of tiles, one per
+// thread, and each thread runs one single-threaded GEMM on its tile from
+// start to end. Why not OpenBLAS's own threads: they share packed panels
+// and wait on each other inside every call, and on a machine with
+// neighbours (a VM, a shared node) one late thread stalls the other; timed
+// on this project's 2-core VM, alternately, the training step's shapes
+// (2048 x {128..512} x {128..512}, and the weight gradients' K = 2048) ran
+// at 220-360 GFLOP/s under OpenBLAS's threads and 340-480 split here, and
+// never slower. A second reason: a product called from inside an OpenMP
+// region (attention's per-head GEMMs) must not start threads of its own
+// (blas_single_threaded). The price: each tile packs
+// its own copy of the operand it shares with the tiles beside it, so the
+// grid is chosen to pack the least (grid_for).
+// Each element of C is still one single-threaded product over all of K, in
+// OpenBLAS's order: the result does not depend on the thread count.
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
 
 #include "kernels/gemm/gemm.h"
 
 namespace eng::cpu {
 
-static CBLAS_TRANSPOSE tr(Trans t) { return t == Trans::T ? CblasTrans : CblasNoTrans; }
+namespace {
+CBLAS_TRANSPOSE tr(Trans t) { return t == Trans::T ? CblasTrans : CblasNoTrans; }
+
+void blas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+              int(ldc));
+}
+void blas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+              int(ldc));
+}
+
+// One thread per product inside an OpenMP region. OpenBLAS's OpenMP build
+// (the one cmake/Dependencies.cmake links) does that by itself; its
+// pthreads build would start its own threads there, so it is set to one
+// thread, once. (Not the OpenMP build: its openblas_set_num_threads also
+// sets OpenMP's thread count, every loop of the engine's included.)
+void blas_single_threaded() {
+  static const bool once = openblas_get_parallel() == 1 ? (openblas_set_num_threads(1), true) : true;
+  (void)once;
+}
+
+// Below this M*N*K a product runs on one thread (OpenBLAS's own threshold
+// for threading, 64^3): the fork would cost more than it saves.
+constexpr double kSplitWork = 64.0 * 64 * 64;
+// Tile edges are multiples of 16 (a cache line of floats, and a multiple of
+// OpenBLAS's register blocks), and no tile is narrower.
+constexpr int64_t kTileAlign = 16;
+
+int64_t tile_edge(int64_t n, int64_t parts) {
+  const int64_t e = (n + parts - 1) / parts;
+  return (e + kTileAlign - 1) / kTileAlign * kTileAlign;
+}
+
+// The grid of pm x pn tiles of C for up to nt threads: the most threads
+// whose tiles are at least kTileAlign on a side, and among those the grid
+// that packs the least, pn copies of op(A)'s M x K and pm of op(B)'s K x N
+// (at 2 threads: the longer side of C is cut in two).
+struct Grid {
+  int64_t pm = 1, pn = 1;
+};
+Grid grid_for(int64_t M, int64_t N, int64_t nt) {
+  Grid best;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (int64_t pm = 1; pm <= nt; ++pm)
+    for (int64_t pn = 1; pm * pn <= nt; ++pn) {
+      if (M < pm * kTileAlign || N < pn * kTileAlign) continue;
+      const double cost = double(pn) * double(M) + double(pm) * double(N);
+      if (pm * pn > best.pm * best.pn || (pm * pn == best.pm * best.pn && cost < best_cost))
+        best = {pm, pn}, best_cost = cost;
+    }
+  return best;
+}
+
+template <typename T>
+void gemm_split(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                int64_t ldb, T beta, T* C, int64_t ldc) {
+  blas_single_threaded();
+  const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const Grid g = double(M) * double(N) * double(K) < kSplitWork || nt == 1 ? Grid{} : grid_for(M, N, nt);
+  if (g.pm * g.pn == 1) return blas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const int64_t em = tile_edge(M, g.pm), en = tile_edge(N, g.pn);
+#pragma omp parallel for schedule(static) num_threads(int(g.pm * g.pn))
+  for (int64_t t = 0; t < g.pm * g.pn; ++t) {
+    const int64_t m0 = t / g.pn * em, n0 = t % g.pn * en;
+    const int64_t m = std::min(em, M - m0), n = std::min(en, N - n0);
+    if (m <= 0 || n <= 0) continue;                       // the rounding to kTileAlign left this tile empty
+    const T* a = ta == Trans::N ? A + m0 * lda : A + m0;  // rows m0.. of op(A)
+    const T* b = tb == Trans::N ? B + n0 : B + n0 * ldb;  // columns n0.. of op(B)
+    blas(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, C + m0 * ldc + n0, ldc);
+  }
+}
+}  // namespace
 
 template <>
 void gemm<float>(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
-              int(ldc));
+  gemm_split(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <>
 void gemm<double>(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
                   const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
-              int(ldc));
+  gemm_split(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <typename T>
 void gemm_batched(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                   int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b, T beta, T* C, int64_t ldc,
                   int64_t stride_c, int64_t batch) {
+  if (M == 0 || N == 0) return;
+  blas_single_threaded();
+  // A batch with a product for every thread runs one product per thread; a
+  // smaller one splits each product (gemm_split).
+  const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt > 1 && batch >= nt && double(M) * double(N) * double(K) * double(batch) >= kSplitWork) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch; ++i)
+      blas(ta, tb, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c, ldc);
+    return;
+  }
   for (int64_t i = 0; i < batch; ++i)
     gemm<T>(ta, tb, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c, ldc);
 }
@@ -39,7 +143,7 @@ template void gemm_batched<double>(Trans, Trans, int64_t, int64_t, int64_t, doub
 
 std::string blas_info() {
   const std::string core = openblas_get_corename();
-  std::string s = "OpenBLAS " + core + " kernels, " + std::to_string(openblas_get_num_threads()) + " threads";
+  std::string s = "OpenBLAS " + core + " kernels, " + std::to_string(omp_get_max_threads()) + " threads";
   __builtin_cpu_init();
   if (core == "Haswell" && __builtin_cpu_supports("avx512f"))  // an environment's preset, on an AVX-512 CPU
     s += " (this CPU has AVX-512: export OPENBLAS_CORETYPE=SkylakeX for faster GEMMs)";

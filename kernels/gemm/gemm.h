@@ -1,7 +1,9 @@
 // Row-major GEMM on the host through OpenBLAS:
 //   C(M, N) = alpha * op(A) @ op(B) + beta * C
 // with op(A) (M, K), op(B) (K, N); lda/ldb/ldc are row strides of A, B, C as
-// stored. beta = 1 accumulates, which weight gradients use.
+// stored. beta = 1 accumulates, which weight gradients use. Threads: C is
+// cut into tiles, one single-threaded OpenBLAS product per OpenMP thread
+// (blas_gemm.cpp says why); inside an OpenMP region, one product.
 // flops = 2*M*N*K; bytes >= 4*(M*K + K*N + 2*M*N) for fp32.
 #pragma once
 #include <cstdint>
