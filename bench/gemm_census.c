@@ -1,0 +1,106 @@
+// GEMM census: loaded with LD_PRELOAD into any program that calls CBLAS's
+// cblas_sgemm (train, bench/kernels), it passes every call on to the real one
+// and adds its wall time to a table keyed by the call's shape: transposes
+// (row-major terms), M x N x K, and whether beta is 0. At exit it writes the
+// table, the most time first, to $GEMM_CENSUS_OUT (else stderr):
+//   op  M  N  K  beta  calls  ms  %  GFLOP/s
+// % is the share of all the census's GEMM time; GFLOP/s = 2 M N K calls / s.
+// The time is per calling thread: when the engine cuts a product into tiles
+// (kernels/gemm/blas_gemm.cpp) each tile is a call of its own, and tiles that
+// ran side by side each count their own time. A per-shape table shows what a
+// per-symbol profile cannot: which products run far below the machine's
+// SGEMM rate (docs/cpu_speed.md found attention's NT products this way).
+// Written in C: it only forwards calls, and needs no engine header.
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef void (*sgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint,
+                         float, const float*, blasint, const float*, blasint, float, float*, blasint);
+
+enum { kMaxShapes = 4096 };
+struct Shape {
+  int order, ta, tb, m, n, k, beta0;
+  long calls;
+  double seconds;
+};
+static struct Shape g_shapes[kMaxShapes];
+static int g_count;
+static long g_dropped;  // calls of shapes past kMaxShapes (counted, not timed per shape)
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static sgemm_fn g_real;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int by_time(const void* a, const void* b) {
+  const double x = ((const struct Shape*)a)->seconds, y = ((const struct Shape*)b)->seconds;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void report(void) {
+  const char* path = getenv("GEMM_CENSUS_OUT");
+  FILE* f = path && *path ? fopen(path, "w") : stderr;
+  if (!f) {
+    fprintf(stderr, "gemm_census: cannot write %s\n", path);
+    return;
+  }
+  pthread_mutex_lock(&g_lock);
+  qsort(g_shapes, (size_t)g_count, sizeof g_shapes[0], by_time);
+  double total = 0;
+  for (int i = 0; i < g_count; ++i) total += g_shapes[i].seconds;
+  fprintf(f, "op M N K beta calls ms %% GFLOP/s\n");
+  for (int i = 0; i < g_count; ++i) {
+    const struct Shape* s = &g_shapes[i];
+    const double flops = 2.0 * s->m * (double)s->n * s->k * (double)s->calls;
+    // Row-major CBLAS calls are the engine's; a column-major one is marked.
+    fprintf(f, "%c%c%s %d %d %d %d %ld %.3f %.1f %.1f\n", s->ta == CblasTrans ? 'T' : 'N',
+            s->tb == CblasTrans ? 'T' : 'N', s->order == CblasColMajor ? "(col)" : "", s->m, s->n, s->k,
+            s->beta0 ? 0 : 1, s->calls, 1e3 * s->seconds, total > 0 ? 100 * s->seconds / total : 0,
+            s->seconds > 0 ? flops / s->seconds / 1e9 : 0);
+  }
+  if (g_dropped) fprintf(f, "# %ld calls of shapes past the first %d not listed\n", g_dropped, kMaxShapes);
+  pthread_mutex_unlock(&g_lock);
+  if (f != stderr) fclose(f);
+}
+
+static void init(void) {
+  g_real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
+  if (!g_real) {
+    fprintf(stderr, "gemm_census: no cblas_sgemm after this library: is the program linked with a CBLAS?\n");
+    exit(1);
+  }
+  atexit(report);
+}
+
+void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m, blasint n,
+                 blasint k, float alpha, const float* a, blasint lda, const float* b, blasint ldb, float beta, float* c,
+                 blasint ldc) {
+  pthread_once(&g_once, init);
+  const double t0 = now();
+  g_real(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const double dt = now() - t0;
+  const int beta0 = beta == 0.0f;
+  pthread_mutex_lock(&g_lock);
+  int i = 0;
+  while (i < g_count && !(g_shapes[i].order == (int)order && g_shapes[i].ta == (int)ta && g_shapes[i].tb == (int)tb &&
+                          g_shapes[i].m == m && g_shapes[i].n == n && g_shapes[i].k == k && g_shapes[i].beta0 == beta0))
+    ++i;
+  if (i == g_count && g_count < kMaxShapes)
+    g_shapes[g_count++] = (struct Shape){(int)order, (int)ta, (int)tb, m, n, k, beta0, 0, 0.0};
+  if (i < g_count) {
+    g_shapes[i].calls++;
+    g_shapes[i].seconds += dt;
+  } else {
+    g_dropped++;
+  }
+  pthread_mutex_unlock(&g_lock);
+}
