@@ -32,5 +32,5 @@ echo "gpt2 $shape_name, $(grep -m1 '^blas:' "$tmp/train.log" | cut -d' ' -f2-), 
 grep -m1 '^peak for MFU: ' "$tmp/train.log" || true
 awk -v rows="$rows" 'NR == 1 { print "| op | M | N | K | beta | calls | ms | % | GFLOP/s |"; print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"; next }
   /^#/ { note = $0; next }
-  NR <= rows + 1 { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }
-  END { if (NR > rows + 1) printf "(%d more shapes)\n", NR - rows - 1; if (note != "") print note }' "$tmp/census.txt"
+  { if (++n <= rows) printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }
+  END { if (n > rows) printf "(%d more shapes)\n", n - rows; if (note != "") print note }' "$tmp/census.txt"

@@ -111,12 +111,12 @@ ENGINE_CPU_CLONES void softmax_backward_row(const T* p, T* ds, int64_t last, int
 // for a 32-row product): 13% of the tiny shape's GEMM time. With the copy
 // (4*2*rows*HS bytes, 1.5% of that step) the step runs 1.02-1.05x faster.
 template <typename T>
-ENGINE_CPU_CLONES void transpose_head(const T* src, int64_t ld, int64_t rows, int64_t HS, T* dst) {
+ENGINE_CPU_CLONES void transpose_head(const T* src, int64_t ld, int64_t rows, int64_t HS, T* dst, int64_t ldd) {
   constexpr int64_t kTile = 16;  // rows per tile: its HS columns stay in L1 while dst's rows are written
   for (int64_t t0 = 0; t0 < rows; t0 += kTile) {
     const int64_t t1 = std::min(rows, t0 + kTile);
     for (int64_t dd = 0; dd < HS; ++dd)
-      for (int64_t t = t0; t < t1; ++t) dst[dd * rows + t] = src[t * ld + dd];
+      for (int64_t t = t0; t < t1; ++t) dst[dd * ldd + t] = src[t * ld + dd];
   }
 }
 }  // namespace
@@ -127,9 +127,13 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
   const T sc = T(1) / std::sqrt(T(HS));
   const int64_t rb = block_rows(Tq, mask), cb = block_rows(Tk, mask);
   // Each (b, h) is independent; the GEMMs inside run single-threaded there.
+  // Per thread, K^T of one head (HS x Tk, only the keys some query sees);
+  // allocated here, where a failure is an exception, not inside the region.
+  const int64_t keys = last_key(Tq - 1, d, mask) + 1;
+  const std::unique_ptr<T[]> kts(new T[size_t(omp_get_max_threads() * HS * Tk)]);
 #pragma omp parallel
   {
-    const std::unique_ptr<T[]> kt(new T[size_t(HS * Tk)]);  // K^T of one head
+    T* kt = kts.get() + omp_get_thread_num() * HS * Tk;
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < NH; ++h) {
@@ -137,11 +141,11 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
         const T* qh = q + b * Tq * ld + h * HS;
         const T* vh = v + b * Tk * ld + h * HS;
         T* oh = out + b * Tq * ldo + h * HS;
-        transpose_head(k + b * Tk * ld + h * HS, ld, Tk, HS, kt.get());
+        transpose_head(k + b * Tk * ld + h * HS, ld, keys, HS, kt, Tk);
         for (int64_t i0 = 0; i0 < Tq; i0 += rb) {
           const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
           T* Pb = P + i0 * Tk;
-          gemm<T>(Trans::N, Trans::N, m, kend, HS, sc, qh + i0 * ld, ld, kt.get(), Tk, T(0), Pb, Tk);  // S
+          gemm<T>(Trans::N, Trans::N, m, kend, HS, sc, qh + i0 * ld, ld, kt, Tk, T(0), Pb, Tk);  // S
           for (int64_t i = i0; i < i0 + m; ++i) {
             const int64_t last = last_key(i, d, mask);
             softmax_row(P + i * Tk, last, zeros_end(last, kend, Tk, cb));
@@ -158,25 +162,29 @@ void attention_backward(const T* dout, const T* q, const T* k, const T* v, const
   const int64_t B = d.B, Tq = d.Tq, Tk = d.Tk, NH = d.NH, HS = d.HS, ldo = NH * HS, ld = d.ld_qkv ? d.ld_qkv : ldo;
   const T sc = T(1) / std::sqrt(T(HS));
   const int64_t rb = block_rows(Tq, mask), cb = block_rows(Tk, mask);
+  // Per thread: dS of one head (Tq x Tk; every entry of it that is read is
+  // written first) and V^T (HS x Tk, the keys some query sees), allocated
+  // here, where a failure is an exception, not inside the region.
+  const int64_t keys = last_key(Tq - 1, d, mask) + 1, per_thread = Tq * Tk + HS * Tk;
+  const std::unique_ptr<T[]> work(new T[size_t(omp_get_max_threads() * per_thread)]);
 #pragma omp parallel
   {
-    // dS of one head; every entry of it is written before it is read.
-    const std::unique_ptr<T[]> dS(new T[size_t(Tq * Tk)]);
-    const std::unique_ptr<T[]> vt(new T[size_t(HS * Tk)]);  // V^T of one head
+    T* dS = work.get() + omp_get_thread_num() * per_thread;
+    T* vt = dS + Tq * Tk;
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < NH; ++h) {
         const T* P = att + (b * NH + h) * Tq * Tk;
         const size_t qo = size_t(b * Tq * ld + h * HS), ko = size_t(b * Tk * ld + h * HS);
         const T* doh = dout + b * Tq * ldo + h * HS;
-        transpose_head(v + ko, ld, Tk, HS, vt.get());
+        transpose_head(v + ko, ld, keys, HS, vt, Tk);
         for (int64_t i0 = 0; i0 < Tq; i0 += rb) {  // dP, dS, dQ by blocks of query rows
           const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
-          T* dSb = dS.get() + i0 * Tk;
-          gemm<T>(Trans::N, Trans::N, m, kend, HS, T(1), doh + i0 * ldo, ldo, vt.get(), Tk, T(0), dSb, Tk);  // dP
+          T* dSb = dS + i0 * Tk;
+          gemm<T>(Trans::N, Trans::N, m, kend, HS, T(1), doh + i0 * ldo, ldo, vt, Tk, T(0), dSb, Tk);  // dP
           for (int64_t i = i0; i < i0 + m; ++i) {  // softmax backward, folding in the 1/sqrt(HS) of S
             const int64_t last = last_key(i, d, mask);
-            softmax_backward_row(P + i * Tk, dS.get() + i * Tk, last, zeros_end(last, kend, Tk, cb), sc);
+            softmax_backward_row(P + i * Tk, dS + i * Tk, last, zeros_end(last, kend, Tk, cb), sc);
           }
           gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), dSb, Tk, k + ko, ld, T(0), dq + qo + i0 * ld, ld);  // dQ
         }
@@ -190,7 +198,7 @@ void attention_backward(const T* dout, const T* q, const T* k, const T* v, const
           }
           gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), P + i0 * Tk + j0, Tk, doh + i0 * ldo, ldo, T(0), dvb,
                   ld);  // dV = P^T dO
-          gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), dS.get() + i0 * Tk + j0, Tk, q + qo + i0 * ld, ld, T(0), dkb,
+          gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), dS + i0 * Tk + j0, Tk, q + qo + i0 * ld, ld, T(0), dkb,
                   ld);  // dK = dS^T Q
         }
       }

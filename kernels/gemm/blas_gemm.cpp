@@ -1,8 +1,8 @@
 // OpenBLAS wrapper behind kernels/gemm/gemm.h. CBLAS is asked for row-major
 // directly, so the engine never has to think in column-major.
 //
-// Threads: each OpenBLAS call runs single-threaded, and the engine splits a
-// product over its OpenMP threads itself: C is cut into a grid of tiles, one per
+// Threads: the engine splits a product over its OpenMP threads itself, each
+// piece one single-threaded OpenBLAS call: C is cut into a grid of tiles, one per
 // thread, and each thread runs one single-threaded GEMM on its tile from
 // start to end. Why not OpenBLAS's own threads: they share packed panels
 // and wait on each other inside every call, and on a machine with
@@ -14,7 +14,9 @@
 // region (attention's per-head GEMMs) must not start threads of its own
 // (blas_single_threaded). The price: each tile packs
 // its own copy of the operand it shares with the tiles beside it, so the
-// grid is chosen to pack the least (grid_for).
+// grid is chosen to pack the least (grid_for). A product too small or too
+// thin to cut (a 1 x 1 grid) is one call, which OpenBLAS's OpenMP build may
+// still thread itself when it is made outside a parallel region.
 // A grid leaves each element of C one single-threaded product over all of
 // K; the weight gradients' shape is split along K instead (split_k), whose
 // partial sums are added in a fixed order. Either way a run repeats bit for
@@ -58,7 +60,8 @@ void blas_single_threaded() {
 // for threading, 64^3): the fork would cost more than it saves.
 constexpr double kSplitWork = 64.0 * 64 * 64;
 // Tile edges are multiples of 16 (a cache line of floats, and a multiple of
-// OpenBLAS's register blocks), and no tile is narrower.
+// OpenBLAS's register blocks); the last tile of a row or column is what
+// remains.
 constexpr int64_t kTileAlign = 16;
 
 int64_t tile_edge(int64_t n, int64_t parts) {
@@ -94,14 +97,16 @@ Grid grid_for(int64_t M, int64_t N, int64_t nt) {
 // exceeds 2 (nt - 1) M N, the partials' reads and writes:
 // K > 2 (nt - 1) max(M, N). Timed at 2 threads on GPT-2 tiny's weight
 // gradients (128..512 x 128..512 x 2048): alone, 1-11% faster than the best
-// grid; in the training step, 8-21%.
+// grid; in the training step, those products 8-21% faster, the step
+// 1.00-1.03x.
 bool split_k(int64_t M, int64_t N, int64_t K, int64_t nt) {
   return nt > 1 && K >= nt * kTileAlign && double(K) > 2.0 * double(nt - 1) * double(std::max(M, N));
 }
 
-// The K split: thread 0 computes alpha op(A) op(B) over its rows of K plus
-// beta C into C, thread t > 0 its share into a scratch block, then C adds the
-// scratch blocks in thread order: the same order on every run with the same
+// The K split: K is cut into nt parts (nt the threads asked for, whatever
+// team OpenMP gives); part 0 is alpha op(A) op(B) over its rows of K plus
+// beta C, written into C, part p > 0 goes into a scratch block, then C adds
+// the scratch blocks in part order: the same sums on every run with the same
 // thread count; another count moves the result by rounding.
 template <typename T>
 void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
@@ -111,19 +116,20 @@ void gemm_split_k(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
   T* part = scratch.data();
 #pragma omp parallel num_threads(int(nt))
   {
-    // Rows K t / n to K (t + 1) / n, n the team OpenMP gave (nt or fewer):
-    // at least kTileAlign each (split_k).
-    const int64_t n = omp_get_num_threads(), t = omp_get_thread_num(), k0 = K * t / n, k = K * (t + 1) / n - k0;
-    const T* a = ta == Trans::N ? A + k0 : A + k0 * lda;  // columns k0.. of op(A)
-    const T* b = tb == Trans::N ? B + k0 * ldb : B + k0;  // rows k0.. of op(B)
-    if (t == 0)
-      blas(ta, tb, M, N, k, alpha, a, lda, b, ldb, beta, C, ldc);
-    else
-      blas(ta, tb, M, N, k, alpha, a, lda, b, ldb, T(0), part + (t - 1) * M * N, N);
-#pragma omp barrier
+    // Part p: rows K p / nt to K (p + 1) / nt, at least kTileAlign (split_k).
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < nt; ++p) {
+      const int64_t k0 = K * p / nt, k = K * (p + 1) / nt - k0;
+      const T* a = ta == Trans::N ? A + k0 : A + k0 * lda;  // columns k0.. of op(A)
+      const T* b = tb == Trans::N ? B + k0 * ldb : B + k0;  // rows k0.. of op(B)
+      if (p == 0)
+        blas(ta, tb, M, N, k, alpha, a, lda, b, ldb, beta, C, ldc);
+      else
+        blas(ta, tb, M, N, k, alpha, a, lda, b, ldb, T(0), part + (p - 1) * M * N, N);
+    }  // (the loop's barrier: every part is written before C adds them)
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t p = 0; p < n - 1; ++p) {
+      for (int64_t p = 0; p < nt - 1; ++p) {
         const T* src = part + p * M * N + i * N;
         T* dst = C + i * ldc;
 #pragma omp simd

@@ -7,7 +7,9 @@
 # weight gradient a 192 x 64 x 128 one (TN: dY^T x) in every backward.
 # At 1 thread those run whole; at 2, the engine cuts C's longer side in
 # two: 128 x 96 x 64 and 96 x 64 x 128 tiles, twice the calls, and the
-# whole shapes never reach OpenBLAS.
+# whole shapes never reach OpenBLAS. At B = 16 (512 rows) the weight
+# gradient's K is long enough (512 > 2 x 192) to be split along K instead:
+# two 192 x 64 x 256 products, and no tiles of it.
 # Usage: test_gemm_census.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -20,34 +22,40 @@ fail() { echo "FAIL: $*"; exit 1; }
 lib=$(realpath "$build/bench/libgemm_census.so")
 steps=3
 
-run() {  # run THREADS: the census table of a short run
-  OMP_NUM_THREADS=$1 GEMM_CENSUS_OUT="$work/census$1.txt" LD_PRELOAD="$lib" "$build/models/train" \
-    --vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 64 --batch_size 4 --seq_len 32 \
+run() {  # run THREADS BATCH: the census table of a short run, census$1-$2.txt
+  local out=$work/census$1-$2.txt
+  OMP_NUM_THREADS=$1 GEMM_CENSUS_OUT="$out" LD_PRELOAD="$lib" "$build/models/train" \
+    --vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 64 --batch_size "$2" --seq_len 32 \
     --steps $steps --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 --sample_tokens 1 --device cpu \
-    --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --out_dir "$work/out$1" > "$work/log$1" 2>&1 ||
-    { cat "$work/log$1"; fail "train with the census at $1 thread(s)"; }
-  [[ -s $work/census$1.txt ]] || fail "no census table at $1 thread(s)"
+    --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --out_dir "$work/out$1-$2" > "$work/log" 2>&1 ||
+    { cat "$work/log"; fail "train with the census at $1 thread(s), batch $2"; }
+  [[ -s $out ]] || fail "no census table at $1 thread(s), batch $2"
 }
 calls() {  # calls FILE OP M N K: the calls of that shape, both betas
   awk -v op="$2" -v m="$3" -v n="$4" -v k="$5" '$1 == op && $2 == m && $3 == n && $4 == k { c += $6 } END { print c + 0 }' "$1"
 }
 
-run 1
-run 2
-head -n 1 "$work/census1.txt" > "$work/header"
+run 1 4
+run 2 4
+run 2 16
+head -n 1 "$work/census1-4.txt" > "$work/header"
 [[ $(cat "$work/header") == "op M N K beta calls ms % GFLOP/s" ]] || fail "header: $(cat "$work/header")"
 # The shares add up to 100% (each row rounded to 0.1).
-total=$(awk 'NR > 1 && !/^#/ { s += $8 } END { printf "%.0f", s }' "$work/census1.txt")
-[[ $total == 100 ]] || fail "shares add up to $total%"
+total=$(awk 'NR > 1 && !/^#/ { s += $8 } END { printf "%.0f", s }' "$work/census1-4.txt")
+((total >= 99 && total <= 101)) || fail "shares add up to $total%"
 
-qkv1=$(calls "$work/census1.txt" NT 128 192 64) dw1=$(calls "$work/census1.txt" TN 192 64 128)
+qkv1=$(calls "$work/census1-4.txt" NT 128 192 64) dw1=$(calls "$work/census1-4.txt" TN 192 64 128)
 # Every forward runs it once per layer (training steps, and evaluation's).
 ((qkv1 >= 2 * steps && qkv1 % 2 == 0)) || fail "qkv forward 128x192x64: $qkv1 calls (want a multiple of 2 layers, >= $((2 * steps)))"
 ((dw1 == 2 * steps)) || fail "qkv weight gradient 192x64x128: $dw1 calls (want 2 layers x $steps steps)"
 
-[[ $(calls "$work/census2.txt" NT 128 192 64) == 0 ]] || fail "2 threads: the whole qkv product reached OpenBLAS"
-[[ $(calls "$work/census2.txt" TN 192 64 128) == 0 ]] || fail "2 threads: the whole weight gradient reached OpenBLAS"
-qkv2=$(calls "$work/census2.txt" NT 128 96 64) dw2=$(calls "$work/census2.txt" TN 96 64 128)
+[[ $(calls "$work/census2-4.txt" NT 128 192 64) == 0 ]] || fail "2 threads: the whole qkv product reached OpenBLAS"
+[[ $(calls "$work/census2-4.txt" TN 192 64 128) == 0 ]] || fail "2 threads: the whole weight gradient reached OpenBLAS"
+qkv2=$(calls "$work/census2-4.txt" NT 128 96 64) dw2=$(calls "$work/census2-4.txt" TN 96 64 128)
 ((qkv2 == 2 * qkv1)) || fail "2 threads: $qkv2 tiles of 128x96x64 (want 2 x $qkv1)"
 ((dw2 == 2 * dw1)) || fail "2 threads: $dw2 tiles of 96x64x128 (want 2 x $dw1)"
-echo "gemm census: qkv $qkv1 calls, its weight gradient $dw1; at 2 threads, tiles of half the rows, twice as many"
+dwk=$(calls "$work/census2-16.txt" TN 192 64 256)
+((dwk == 2 * 2 * steps)) || fail "2 threads, B = 16: $dwk K halves of 192x64x256 (want 2 x 2 layers x $steps steps)"
+[[ $(calls "$work/census2-16.txt" TN 192 64 512) == 0 ]] || fail "2 threads, B = 16: the whole weight gradient ran"
+[[ $(calls "$work/census2-16.txt" TN 96 64 512) == 0 ]] || fail "2 threads, B = 16: the weight gradient ran as tiles"
+echo "gemm census: qkv $qkv1 calls, its weight gradient $dw1; at 2 threads, tiles of half of C, twice as many; at B = 16 its K halves"

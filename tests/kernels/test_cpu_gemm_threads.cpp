@@ -79,7 +79,7 @@ TEST_CASE("cpu gemm split over threads: every grid, transpose and beta against a
       {300, 40, 96, "rows cut (M the long side), ragged last tile"},
       {24, 290, 120, "columns cut (N the long side)"},
       {200, 200, 40, "2 x 2 grid at 4 threads"},
-      {49, 16, 400, "at 3 threads: tiles of 32 rows, the third one empty"},
+      {49, 40, 150, "at 3 threads: tiles of 32 rows, the third one empty (K split at 2)"},
       {40, 30, 20, "below the split's work threshold: one product"},
       {24, 40, 1000, "K split (K > 2 (threads - 1) max(M, N)), ragged parts"},
   };
