@@ -46,8 +46,7 @@ fpt=$(awk -v L="$(opt n_layer)" -v C="$(opt n_embd)" -v V="$(opt vocab_size)" -v
 ours=() peaks=() theirs=()
 for r in $(seq "$rounds"); do
   # Engine: median of steps 4..23 (the first steps warm the allocator cache).
-  "$build/models/train" "${cfg[@]}" --device cpu --steps 23 --warmup_steps 1 --val_every 0 --sample_every 0 \
-    --val_batches 1 --sample_tokens 1 --log_every 1 --out_dir "$tmp/out" --overwrite > "$tmp/train.log"
+  "$build/models/train" "${cfg[@]}" "${run_opts[@]}" --steps 23 --log_every 1 --out_dir "$tmp/out" --overwrite > "$tmp/train.log"
   awk '/^step +[0-9]+\/23/ { split($2, s, "/"); if (s[1] > 3) print $13 }' "$tmp/train.log" > "$tmp/tok"
   t=$(med $(cat "$tmp/tok"))
   g=$(grep -m1 '^peak for MFU: ' "$tmp/train.log" | awk '{print $(NF - 1)}')

@@ -25,8 +25,7 @@ bash scripts/prepare_data.sh > /dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 OMP_NUM_THREADS=$threads GEMM_CENSUS_OUT="$tmp/census.txt" LD_PRELOAD="$(realpath "$lib")" \
-  "$build/models/train" "${cfg[@]}" --device cpu --steps "$steps" --warmup_steps 1 --val_every 0 --sample_every 0 \
-  --val_batches 1 --sample_tokens 1 --log_every "$steps" --out_dir "$tmp/out" > "$tmp/train.log" 2>&1 ||
+  "$build/models/train" "${cfg[@]}" "${run_opts[@]}" --steps "$steps" --log_every "$steps" --out_dir "$tmp/out" > "$tmp/train.log" 2>&1 ||
   { cat "$tmp/train.log"; exit 1; }
 echo "gpt2 $shape_name, $(grep -m1 '^blas:' "$tmp/train.log" | cut -d' ' -f2-), $steps steps"
 grep -m1 '^peak for MFU: ' "$tmp/train.log" || true

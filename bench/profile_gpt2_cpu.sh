@@ -25,8 +25,7 @@ bash scripts/prepare_data.sh > /dev/null
 export OMP_NUM_THREADS=$threads
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-perf record -F 999 -o "$tmp/perf.data" -- "$train" "${cfg[@]}" --device cpu --steps 60 --warmup_steps 1 \
-  --val_every 0 --sample_every 0 --val_batches 1 --sample_tokens 1 --log_every 20 --out_dir "$tmp/out" \
+perf record -F 999 -o "$tmp/perf.data" -- "$train" "${cfg[@]}" "${run_opts[@]}" --steps 60 --log_every 20 --out_dir "$tmp/out" \
   > "$tmp/train.log" 2> "$tmp/perf.log" || { cat "$tmp/perf.log" "$tmp/train.log"; exit 1; }
 perf report -i "$tmp/perf.data" --no-children --sort dso,symbol --stdio --percent-limit 0.01 \
   > "$tmp/report.txt" 2> "$tmp/report.log" || { cat "$tmp/report.log"; exit 1; }

@@ -83,9 +83,7 @@ ENGINE_CPU_CLONES void column_sums(const T* dout, T* db, int64_t rows, int64_t c
   }
   std::copy(acc, acc + n, db);
 }
-}  // namespace
 
-namespace {
 template <typename T>
 ENGINE_CPU_CLONES void residual_bias_row(T* out, const T* res, const T* bias, int64_t cols) {
 #pragma omp simd

@@ -56,6 +56,10 @@ void blas_single_threaded() {
   (void)once;
 }
 
+// The threads a product may use: one inside an OpenMP region (its caller
+// already runs on every thread), else OpenMP's count.
+int64_t threads_here() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
 // Below this M*N*K a product runs on one thread (OpenBLAS's own threshold
 // for threading, 64^3): the fork would cost more than it saves.
 constexpr double kSplitWork = 64.0 * 64 * 64;
@@ -142,7 +146,7 @@ template <typename T>
 void gemm_split(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                 int64_t ldb, T beta, T* C, int64_t ldc) {
   blas_single_threaded();
-  const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t nt = threads_here();
   const bool small = double(M) * double(N) * double(K) < kSplitWork;
   if (!small && split_k(M, N, K, nt)) return gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nt);
   const Grid g = small || nt == 1 ? Grid{} : grid_for(M, N, nt);
@@ -182,7 +186,7 @@ void gemm_batched(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, 
   blas_single_threaded();
   // A batch with a product for every thread runs one product per thread; a
   // smaller one splits each product (gemm_split).
-  const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t nt = threads_here();
   if (nt > 1 && batch >= nt && double(M) * double(N) * double(K) * double(batch) >= kSplitWork) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; ++i)
