@@ -33,6 +33,7 @@ static int g_count;
 static long g_dropped;  // calls of shapes past kMaxShapes (counted, not timed per shape)
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static sgemm_fn g_real;
+static FILE* g_out;  // $GEMM_CENSUS_OUT, opened at the first call, else stderr
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static double now(void) {
@@ -47,12 +48,7 @@ static int by_time(const void* a, const void* b) {
 }
 
 static void report(void) {
-  const char* path = getenv("GEMM_CENSUS_OUT");
-  FILE* f = path && *path ? fopen(path, "w") : stderr;
-  if (!f) {
-    fprintf(stderr, "gemm_census: cannot write %s\n", path);
-    return;
-  }
+  FILE* f = g_out;
   pthread_mutex_lock(&g_lock);
   qsort(g_shapes, (size_t)g_count, sizeof g_shapes[0], by_time);
   double total = 0;
@@ -73,6 +69,14 @@ static void report(void) {
 }
 
 static void init(void) {
+  // The output file is opened here, not at exit: a path that cannot be
+  // written stops the program at its first product, with a non-zero exit.
+  const char* path = getenv("GEMM_CENSUS_OUT");
+  g_out = path && *path ? fopen(path, "w") : stderr;
+  if (!g_out) {
+    fprintf(stderr, "gemm_census: cannot write GEMM_CENSUS_OUT=%s: name a file in a writable directory\n", path);
+    exit(1);
+  }
   g_real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
   if (!g_real) {
     fprintf(stderr, "gemm_census: no cblas_sgemm after this library: is the program linked with a CBLAS?\n");

@@ -9,7 +9,8 @@
 # two: 128 x 96 x 64 and 96 x 64 x 128 tiles, twice the calls, and the
 # whole shapes never reach OpenBLAS. At B = 16 (512 rows) the weight
 # gradient's K is long enough (512 > 2 x 192) to be split along K instead:
-# two 192 x 64 x 256 products, and no tiles of it.
+# two 192 x 64 x 256 products, and no tiles of it. An unwritable
+# GEMM_CENSUS_OUT is a one-line error and exit 1.
 # Usage: test_gemm_census.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -58,4 +59,13 @@ dwk=$(calls "$work/census2-16.txt" TN 192 64 256)
 ((dwk == 2 * 2 * steps)) || fail "2 threads, B = 16: $dwk K halves of 192x64x256 (want 2 x 2 layers x $steps steps)"
 [[ $(calls "$work/census2-16.txt" TN 192 64 512) == 0 ]] || fail "2 threads, B = 16: the whole weight gradient ran"
 [[ $(calls "$work/census2-16.txt" TN 96 64 512) == 0 ]] || fail "2 threads, B = 16: the weight gradient ran as tiles"
+# A census file that cannot be written: a one-line error naming it, exit 1
+# (at the first product, not after the whole run).
+rc=0
+GEMM_CENSUS_OUT="$work/no/such/dir/census.txt" LD_PRELOAD="$lib" "$build/models/train" --device cpu \
+  --vocab_size 256 --block_size 32 --n_layer 1 --n_head 2 --n_embd 32 --batch_size 2 --seq_len 32 --steps 1 --warmup_steps 1 \
+  --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --out_dir "$work/bad" > "$work/bad.log" 2>&1 || rc=$?
+((rc == 1)) || fail "unwritable GEMM_CENSUS_OUT: exit $rc (want 1)"
+grep -q "gemm_census: cannot write GEMM_CENSUS_OUT=$work/no/such/dir/census.txt" "$work/bad.log" ||
+  fail "unwritable GEMM_CENSUS_OUT: $(cat "$work/bad.log")"
 echo "gemm census: qkv $qkv1 calls, its weight gradient $dw1; at 2 threads, tiles of half of C, twice as many; at B = 16 its K halves"
