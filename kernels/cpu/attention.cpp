@@ -103,13 +103,18 @@ ENGINE_CPU_CLONES void softmax_backward_row(const T* p, T* ds, int64_t last, int
   std::fill(ds + last + 1, ds + n, T(0));
 }
 
-// dst (HS x rows, row stride rows) = src^T, src the (rows, HS) slice of a
+// dst (HS x rows, row stride ldd) = src^T, src the (rows, HS) slice of a
 // head (row stride ld): the products against K^T and V^T then run as NN
 // GEMMs. OpenBLAS 0.3.21 runs these shapes as NT twice as slow (HS = 32,
 // operands in cache: 32 x 128 x 32 in 2.1 us NT, 1.1 us NN), and in a
 // training step most NT calls took its packed path (packing both operands
 // for a 32-row product): 13% of the tiny shape's GEMM time. With the copy
 // (4*2*rows*HS bytes, 1.5% of that step) the step runs 1.02-1.05x faster.
+// The copy element by element is what it costs in the step: an 8 x 8
+// in-register transpose (vector shuffles) ran 3.7x faster on a head in
+// cache (0.99 -> 0.27 us) and no faster in the step, where this is the
+// first read of K (V) since the qkv projection wrote it, and the time is
+// the cache misses.
 template <typename T>
 ENGINE_CPU_CLONES void transpose_head(const T* src, int64_t ld, int64_t rows, int64_t HS, T* dst, int64_t ldd) {
   constexpr int64_t kTile = 16;  // rows per tile: its HS columns stay in L1 while dst's rows are written

@@ -10,8 +10,10 @@
 // Accuracy: libmvec's expf is within 4 ulp of the correctly rounded result
 // (glibc's manual); against glibc's scalar expf this machine measures at most
 // 3 ulp (tests/kernels/test_cpu_vmath.cpp checks <= 4 over the whole range).
-// Sums are accumulated in the vector lanes, then added: a different order
-// than a scalar loop, the same on every run of one binary on one CPU.
+// Sums are accumulated in the vector lanes, then added, then the last n % 16
+// values one by one (those go through one padded vector call: vmath.cpp): a
+// different order than a scalar loop, the same on every run of one binary on
+// one CPU.
 // bytes: 4 n read + 4 n written (exp_shift_sum), 4 n (sum_exp_shift); flops
 // ~ 20 n (an exp counted as ~20; 3 more per element in the GELUs).
 #pragma once

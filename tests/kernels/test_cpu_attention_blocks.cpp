@@ -89,7 +89,10 @@ TEST_CASE("cpu attention's causal blocks match loops in double, forward and back
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const Case& c : {Case{"self-attention, T 75", {2, 75, 75, 2, 8, 0}, cpu::AttentionMask::causal},
                         Case{"query slice at 37 of 100 keys", {1, 40, 100, 3, 4, 37}, cpu::AttentionMask::causal},
-                        Case{"no mask, 40 queries x 70 keys", {1, 40, 70, 2, 4, 0}, cpu::AttentionMask::none}}) {
+                        Case{"no mask, 40 queries x 70 keys", {1, 40, 70, 2, 4, 0}, cpu::AttentionMask::none},
+                        // head sizes other than 4 and 8 through the transposed copies of K and V
+                        Case{"head size 12, T 21", {2, 21, 21, 3, 12, 0}, cpu::AttentionMask::causal},
+                        Case{"head size 16, no mask, 43 x 43", {1, 43, 43, 2, 16, 0}, cpu::AttentionMask::none}}) {
     INFO(c.name);
     const cpu::AttentionDims& d = c.d;
     const size_t nq = size_t(d.B * d.Tq * d.NH * d.HS), nk = size_t(d.B * d.Tk * d.NH * d.HS);

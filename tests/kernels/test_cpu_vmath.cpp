@@ -4,6 +4,7 @@
 // (underflow to 0 and overflow to inf included); the GELUs against their
 // formula in double. The kernels that call them keep their own tests
 // (softmax, attention, cross-entropy, GELU against references and gradchecks).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -86,5 +87,36 @@ TEST_CASE("cpu vmath: vector GELU forward and backward follow the formula in dou
     INFO("x = " << xi);
     CHECK(std::fabs(out[size_t(i)] - f) <= 2e-6 * (1 + std::fabs(xi)));
     CHECK(std::fabs(dx[size_t(i)] - g) <= 4e-6 * (1 + std::fabs(g)));
+  }
+}
+
+TEST_CASE("cpu vmath: every length's last n % 16 values, nothing written past n", "[kernels][cpu]") {
+  // The exp rows take their tail through a padded 16-wide buffer (vmath.cpp):
+  // lengths 1..40 (every remainder, with and without full vectors before it),
+  // each value within 4 ulp of expf, the sum within rounding of a double sum,
+  // and the guard values after y[n - 1] untouched.
+  const float guard = -7.f;
+  for (int64_t n = 1; n <= 40; ++n) {
+    INFO("n " << n);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(0.37 * double(i % 11) - 2.0);
+    std::vector<float> y(size_t(n + 16), guard), z(size_t(n + 16), guard);
+    const float s = cpu::exp_shift_sum(x.data(), y.data(), n, 0.5f);
+    cpu::scaled_exp_shift(x.data(), z.data(), n, 0.5f, 2.f);
+    double sum = 0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = std::exp(x[size_t(i)] - 0.5f);
+      worst = std::max({worst, ulps(y[size_t(i)], want), ulps(z[size_t(i)], 2.f * want)});
+      sum += double(want);
+    }
+    CHECK(worst <= 4);
+    CHECK(std::fabs(double(s) - sum) <= 1e-6 * sum);
+    CHECK(std::fabs(double(cpu::sum_exp_shift(x.data(), n, 0.5f)) - sum) <= 1e-6 * sum);
+    CHECK(std::all_of(y.begin() + n, y.end(), [&](float v) { return v == guard; }));
+    CHECK(std::all_of(z.begin() + n, z.end(), [&](float v) { return v == guard; }));
+    std::vector<float> row = x;  // in place, as attention's rows
+    CHECK(cpu::exp_shift_sum(row.data(), row.data(), n, 0.5f) == s);
+    CHECK(row == std::vector<float>(y.begin(), y.begin() + n));
   }
 }
