@@ -15,7 +15,7 @@ namespace eng::cpu {
 constexpr int64_t kParallelMin = 1 << 14;
 
 // The formulas: gelu_math.h, shared with the fp32 loops of vmath.cpp.
-constexpr auto kExp = [](double v) { return std::exp(v); };
+constexpr auto kTanh = [](double v) { return std::tanh(v); };
 
 // fp32 runs vmath.h's vectorized GELU on chunks of this many values, one
 // chunk per OpenMP iteration.
@@ -29,7 +29,7 @@ void gelu_forward(const T* x, T* out, int64_t n) {
     return;
   }
 #pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = gelu::forward(double(x[i]), kExp);
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu::forward(double(x[i]), kTanh);
 }
 
 template <typename T>
@@ -40,7 +40,7 @@ void gelu_backward(const T* x, const T* dout, T* dx, int64_t n) {
     return;
   }
 #pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu::derivative(double(x[i]), kExp) * dout[i];
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu::derivative(double(x[i]), kTanh) * dout[i];
 }
 
 template <typename T>

@@ -1,4 +1,4 @@
-// libmvec's vector expf in the cpu kernels' hot rows (see vmath.h).
+// libmvec's vector expf and tanhf in the cpu kernels' hot rows (see vmath.h).
 #include "kernels/cpu/vmath.h"
 
 #include <cmath>
@@ -6,21 +6,31 @@
 #include "kernels/cpu/gelu_math.h"
 #include "kernels/cpu/loops.h"
 
-// glibc's vector variants of expf: this declaration is what lets GCC call
-// them from `#pragma omp simd` loops (-fopenmp); libm.so pulls in libmvec.
-// x86-64 only (the ISA names below, and libmvec's x86 variants); elsewhere
-// the loops stay scalar calls of expf.
+// glibc's vector variants of expf (and tanhf, in libmvec since glibc 2.35):
+// these declarations are what lets GCC call them from `#pragma omp simd`
+// loops (-fopenmp); libm.so pulls in libmvec. x86-64 only (the ISA names
+// below, and libmvec's x86 variants); elsewhere the loops stay scalar calls.
 #if defined(__x86_64__)
 #pragma omp declare simd notinbranch
 extern "C" float expf(float) noexcept;
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+#define ENGINE_VMATH_TANHF 1
+#pragma omp declare simd notinbranch
+extern "C" float tanhf(float) noexcept;
+#endif
 #endif
 
 namespace eng::cpu {
 
 namespace {
-// expf as gelu_math.h's callable: inlined, the loops below still call the
-// vector expf (the lambda disappears before vectorization).
-constexpr auto kExpf = [](float v) { return expf(v); };
+// tanh as gelu_math.h's callable: inlined, the GELU loops below still call
+// the vector tanhf (the lambda disappears before vectorization). Without
+// libmvec's tanhf (glibc < 2.35, or not x86-64): tanh from one exp.
+#if defined(ENGINE_VMATH_TANHF)
+constexpr auto kTanhf = [](float v) { return tanhf(v); };
+#else
+constexpr auto kTanhf = [](float v) { return 1.f - 2.f / (expf(2.f * v) + 1.f); };
+#endif
 
 // A row's last n % 16 values: GCC ends a vectorized loop with one scalar
 // expf call per value left over (libmvec's masked variants are not what it
@@ -80,12 +90,12 @@ ENGINE_CPU_CLONES void scaled_exp_shift(const float* x, float* y, int64_t n, flo
 
 ENGINE_CPU_CLONES void gelu_forward_f32(const float* x, float* out, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = gelu::forward(x[i], kExpf);
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu::forward(x[i], kTanhf);
 }
 
 ENGINE_CPU_CLONES void gelu_backward_f32(const float* x, const float* dout, float* dx, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu::derivative(x[i], kExpf) * dout[i];
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu::derivative(x[i], kTanhf) * dout[i];
 }
 
 const char* vmath_isa() {
