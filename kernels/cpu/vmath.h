@@ -15,7 +15,7 @@
 // 3 ulp (tests/kernels/test_cpu_vmath.cpp checks <= 4 over the whole range;
 // the GELUs against their formula in double).
 // Sums are accumulated in the vector lanes, then added, then the last n % 16
-// values one by one (those go through one padded vector call: vmath.cpp): a
+// values one by one (those go through one zero-padded 16-wide buffer: vmath.cpp): a
 // different order than a scalar loop, the same on every run of one binary on
 // one CPU.
 // bytes: 4 n read + 4 n written (exp_shift_sum), 4 n (sum_exp_shift); flops

@@ -1,5 +1,5 @@
-// kernels/cpu/vmath.cpp (libmvec's vector expf in the cpu kernels' fp32
-// rows) against the scalar math it replaced: glibc's expf for the exp rows,
+// kernels/cpu/vmath.cpp (libmvec's vector expf and tanhf in the cpu kernels'
+// fp32 rows) against the scalar math it replaced: glibc's expf for the exp rows,
 // within 4 ulp (vmath.h says why 4), over the whole float range of exp
 // (underflow to 0 and overflow to inf included); the GELUs against their
 // formula in double. The kernels that call them keep their own tests
@@ -90,13 +90,13 @@ TEST_CASE("cpu vmath: vector GELU forward and backward follow the formula in dou
   }
 }
 
-TEST_CASE("cpu vmath: every length's last n % 16 values, nothing written past n", "[kernels][cpu]") {
+TEST_CASE("cpu vmath: every length's last n % 16 values (n 0 to 40), nothing written past n", "[kernels][cpu]") {
   // The exp rows take their tail through a padded 16-wide buffer (vmath.cpp):
-  // lengths 1..40 (every remainder, with and without full vectors before it),
+  // lengths 0..40 (every remainder, with and without full vectors before it),
   // each value within 4 ulp of expf, the sum within rounding of a double sum,
   // and the guard values after y[n - 1] untouched.
   const float guard = -7.f;
-  for (int64_t n = 1; n <= 40; ++n) {
+  for (int64_t n = 0; n <= 40; ++n) {  // 0: nothing read or written, sum 0
     INFO("n " << n);
     std::vector<float> x(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(0.37 * double(i % 11) - 2.0);
