@@ -46,51 +46,45 @@ constexpr auto kTanhf = [](float v) { return 1.f - 2.f / (expf(2.f * v) + 1.f); 
 // on AVX-512 only; where the clone is narrower a short tail costs 2 or 4
 // vector calls against the 1-7 scalar ones it replaces.
 constexpr int64_t kTail = 16;
-constexpr auto kExpTail = [](const float* x, int64_t r, float shift, float* buf) {
-  for (int64_t i = 0; i < kTail; ++i) buf[i] = i < r ? x[i] - shift : 0.f;
+// Where a row's full 16-value vectors end.
+int64_t vector_end(int64_t n) { return n / kTail * kTail; }
+// put(i, exp(x[i] - shift)) for the tail i in [nv, n), nv = vector_end(n).
+constexpr auto kExpTail = [](const float* x, int64_t nv, int64_t n, float shift, auto put) {
+  if (nv == n) return;
+  float buf[kTail];
+  for (int64_t i = 0; i < kTail; ++i) buf[i] = nv + i < n ? x[nv + i] - shift : 0.f;
 #pragma omp simd
   for (int64_t i = 0; i < kTail; ++i) buf[i] = expf(buf[i]);
+  for (int64_t i = nv; i < n; ++i) put(i, buf[i - nv]);
 };
 }  // namespace
 
 ENGINE_CPU_CLONES float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
-  const int64_t nv = n / kTail * kTail;
+  const int64_t nv = vector_end(n);
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < nv; ++i) {
     y[i] = expf(x[i] - shift);
     s += y[i];
   }
-  if (nv < n) {
-    float buf[kTail];
-    kExpTail(x + nv, n - nv, shift, buf);
-    for (int64_t i = 0; i < n - nv; ++i) s += (y[nv + i] = buf[i]);
-  }
+  kExpTail(x, nv, n, shift, [&](int64_t i, float e) { s += (y[i] = e); });
   return s;
 }
 
 ENGINE_CPU_CLONES float sum_exp_shift(const float* x, int64_t n, float shift) {
-  const int64_t nv = n / kTail * kTail;
+  const int64_t nv = vector_end(n);
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < nv; ++i) s += expf(x[i] - shift);
-  if (nv < n) {
-    float buf[kTail];
-    kExpTail(x + nv, n - nv, shift, buf);
-    for (int64_t i = 0; i < n - nv; ++i) s += buf[i];
-  }
+  kExpTail(x, nv, n, shift, [&](int64_t, float e) { s += e; });
   return s;
 }
 
 ENGINE_CPU_CLONES void scaled_exp_shift(const float* x, float* y, int64_t n, float shift, float scale) {
-  const int64_t nv = n / kTail * kTail;
+  const int64_t nv = vector_end(n);
 #pragma omp simd
   for (int64_t i = 0; i < nv; ++i) y[i] = scale * expf(x[i] - shift);
-  if (nv < n) {
-    float buf[kTail];
-    kExpTail(x + nv, n - nv, shift, buf);
-    for (int64_t i = 0; i < n - nv; ++i) y[nv + i] = scale * buf[i];
-  }
+  kExpTail(x, nv, n, shift, [&](int64_t i, float e) { y[i] = scale * e; });
 }
 
 ENGINE_CPU_CLONES void gelu_forward_f32(const float* x, float* out, int64_t n) {
