@@ -41,6 +41,7 @@ awk -v OFS='\t' '/^ +[0-9.]+%/ {
     if (sym ~ /^eng::/) { gsub(/\(anonymous namespace\)::/, "", sym); sub(/\(.*$/, "", sym); sub(/<.*>/, "", sym) }
     self[sym] += pct
     if (sym ~ /^sgemm_(small_)?kernel/) kind = "OpenBLAS SGEMM kernels"
+    else if (sym ~ /^eng::cpu::.*(sgemm_tile<|sgemm_run|pack_b|sgemm_avx512)/) kind = "the engine's AVX-512 GEMM (tiles, packing B)"
     else if (dso ~ /openblas/) kind = "OpenBLAS packing and beta passes"
     else if (dso ~ /^libmvec/) kind = "libmvec (vector exp)"
     else if (dso ~ /^libm\./) kind = "libm (scalar math)"

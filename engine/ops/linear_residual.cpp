@@ -1,11 +1,12 @@
 // linear_residual(x, W, b, r) = r + (x W^T + b): a residual block's output
 // projection and its residual add as one op (the bias-and-residual fusion
-// Megatron's blocks make). On the cpu C starts as r + b, one pass reading r
-// and writing C (cpu::residual_bias_fill), and the OpenBLAS GEMM adds x W^T
-// to it (beta 1): unfused, the bias fill writes C, then add reads C and r
-// and writes the sum, so the fused op saves a read and a write of the
-// (rows, out) activation per call. It rounds r + b first and then adds the
-// product, not as linear then add do (the sum in another order).
+// Megatron's blocks make). On the cpu, cpu::gemm_bias: each tile of C is
+// stored as (r + b) + x W^T by the engine's AVX-512 kernel, or (where that
+// does not run) starts as r + b and the OpenBLAS GEMM adds x W^T (beta 1):
+// unfused, linear writes C, then add reads C and r and writes the sum, so
+// the fused op saves at least a read and a write of the (rows, out)
+// activation per call. It rounds r + b first and then adds the product, not
+// as linear then add do (the sum in another order).
 // emu and cuda: linear then add, the same values as the two ops.
 // Backward: matmul's for x, W and b (engine/ops/matmul.cpp); r's gradient
 // is g itself.
@@ -31,12 +32,12 @@ Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const 
                shape_str(d.out_shape), " of ", x.desc(), " @ ", w.desc(), "^T");
   if (on_gpu(x)) return add(r, linear(x, w, b));
   Tensor out = Tensor::empty(d.out_shape, t, x.device());
-  GemmPlan plan = plan_forward(d, Trans::N, Trans::T);
-  ENGINE_CHECK(plan.size() == 1, "linear_residual: a shared weight is one GEMM");
-  plan[0].call.beta = 1.f;  // onto r + b
+  const GemmPlan plan = plan_forward(d, Trans::N, Trans::T);
+  ENGINE_CHECK(plan.size() == 1 && plan[0].call.batch == 1, "linear_residual: a shared weight is one GEMM");
+  const GemmCall& c = plan[0].call;
   dispatch_float(t, [&]<typename T>() {
-    cpu::residual_bias_fill<T>(out.data<T>(), r.data<T>(), b.data<T>(), out.numel() / b.numel(), b.numel());
-    cpu::gemm_call<T>(plan[0].call, x.data<T>(), w.data<T>(), out.data<T>());
+    cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x.data<T>(), c.lda, w.data<T>(), c.ldb, b.data<T>(), r.data<T>(),
+                      c.ldc, out.data<T>(), c.ldc);
   });
   const bool rec = needs_record({x, w, b, r});
   Tensor sx = rec ? x.detach() : Tensor(), sw = rec ? w.detach() : Tensor();

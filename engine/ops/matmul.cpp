@@ -200,17 +200,25 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
     return;
   }
   // The cpu: the product (plus bias) goes to aux when there is one, then GELU
-  // into out. The bias is written into C first and the GEMM adds to it (beta
-  // 1): one pass over C instead of BLAS zeroing it and a bias_add after.
+  // into out. The bias is added as each tile of C is stored (cpu::gemm_bias),
+  // or, for a batched product, written into C first and the GEMM adds to it
+  // (beta 1): no pass over C of its own either way.
   dispatch_float(out.dtype(), [&]<typename T>() {
     const Tensor& dst = aux.defined() ? aux : out;
     for (GemmStep s : plan) {
-      if (bias.defined()) {  // a one-step plan (checked above), whose product overwrites C (beta 0)
+      const T* x = pick(s.first).data<T>() + s.offset_first;
+      const T* y = pick(s.second).data<T>() + s.offset_second;
+      const GemmCall& c = s.call;
+      if (bias.defined() && c.batch == 1 && c.alpha == 1.f) {  // a one-step plan (checked above) with beta 0
+        cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x, c.lda, y, c.ldb, bias.data<T>(), nullptr, 0, dst.data<T>(),
+                          c.ldc);
+        continue;
+      }
+      if (bias.defined()) {
         cpu::bias_fill<T>(dst.data<T>(), bias.data<T>(), dst.numel() / bias.numel(), bias.numel());
         s.call.beta = 1.f;
       }
-      cpu::gemm_call<T>(s.call, pick(s.first).data<T>() + s.offset_first, pick(s.second).data<T>() + s.offset_second,
-                        dst.data<T>());
+      cpu::gemm_call<T>(s.call, x, y, dst.data<T>());
     }
     if (aux.defined()) cpu::gelu_forward<T>(aux.data<T>(), out.data<T>(), out.numel());
   });

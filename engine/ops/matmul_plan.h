@@ -44,7 +44,8 @@ bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d);
 // Runs a plan into `out` on its device (OpenBLAS, the hand-written GEMM or
 // cuBLASLt), `a`, `b`, `g` feeding the steps' operands. Epilogues, for
 // one-step plans: `bias` is added to every row (the GEMM's epilogue on a GPU,
-// on the cpu written into C first, cpu::bias_fill, then a beta = 1 GEMM); with `aux` as well, out = gelu(pre) and
+// on the cpu cpu::gemm_bias, or for a batched product written into C first
+// and a beta = 1 GEMM); with `aux` as well, out = gelu(pre) and
 // aux = pre, the pre-activation (gelu_aux_bias; on the cpu: GEMM into aux,
 // then cpu::gelu_forward); `dbias` (cuda only, bias_grad_fusable plans)
 // receives the bias gradient from the epilogue.

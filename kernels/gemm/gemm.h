@@ -46,6 +46,17 @@ template <typename T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
           int64_t ldb, T beta, T* C, int64_t ldc);
 
+// A layer's forward product with its additions, on the same tiles as gemm:
+//   C = (R + bias[n]) + op(A) op(B),   bias: N values, R: M x N (row stride
+//   ldr) or null (then C = bias + op(A) op(B)).
+// Each tile is the engine's AVX-512 kernel adding them as it stores C
+// (sgemm_avx512.h), or, where that does not run, filled with R + bias and
+// then a beta = 1 product: the same sums either way, C written once.
+// bytes >= 4 (M K + K N + M N + N (+ M N for R)).
+template <typename T>
+void gemm_bias(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+               const T* bias, const T* R, int64_t ldr, T* C, int64_t ldc);
+
 // Strided batch: `batch` GEMMs with A, B, C advanced by their strides each time.
 template <typename T>
 void gemm_batched(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,

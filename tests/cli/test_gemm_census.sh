@@ -10,7 +10,11 @@
 # whole shapes never reach OpenBLAS. At B = 16 (512 rows) the weight
 # gradient's K is long enough (512 > 2 x 192) to be split along K instead:
 # two 192 x 64 x 256 products, and no tiles of it. An unwritable
-# GEMM_CENSUS_OUT is a one-line error and exit 1.
+# GEMM_CENSUS_OUT is a one-line error and exit 1. On a CPU with AVX-512 the
+# NN and NT products are the engine's own kernel's (kernels/gemm/
+# sgemm_avx512.cpp), which reports itself to the census (by = engine) while
+# the TN ones stay OpenBLAS's; ENGINE_CPU_GEMM=openblas gives all of them to
+# OpenBLAS.
 # Usage: test_gemm_census.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -23,24 +27,25 @@ fail() { echo "FAIL: $*"; exit 1; }
 lib=$(realpath "$build/bench/libgemm_census.so")
 steps=3
 
-run() {  # run THREADS BATCH: the census table of a short run, census$1-$2.txt
-  local out=$work/census$1-$2.txt
+run() {  # run THREADS BATCH [TAG]: the census table of a short run, census$1-$2$3.txt
+  local out=$work/census$1-$2${3:-}.txt
   OMP_NUM_THREADS=$1 GEMM_CENSUS_OUT="$out" LD_PRELOAD="$lib" "$build/models/train" \
     --vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 64 --batch_size "$2" --seq_len 32 \
     --steps $steps --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 --sample_tokens 1 --device cpu \
-    --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --out_dir "$work/out$1-$2" > "$work/log" 2>&1 ||
+    --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --out_dir "$work/out$1-$2${3:-}" > "$work/log" 2>&1 ||
     { cat "$work/log"; fail "train with the census at $1 thread(s), batch $2"; }
   [[ -s $out ]] || fail "no census table at $1 thread(s), batch $2"
 }
-calls() {  # calls FILE OP M N K: the calls of that shape, both betas
-  awk -v op="$2" -v m="$3" -v n="$4" -v k="$5" '$1 == op && $2 == m && $3 == n && $4 == k { c += $6 } END { print c + 0 }' "$1"
+calls() {  # calls FILE OP M N K [BY]: the calls of that shape, both betas, by either kernel or by BY
+  awk -v op="$2" -v m="$3" -v n="$4" -v k="$5" -v by="${6:-}" \
+    '$1 == op && $2 == m && $3 == n && $4 == k && (by == "" || $10 == by) { c += $6 } END { print c + 0 }' "$1"
 }
 
 run 1 4
 run 2 4
 run 2 16
 head -n 1 "$work/census1-4.txt" > "$work/header"
-[[ $(cat "$work/header") == "op M N K beta calls ms % GFLOP/s" ]] || fail "header: $(cat "$work/header")"
+[[ $(cat "$work/header") == "op M N K beta calls ms % GFLOP/s by" ]] || fail "header: $(cat "$work/header")"
 # The shares add up to 100% (each row rounded to 0.1).
 total=$(awk 'NR > 1 && !/^#/ { s += $8 } END { printf "%.0f", s }' "$work/census1-4.txt")
 ((total >= 99 && total <= 101)) || fail "shares add up to $total%"
@@ -59,6 +64,18 @@ dwk=$(calls "$work/census2-16.txt" TN 192 64 256)
 ((dwk == 2 * 2 * steps)) || fail "2 threads, B = 16: $dwk K halves of 192x64x256 (want 2 x 2 layers x $steps steps)"
 [[ $(calls "$work/census2-16.txt" TN 192 64 512) == 0 ]] || fail "2 threads, B = 16: the whole weight gradient ran"
 [[ $(calls "$work/census2-16.txt" TN 96 64 512) == 0 ]] || fail "2 threads, B = 16: the weight gradient ran as tiles"
+# Which kernel ran them: the engine's on an AVX-512 CPU (NN, NT), OpenBLAS
+# for TN; and OpenBLAS for all with ENGINE_CPU_GEMM=openblas.
+cpuinfo=$(cat /proc/cpuinfo)
+if [[ $cpuinfo =~ avx512f ]]; then
+  [[ $(calls "$work/census1-4.txt" NT 128 192 64 engine) == "$qkv1" ]] || fail "AVX-512: the qkv forward did not run on the engine's kernel"
+  [[ $(calls "$work/census1-4.txt" TN 192 64 128 openblas) == "$dw1" ]] || fail "AVX-512: the weight gradient did not run on OpenBLAS"
+fi
+ENGINE_CPU_GEMM=openblas run 1 4 -openblas
+[[ $(calls "$work/census1-4-openblas.txt" NT 128 192 64 openblas) == "$qkv1" ]] ||
+  fail "ENGINE_CPU_GEMM=openblas: the qkv forward did not run on OpenBLAS"
+engine_rows=$(awk 'NR > 1 && $10 == "engine"' "$work/census1-4-openblas.txt")
+[[ -z $engine_rows ]] || fail "ENGINE_CPU_GEMM=openblas: the engine's kernel ran $engine_rows"
 # A census file that cannot be written: a one-line error naming it, exit 1
 # (at the first product, not after the whole run).
 rc=0
