@@ -31,8 +31,6 @@ void bias_add(T* out, const T* bias, int64_t rows, int64_t cols);
 // read and write).
 template <typename T>
 void bias_fill(T* out, const T* bias, int64_t rows, int64_t cols);
-template <typename T>  // out[r, c] = res[r, c] + bias[c]
-void residual_bias_fill(T* out, const T* res, const T* bias, int64_t rows, int64_t cols);
 template <typename T>
 void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols);
 

@@ -1,9 +1,8 @@
 // Elementwise CPU kernels: add, sub, mul, scale, axpy, fill, bias add, bias
-// fill (bias broadcast over rows), residual + bias fill and the bias
-// gradient. Memory bound: bytes = 4 * n * (inputs + outputs) for fp32, flops
-// = n (one op per element); bias_fill 4 rows*cols bytes written, no flops;
-// residual_bias_fill 4 rows*cols read and 4 rows*cols written, rows*cols
-// flops; bias_backward 4 rows*cols read, rows*cols flops.
+// fill (bias broadcast over rows) and the bias gradient. Memory bound:
+// bytes = 4 * n * (inputs + outputs) for fp32, flops = n (one op per
+// element); bias_fill 4 rows*cols bytes written, no flops; bias_backward
+// 4 rows*cols read, rows*cols flops.
 #include <algorithm>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -83,19 +82,7 @@ ENGINE_CPU_CLONES void column_sums(const T* dout, T* db, int64_t rows, int64_t c
   }
   std::copy(acc, acc + n, db);
 }
-
-template <typename T>
-ENGINE_CPU_CLONES void residual_bias_row(T* out, const T* res, const T* bias, int64_t cols) {
-#pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) out[c] = res[c] + bias[c];
-}
 }  // namespace
-
-template <typename T>
-void residual_bias_fill(T* out, const T* res, const T* bias, int64_t rows, int64_t cols) {
-#pragma omp parallel for if (rows * cols > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) residual_bias_row(out + r * cols, res + r * cols, bias, cols);
-}
 
 template <typename T>
 void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
@@ -109,16 +96,15 @@ void bias_backward(const T* dout, T* db, int64_t rows, int64_t cols) {
   }
 }
 
-#define INSTANTIATE(T)                                                           \
-  template void add<T>(const T*, const T*, T*, int64_t);                         \
-  template void sub<T>(const T*, const T*, T*, int64_t);                         \
-  template void mul<T>(const T*, const T*, T*, int64_t);                         \
-  template void scale<T>(const T*, T, T*, int64_t);                              \
-  template void axpy<T>(T*, const T*, T, int64_t);                               \
-  template void fill<T>(T*, T, int64_t);                                         \
-  template void bias_add<T>(T*, const T*, int64_t, int64_t);                     \
-  template void bias_fill<T>(T*, const T*, int64_t, int64_t);                    \
-  template void residual_bias_fill<T>(T*, const T*, const T*, int64_t, int64_t); \
+#define INSTANTIATE(T)                                        \
+  template void add<T>(const T*, const T*, T*, int64_t);      \
+  template void sub<T>(const T*, const T*, T*, int64_t);      \
+  template void mul<T>(const T*, const T*, T*, int64_t);      \
+  template void scale<T>(const T*, T, T*, int64_t);           \
+  template void axpy<T>(T*, const T*, T, int64_t);            \
+  template void fill<T>(T*, T, int64_t);                      \
+  template void bias_add<T>(T*, const T*, int64_t, int64_t);  \
+  template void bias_fill<T>(T*, const T*, int64_t, int64_t); \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

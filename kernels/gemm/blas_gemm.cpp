@@ -47,22 +47,8 @@ struct Epi {
   Epi at(int64_t m0, int64_t n0) const { return {bias ? bias + n0 : nullptr, R ? R + m0 * ldr + n0 : nullptr, ldr}; }
 };
 
-// fp32: the engine's AVX-512 kernel where it applies (NN, NT; sgemm_avx512.h),
-// else OpenBLAS.
-void blas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
-              int(ldc));
-}
-void blas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
-          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
-              int(ldc));
-}
-
-// C (M x N) = R + bias, the start of a product with additions where the
-// engine's kernel does not run (then a beta = 1 product adds to it).
+// C (M x N) = R + bias, the start of a product with additions that OpenBLAS
+// runs (a beta = 1 product then adds to it).
 template <typename T>
 void fill_epi(int64_t M, int64_t N, const Epi<T>& e, T* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
@@ -78,22 +64,21 @@ void fill_epi(int64_t M, int64_t N, const Epi<T>& e, T* C, int64_t ldc) {
 }
 
 // One product on this thread: C = alpha op(A) op(B) + beta C, plus e's
-// additions when it has any (then alpha = 1, beta = 0: gemm_bias).
-bool engine_kernel(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const Epi<float>& e) {
-  return sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e.bias, e.R, e.ldr);
+// additions when it has any (gemm_bias: then alpha = 1, beta = 0). fp32: the
+// engine's AVX-512 kernel where it applies (NN, NT; sgemm_avx512.h), else
+// OpenBLAS, onto C filled with the additions.
+void blas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc, const Epi<float>& e = {}) {
+  if (sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e.bias, e.R, e.ldr)) return;
+  if (e.any()) fill_epi(M, N, e, C, ldc), beta = 1.f;
+  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+              int(ldc));
 }
-bool engine_kernel(Trans, Trans, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*, int64_t,
-                   double, double*, int64_t, const Epi<double>&) {
-  return false;
-}
-template <typename T>
-void product(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-             int64_t ldb, T beta, T* C, int64_t ldc, const Epi<T>& e) {
-  if (!e.any()) return blas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (engine_kernel(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e)) return;
-  fill_epi(M, N, e, C, ldc);
-  blas(ta, tb, M, N, K, alpha, A, lda, B, ldb, T(1), C, ldc);
+void blas(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc, const Epi<double>& e = {}) {
+  if (e.any()) fill_epi(M, N, e, C, ldc), beta = 1.0;
+  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+              int(ldc));
 }
 
 // One thread per product inside an OpenMP region. OpenBLAS's OpenMP build
@@ -203,7 +188,7 @@ void gemm_split(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
     return gemm_split_k(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nt);
   }
   const Grid g = small || nt == 1 ? Grid{} : grid_for(M, N, nt);
-  if (g.pm * g.pn == 1) return product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
+  if (g.pm * g.pn == 1) return blas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
   const int64_t em = tile_edge(M, g.pm), en = tile_edge(N, g.pn);
 #pragma omp parallel for schedule(static) num_threads(int(g.pm * g.pn))
   for (int64_t t = 0; t < g.pm * g.pn; ++t) {
@@ -212,7 +197,7 @@ void gemm_split(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, co
     if (m <= 0 || n <= 0) continue;                       // the rounding to kTileAlign left this tile empty
     const T* a = ta == Trans::N ? A + m0 * lda : A + m0;  // rows m0.. of op(A)
     const T* b = tb == Trans::N ? B + n0 : B + n0 * ldb;  // columns n0.. of op(B)
-    product(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, C + m0 * ldc + n0, ldc, e.at(m0, n0));
+    blas(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, C + m0 * ldc + n0, ldc, e.at(m0, n0));
   }
 }
 }  // namespace

@@ -93,7 +93,7 @@ kAvx512 void sgemm_tile(int64_t K, const float* A, int64_t lda, const float* Bp,
       float* c = C + i * ldc + 16 * j;
       __m512 v = _mm512_mul_ps(va, acc[i][j]);
       if (beta != 0.f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);  // beta = 0 never reads C
-      if (e.R || e.bias) {  // (R + bias) + product: residual_bias_fill's sum, then the product added to it
+      if (e.R || e.bias) {  // (R + bias) + product: the sum OpenBLAS's path fills C with, then the product
         const __m512 r = e.R ? _mm512_maskz_loadu_ps(m, e.R + i * e.ldr + 16 * j) : _mm512_setzero_ps();
         const __m512 b = e.bias ? _mm512_maskz_loadu_ps(m, e.bias + 16 * j) : _mm512_setzero_ps();
         v = _mm512_add_ps(e.R && e.bias ? _mm512_add_ps(r, b) : e.R ? r : b, v);
@@ -170,20 +170,17 @@ CensusFn census() {
 bool sgemm_avx512(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias, const float* R,
                   int64_t ldr) {
-  const Epi e{bias, R, ldr};
   if (ta != Trans::N || M < kSgemmMinM || K < 1 || K > kSgemmMaxK || !enabled().load(std::memory_order_relaxed) ||
       !sgemm_avx512_supported())
     return false;
   if (N <= 0) return true;
   const CensusFn record = census();
-  if (!record) {
-    sgemm_run(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
-    return true;
+  const auto t0 = record ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  sgemm_run(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Epi{bias, R, ldr});
+  if (record) {
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    record(0, tb == Trans::T, int(M), int(N), int(K), beta == 0.f && !bias && !R, dt.count());
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  sgemm_run(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  record(0, tb == Trans::T, int(M), int(N), int(K), beta == 0.f && !bias && !R, dt.count());
   return true;
 }
 

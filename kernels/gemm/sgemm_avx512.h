@@ -25,14 +25,14 @@ namespace eng::cpu {
 
 // Runs the product and returns true; returns false and touches nothing
 // where it does not apply: op(A) transposed, M below kSgemmMinM, K outside
-// [1, kSgemmMaxK],
-// this CPU without AVX-512F, a build not for x86-64, or turned off
-// (set_sgemm_avx512, or ENGINE_CPU_GEMM=openblas in the environment).
+// [1, kSgemmMaxK], this CPU without AVX-512F, a build not for x86-64, or
+// turned off (set_sgemm_avx512, or ENGINE_CPU_GEMM=openblas in the
+// environment).
 // With bias (N values) and/or R (M x N, row stride ldr), each may be null:
 //   C = (R + bias) + (alpha A op(B) + beta C)
 // added as each tile is stored (linear's bias and linear_residual's residual;
-// no pass over C before the product), in the order cpu::residual_bias_fill
-// and a beta = 1 product round them.
+// no pass over C before the product), rounded as OpenBLAS's path rounds
+// them: R + bias first, then a beta = 1 product adds onto that.
 bool sgemm_avx512(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias = nullptr,
                   const float* R = nullptr, int64_t ldr = 0);
