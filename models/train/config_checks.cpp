@@ -78,8 +78,11 @@ void validate_config(const TrainConfig& c) {
   ENGINE_USER_CHECK(c.i("zero") == 0 || parse_precision(c.s("precision")) != Precision::O2_fp16,
                     "config: zero 1 with O2-fp16 is not supported ",
                     "(the loss scaler's overflow check would need the shards' agreement); use O2 (bf16)");
-  ENGINE_USER_CHECK(!(c.b("resume") && c.b("overwrite")), "config: resume and overwrite together: --resume continues ",
-                    c.s("out_dir"), ", --overwrite deletes its run; choose one");
+  ENGINE_USER_CHECK(!(c.json()["resume"] != false && c.b("overwrite")),
+                    "config: resume and overwrite together: ", "--resume continues ", c.s("out_dir"),
+                    ", --overwrite deletes its run; choose one");
+  ENGINE_USER_CHECK(c.f("checkpoint_minutes") >= 0, "config: checkpoint_minutes must be >= 0 (0: off), got ",
+                    c.f("checkpoint_minutes"));
   ENGINE_USER_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
   profile::parse_step_window(c.s("profile_steps"), c.i("steps"), "config: profile_steps");
   check_attention_option(c);

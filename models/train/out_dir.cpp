@@ -108,6 +108,8 @@ std::string OutDir::claim() {
   if (!fs::is_directory(dir, ec)) return cat("out_dir ", path_, " is not a directory");
   if (std::string error = lock(); !error.empty()) return error;
   recover_checkpoint_dir((dir / "checkpoint").string());
+  if (mode_ == OutDirMode::auto_resume)
+    mode_ = fs::exists(dir / "checkpoint" / "state.json") ? OutDirMode::resume : OutDirMode::fresh;
   const std::string earlier = earlier_run(dir);
   if (earlier.empty() || mode_ != OutDirMode::fresh) return "";
   const bool resumable = fs::exists(dir / "checkpoint" / "state.json");
@@ -121,6 +123,13 @@ OutDir::OutDir(std::string path, OutDirMode mode) : path_(std::move(path)), mode
   if (comm::world().rank == 0 && fs::exists(path_, ec)) error = claim();
   if (!error.empty() && lock_fd_ >= 0) ::close(lock_fd_), lock_fd_ = -1;  // refused: the destructor will not run
   tell_everyone(error);
+  if (mode_ == OutDirMode::auto_resume || mode == OutDirMode::auto_resume) {
+    if (mode_ == OutDirMode::auto_resume) mode_ = OutDirMode::fresh;  // no directory yet: nothing to resume
+    const std::string verdict = comm::broadcast_string(resuming() ? "resume" : "fresh", 0, "rank 0's --resume auto");
+    mode_ = verdict == "resume" ? OutDirMode::resume : OutDirMode::fresh;
+    auto_note_ = resuming() ? cat("resume auto: ", path_, " holds a checkpoint: continuing it")
+                            : cat("resume auto: no checkpoint in ", path_, ": a fresh run");
+  }
 }
 
 std::string OutDir::tensorboard_dir(const std::string& option) const {

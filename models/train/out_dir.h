@@ -17,7 +17,9 @@
 
 namespace eng::models {
 
-enum class OutDirMode { fresh, resume, overwrite };
+// auto_resume (--resume auto, a requeued job): resume when out_dir holds a
+// checkpoint, else fresh; rank 0 decides once, after a torn save's recovery.
+enum class OutDirMode { fresh, resume, overwrite, auto_resume };
 
 class OutDir {
  public:
@@ -33,6 +35,10 @@ class OutDir {
   // deletes the earlier run's checkpoint and metrics.
   void begin_output();
   const std::string& path() const { return path_; }
+  // The run continues a checkpoint (--resume, or --resume auto that found one).
+  bool resuming() const { return mode_ == OutDirMode::resume; }
+  // --resume auto's verdict for the log ("" otherwise).
+  const std::string& auto_note() const { return auto_note_; }
   // Where the TensorBoard event file goes for --tensorboard `option`:
   // "" -> out_dir/tb, "off" -> "" (none), else the directory given.
   std::string tensorboard_dir(const std::string& option) const;
@@ -44,6 +50,7 @@ class OutDir {
   OutDirMode mode_;
   bool claimed_ = false;  // rank 0: claim() ran
   int lock_fd_ = -1;      // rank 0, while it holds run.lock
+  std::string auto_note_;
 };
 
 }  // namespace eng::models

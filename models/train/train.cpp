@@ -51,6 +51,7 @@
 #include "models/train/out_dir.h"
 #include "models/train/pipeline_step.h"
 #include "models/train/progress.h"
+#include "models/train/run_stop.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
 #include "models/train/train_dist.h"
@@ -83,6 +84,8 @@ int run(int argc, char** argv) {
   }
   const comm::World& world = comm::init_world();
   const bool lead = world.rank == 0;  // rank 0 alone prints and writes
+  // SIGTERM, SIGUSR1, SIGINT: finish the step, save, exit kStoppedExit (run_stop.h).
+  install_stop_handlers(lead);
   const int threads = share_cores();
   // Every call that waits for the other ranks is watched from here on, the
   // start-up agreement included: a rank that never arrives ends the job
@@ -94,7 +97,9 @@ int run(int argc, char** argv) {
   // said once, by rank 0 (WorldError).
   alike([&] { validate_config(cfg); });
   // Refuses a fresh run into an earlier run's out_dir, and a second job on a live one.
-  OutDir out(cfg.s("out_dir"), cfg.b("resume")      ? OutDirMode::resume
+  const nlohmann::json& resume_opt = cfg.json()["resume"];  // true, false or "auto"
+  OutDir out(cfg.s("out_dir"), resume_opt == "auto" ? OutDirMode::auto_resume
+                               : resume_opt == true ? OutDirMode::resume
                                : cfg.b("overwrite") ? OutDirMode::overwrite
                                                     : OutDirMode::fresh);
   const Precision precision = parse_precision(cfg.s("precision"));
@@ -197,7 +202,8 @@ int run(int argc, char** argv) {
   const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
   int64_t start = 0;
   nlohmann::json resumed;  // state.json of the checkpoint resumed from
-  if (cfg.b("resume")) {
+  if (lead && !out.auto_note().empty()) std::printf("%s\n", out.auto_note().c_str());
+  if (out.resuming()) {
     check_resume_optimizer(ckpt_dir, cfg);  // before its state is loaded
     resumed = task->load_checkpoint(ckpt_dir, optim);
     check_resumed_config(ckpt_dir, resumed, cfg, task->shape_keys(), steps);
@@ -299,6 +305,23 @@ int run(int argc, char** argv) {
     const auto opt_state = task->gather_for_checkpoint(optim.state());
     if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
   };
+  // One checkpoint: every rank takes part (gathers), rank 0 writes. A write
+  // error after rank 0's metrics failed is returned as the line to report
+  // (the previous checkpoint stays whole); any other error ends the job.
+  CheckpointClock checkpoint_clock(cfg.f("checkpoint_minutes"));  // rank 0's decides
+  auto checkpoint = [&](int64_t done, bool io_failed) {
+    const profile::Range r("checkpoint");
+    std::string saved = cat("checkpoint saved at step ", done);
+    try {
+      save_checkpoint(done);
+    } catch (const Error& e) {
+      if (!io_failed) throw;  // this rank's error ends the job
+      saved = e.what();
+    }
+    checkpoint_clock.reset();
+    return saved;
+  };
+  int stopped_by = 0;  // the signal that stopped the run (0: it ran to its end)
   task->start(start);
   // What each group's communicator sends per training step (forward,
   // backward, gradients, optimizer; not validation): the figures of
@@ -317,6 +340,7 @@ int run(int argc, char** argv) {
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
     inject_fault(step + 1);
+    inject_signal(step + 1);
     // The window opens at its first step, or at the first step this run makes
     // inside it (a resumed run); it closes after its last step, or this run's.
     if (!window.empty() && step + 1 == std::max(window.first, start + 1) && step + 1 <= window.last) {
@@ -497,6 +521,31 @@ int run(int argc, char** argv) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }
     }
+    // The ranks agree on rank 0's write error, a stop signal any rank got and
+    // rank 0's checkpoint clock. The final checkpoint, and the one a signal
+    // or a write error asks for, come before validation and samples (a long
+    // sample must not outlast a scheduler's grace period); the periodic ones
+    // after them.
+    const StepEnd agreed =
+        agree_step_end({!progress.io_error().empty(), stop_signal(), lead && checkpoint_clock.due()}, done);
+    const bool last = done == end;
+    if (last || agreed.signal != 0 || agreed.io_failed) {
+      const std::string saved = checkpoint(done, agreed.io_failed);
+      if (agreed.signal != 0 && !agreed.io_failed)
+        progress.message(cat("stopped by ", signal_name(agreed.signal), " at step ", done, ": checkpoint at ", ckpt_dir,
+                             " (--resume continues; exit status ", kStoppedExit, ")"));
+      // Nobody runs ahead of (or exits before) a checkpoint another rank may fail to write.
+      comm::barrier_world(cat("after the checkpoint of step ", done));
+      if (agreed.io_failed)
+        throw WorldError(comm::broadcast_string(
+            cat(progress.io_error(), ": the run stops at step ", done, "; ", saved, " (free space, then --resume)"), 0,
+            "rank 0's write error"));
+      if (agreed.signal != 0) {
+        stopped_by = agreed.signal;
+        break;
+      }
+      restore_default_signals();  // nothing left to save: a signal now ends the closing validation at once
+    }
     const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
     if ((ve > 0 && done % ve == 0) || done == steps) {
       const profile::Range r("validation");
@@ -512,26 +561,9 @@ int run(int argc, char** argv) {
         comm::barrier_world(cat("while rank 0 draws the text sample of step ", done));
       }
     }
-    // A failed write to metrics.jsonl or stdout (a full disk) stops the run
-    // here, not at the final save: every rank learns it from rank 0, and a
-    // last checkpoint is attempted first (a failed one keeps the previous).
-    const bool io_failed = comm::all_reduce_host(progress.io_error().empty() ? 0.0 : 1.0, comm::HostOp::max,
-                                                 cat("rank 0's write-error flag of step ", done)) > 0;
-    if ((ce > 0 && done % ce == 0) || done == end || io_failed) {
-      const profile::Range r("checkpoint");
-      std::string saved = cat("checkpoint saved at step ", done);
-      try {
-        save_checkpoint(done);
-      } catch (const Error& e) {
-        if (!io_failed) throw;  // this rank's error ends the job
-        saved = e.what();
-      }
-      // Nobody runs ahead of a checkpoint another rank may fail to write.
+    if (!last && ((ce > 0 && done % ce == 0) || agreed.clock_due)) {
+      checkpoint(done, false);
       comm::barrier_world(cat("after the checkpoint of step ", done));
-      if (io_failed)
-        throw WorldError(comm::broadcast_string(
-            cat(progress.io_error(), ": the run stops at step ", done, "; ", saved, " (free space, then --resume)"), 0,
-            "rank 0's write error"));
     }
     step_range.reset();  // closed inside the window
     if (!window.empty() && (done == window.last || (done == end && done >= window.first && done < window.last))) {
@@ -540,6 +572,7 @@ int run(int argc, char** argv) {
     }
   }
   progress.finish();
+  if (stopped_by != 0) return kStoppedExit;
   if (pipe && !bubble.empty()) {
     const double idle = bubble.idle();  // collective: every rank runs the same steps
     progress.message(cat("pipeline ", comm::pipe_schedule_name(pipe_schedule), ", pp ", grid.pp(), ", m ", accum,

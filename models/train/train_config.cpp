@@ -85,7 +85,12 @@ const std::vector<OptionSpec>& train_options() {
       {"tensorboard", "",
        "directory of the TensorBoard event file (empty: out_dir/tb; off: none); `tensorboard --logdir out_dir`"},
       {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
-      {"resume", false, "continue from out_dir/checkpoint (bit-exact on cpu)"},
+      {"checkpoint_minutes", 30.0,
+       "also save a checkpoint when this many minutes have passed since the last one (0: off), so a crash loses at "
+       "most about that much"},
+      {"resume", false,
+       "continue from out_dir/checkpoint (bit-exact on cpu); auto: continue when out_dir holds a checkpoint, else "
+       "start (what a requeued job passes)"},
       {"overwrite", false,
        "start afresh in an out_dir that holds an earlier run, deleting its checkpoint, metrics.jsonl and tb/ (without "
        "it, "
@@ -180,7 +185,9 @@ void TrainConfig::set(const std::string& key, const Json& v, const std::string& 
   ENGINE_USER_CHECK(spec, source, ": unknown key '", key, "'", suggestion(key), "; see --help");
   const Json& d = spec->default_value;
   const bool ok = (d.is_boolean() && v.is_boolean()) || (d.is_string() && v.is_string()) ||
-                  (d.is_number_integer() && v.is_number_integer()) || (d.is_number_float() && v.is_number());
+                  (d.is_number_integer() && v.is_number_integer()) || (d.is_number_float() && v.is_number()) ||
+                  (key == "resume" && v == "auto");  // resume: true, false or auto
+  ENGINE_USER_CHECK(ok || key != "resume", source, ": key 'resume' must be true, false or \"auto\", got ", v.dump());
   ENGINE_USER_CHECK(ok, source, ": key '", key, "' must be ", d.type_name(), ", got ", v.dump());
   values_[key] = d.is_number_float() ? Json(v.get<double>()) : v;
   set_keys_.push_back(key);
@@ -203,13 +210,14 @@ void TrainConfig::set_from_cli(const std::string& key, const std::string& value)
   const OptionSpec* spec = find_spec(key);
   ENGINE_USER_CHECK(spec, "command line: unknown option '--", key, "'", suggestion(key), "; see --help");
   Json v;
-  if (spec->default_value.is_string()) {
+  if (spec->default_value.is_string() || (key == "resume" && value == "auto")) {
     v = value;
   } else {
     try {
       v = Json::parse(value);
     } catch (const std::exception&) {
-      ENGINE_USER_FAIL("command line: option '--", key, "' must be ", spec->default_value.type_name(), ", got '", value,
+      ENGINE_USER_FAIL("command line: option '--", key, "' must be ",
+                       key == "resume" ? "true, false or auto" : spec->default_value.type_name(), ", got '", value,
                        "'");
     }
   }

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "engine/cuda_runtime.h"
@@ -70,7 +71,13 @@ void inject_fault(int64_t step) {
   if (!spec) return;
   int rank = -1;
   long long at = -1;
-  if (std::strncmp(spec, "throw:", 6) != 0) return;  // stall:... is comm's (watchdog.h)
+  if (std::strncmp(spec, "sleep:", 6) == 0) {  // a slow step: the scheduler tests' time limits come first
+    long long ms = 0;
+    ENGINE_CHECK(std::sscanf(spec, "sleep:%lld", &ms) == 1 && ms >= 0, "ENGINE_FAULT='", spec, "': expected sleep:MS");
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return;
+  }
+  if (std::strncmp(spec, "throw:", 6) != 0) return;  // stall:... is comm's (watchdog.h), signal:... run_stop.h's
   ENGINE_CHECK(std::sscanf(spec, "throw:%d:%lld", &rank, &at) == 2, "ENGINE_FAULT='", spec,
                "': expected throw:RANK:STEP");
   ENGINE_CHECK(!(rank == comm::world().rank && at == step), "injected fault (ENGINE_FAULT=", spec, ") at step ", step);

@@ -46,7 +46,9 @@ BatchPlan plan_batches(int64_t batch_size, int64_t grad_accum, int64_t global_ba
 
 // Test-only fault injection, for the failure tests of a distributed run:
 // ENGINE_FAULT=throw:RANK:STEP makes world rank RANK throw at the start of
-// step STEP (1-based), as a rank that hits a bad input or a device error.
+// step STEP (1-based), as a rank that hits a bad input or a device error;
+// ENGINE_FAULT=sleep:MS makes every step of every rank MS ms longer (a slow
+// job, without using the CPU, for the scheduler tests).
 void inject_fault(int64_t step);
 
 }  // namespace eng::models

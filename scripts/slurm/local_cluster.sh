@@ -4,6 +4,9 @@
 # (scripts/setup.sh installs them), a minimal slurm.conf in DIR, no cgroups
 # (proctrack/linuxproc, task/none) and no munge (auth/none: the daemons
 # listen on this host only, for this test), every core of the machine.
+# A requeued job waits cred_expire seconds before it starts again (Slurm's
+# default 120), then for the next pass of the scheduler (sched_interval,
+# default 60): 10 and 1 here, so the requeue test does not wait minutes.
 #   bash scripts/slurm/local_cluster.sh start DIR   # then: export SLURM_CONF=DIR/slurm.conf
 #   bash scripts/slurm/local_cluster.sh stop DIR
 # Needs root (slurmd runs jobs as their user). PORT (default 16817: slurmctld;
@@ -43,6 +46,7 @@ SlurmctldHost=$host
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/none
+AuthInfo=cred_expire=10
 CredType=cred/none
 SlurmUser=root
 SlurmdUser=root
@@ -51,6 +55,7 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
