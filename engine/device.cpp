@@ -64,9 +64,10 @@ void* CachingAllocator::system_alloc(size_t bytes) {
     p = attempt();
   }
   auto mib = [](size_t b) { return cat(double(b) / 1048576.0, " MiB"); };
-  ENGINE_CHECK(p, "out of memory on ", dev_.str(), ": cannot allocate ", mib(bytes), " more (",
-               mib(stats_.current_bytes), " held by live tensors, peak ", mib(stats_.peak_bytes),
-               "): a smaller micro-batch needs less");
+  // The user's batch, not the engine, asked for too much: a UserError, said without a source location.
+  ENGINE_USER_CHECK(p, "out of memory on ", dev_.str(), ": cannot allocate ", mib(bytes), " more (",
+                    mib(stats_.current_bytes), " held by live tensors, peak ", mib(stats_.peak_bytes),
+                    "): a smaller batch_size needs less");
   return p;
 }
 

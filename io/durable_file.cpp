@@ -15,7 +15,7 @@ namespace eng {
 
 DurableFile::DurableFile(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ENGINE_CHECK(fd_ >= 0, path_, ": cannot open for writing: ", std::strerror(errno));
+  ENGINE_USER_CHECK(fd_ >= 0, path_, ": cannot open for writing: ", std::strerror(errno));
 }
 
 DurableFile::~DurableFile() {
@@ -30,7 +30,7 @@ void DurableFile::write(const void* data, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
-    ENGINE_CHECK(w > 0, path_, ": write failed: ", w < 0 ? std::strerror(errno) : "no progress");
+    ENGINE_USER_CHECK(w > 0, path_, ": write failed: ", w < 0 ? std::strerror(errno) : "no progress");
     p += w;
     n -= size_t(w);
   }
@@ -39,13 +39,13 @@ void DurableFile::write(const void* data, size_t n) {
 void DurableFile::finish() {
   ENGINE_CHECK(fd_ >= 0, path_, ": finished twice");
   const int synced = ::fsync(fd_), sync_err = errno;
-  ENGINE_CHECK(synced == 0, path_, ": fsync failed: ", std::strerror(sync_err));  // the destructor removes it
+  ENGINE_USER_CHECK(synced == 0, path_, ": fsync failed: ", std::strerror(sync_err));  // the destructor removes it
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     const int err = errno;
     std::remove(path_.c_str());
-    ENGINE_FAIL(path_, ": close failed: ", std::strerror(err));
+    ENGINE_USER_FAIL(path_, ": close failed: ", std::strerror(err));
   }
 }
 
@@ -63,8 +63,8 @@ void sync_dir(const std::string& dir) {
 }
 
 void rename_durably(const std::string& tmp, const std::string& path) {
-  ENGINE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp,
-               " to it: ", std::strerror(errno));
+  ENGINE_USER_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": cannot rename ", tmp,
+                    " to it: ", std::strerror(errno));
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = std::filesystem::current_path();
   sync_dir(dir.string());

@@ -15,6 +15,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "io/file_stamp.h"
 #include "io/hdf5_check.h"
 
 static_assert(std::is_same_v<hid_t, eng::h5::hid>, "hid_t is int64_t since HDF5 1.10");
@@ -71,10 +72,10 @@ void Handle::reset() {
 File::File(const std::string& path) : path_(path) {
   quiet();
   struct stat st {};
-  ENGINE_CHECK(::stat(path.c_str(), &st) == 0, path, ": cannot open HDF5 file: ", std::strerror(errno));
-  ENGINE_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
+  ENGINE_USER_CHECK(::stat(path.c_str(), &st) == 0, path, ": cannot open HDF5 file: ", std::strerror(errno));
+  ENGINE_USER_CHECK(S_ISREG(st.st_mode), path, ": not a regular file");
   const htri_t is = H5Fis_hdf5(path.c_str());
-  ENGINE_CHECK(is > 0, path, ": not an HDF5 file (", is < 0 ? h5_reason() : "no HDF5 signature", ")");
+  ENGINE_USER_CHECK(is > 0, path, ": not an HDF5 file (", is < 0 ? h5_reason() : "no HDF5 signature", ")");
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   H5_CHECK(f, path, ": cannot open HDF5 file");
   h_ = Handle(f, H5Fclose);
@@ -161,7 +162,7 @@ hid_t memory_type(ElemType t) {
 
 Dataset::Dataset(const File& file, const std::string& name) : path_(file.path()), name_(name) {
   quiet();
-  ENGINE_CHECK(file.has(name), where(), ": missing");
+  ENGINE_USER_CHECK(file.has(name), where(), ": missing");
   const hid_t d = H5Dopen2(file.id(), name.c_str(), H5P_DEFAULT);
   H5_CHECK(d, where(), ": cannot open (is it a group?)");
   d_ = Handle(d, H5Dclose);
@@ -170,18 +171,18 @@ Dataset::Dataset(const File& file, const std::string& name) : path_(file.path())
   H5_CHECK(type.get(), where(), ": cannot read its type");
   std::string why;
   const auto t = classify(type.get(), why);
-  ENGINE_CHECK(t, where(), ": unsupported element type (", why,
-               "); supported: float32, float64, float16, (u)int8, (u)int16, (u)int32, int64");
+  ENGINE_USER_CHECK(t, where(), ": unsupported element type (", why,
+                    "); supported: float32, float64, float16, (u)int8, (u)int16, (u)int32, int64");
   type_ = *t;
   const H5T_order_t order = H5Tget_order(type.get());
   little_endian_ = order != H5T_ORDER_BE;
-  ENGINE_CHECK(little_endian_ || type_ != ElemType::f16, where(), ": big-endian float16 is not supported");
+  ENGINE_USER_CHECK(little_endian_ || type_ != ElemType::f16, where(), ": big-endian float16 is not supported");
 
   Handle space(H5Dget_space(d), H5Sclose);
   H5_CHECK(space.get(), where(), ": cannot read its shape");
   const int nd = H5Sget_simple_extent_ndims(space.get());
   H5_CHECK(nd, where(), ": not a simple dataspace");
-  ENGINE_CHECK(nd >= 1, where(), ": a scalar (rank 0); a dataset of samples has at least one dimension");
+  ENGINE_USER_CHECK(nd >= 1, where(), ": a scalar (rank 0); a dataset of samples has at least one dimension");
   std::vector<hsize_t> dims(static_cast<size_t>(nd));
   H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), where(), ": cannot read its shape");
   shape_.assign(dims.begin(), dims.end());
@@ -198,12 +199,11 @@ Dataset::Dataset(const File& file, const std::string& name) : path_(file.path())
   if (filters > 0) layout_ += cat(" with ", filters, filters == 1 ? " filter" : " filters");
 
   // Our own descriptor: the pread path reads through it, and every read
-  // compares the file's size with the size seen here. HDF5 refuses a file
-  // truncated before it opens it, but H5Dread of chunks cut off after that
+  // compares the file's stamp (size, modification time) with the one seen
+  // here (io/file_stamp.h). HDF5 refuses a file truncated before it opens
+  // it, but H5Dread of chunks cut off, or cut and grown back, after that
   // returns zeros and success (HDF5 1.10): training would go on, on garbage.
-  struct stat st {};
-  ENGINE_CHECK(::stat(path_.c_str(), &st) == 0, where(), ": cannot stat the file: ", std::strerror(errno));
-  size_at_open_ = int64_t(st.st_size);
+  const io::FileStamp found = io::stamp_of(path_);
 
   // The pread path: bytes are one block at a known address. H5Dget_offset is
   // HADDR_UNDEF for anything else (and for a dataset never written).
@@ -211,21 +211,29 @@ Dataset::Dataset(const File& file, const std::string& name) : path_(file.path())
     const haddr_t off = H5Dget_offset(d);
     if (off != HADDR_UNDEF) {
       const int64_t bytes = elements() * int64_t(elem_size(type_));
-      ENGINE_CHECK(int64_t(off) + bytes <= size_at_open_, where(), ": truncated file (the data ends at byte ",
-                   int64_t(off) + bytes, ", the file has ", size_at_open_, ")");
+      ENGINE_USER_CHECK(int64_t(off) + bytes <= found.size, where(), ": truncated file (the data ends at byte ",
+                        int64_t(off) + bytes, ", the file has ", found.size, ")");
       offset_ = int64_t(off);
     }
   }
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);  // last: nothing throws after it (the destructor closes it)
-  ENGINE_CHECK(fd_ >= 0, where(), ": cannot open for reading: ", std::strerror(errno));
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ENGINE_USER_CHECK(fd >= 0, where(), ": cannot open for reading: ", std::strerror(errno));
+  std::string change;
+  try {
+    stamp_ = io::stamp_of(fd, path_);
+    change = io::file_change(found, stamp_);
+  } catch (const Error&) {
+    ::close(fd);
+    throw;
+  }
+  if (!change.empty()) {
+    ::close(fd);
+    throw UserError(where() + ": " + change);
+  }
+  fd_ = fd;  // last: nothing throws after it (the destructor closes it)
 }
 
-void Dataset::check_not_shrunk() const {
-  struct stat st {};
-  ENGINE_CHECK(::fstat(fd_, &st) == 0, where(), ": cannot stat the file: ", std::strerror(errno));
-  ENGINE_CHECK(int64_t(st.st_size) >= size_at_open_, where(), ": the file shrank from ", size_at_open_, " to ",
-               int64_t(st.st_size), " bytes since it was opened (truncated or rewritten while in use?)");
-}
+void Dataset::check_unchanged() const { io::check_file_unchanged(stamp_, fd_, path_, where()); }
 
 Dataset::~Dataset() {
   if (fd_ >= 0) ::close(fd_);
@@ -248,8 +256,8 @@ std::optional<double> Dataset::attribute(const std::string& attr) const {
   Handle a(H5Aopen(d_.get(), attr.c_str(), H5P_DEFAULT), H5Aclose);
   H5_CHECK(a.get(), where(), ": cannot open attribute '", attr, "'");
   Handle space(H5Aget_space(a.get()), H5Sclose);
-  ENGINE_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, where(), ": attribute '", attr,
-               "' is not a single number");
+  ENGINE_USER_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, where(), ": attribute '", attr,
+                    "' is not a single number");
   double v = 0;
   H5_CHECK(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v), where(), ": attribute '", attr, "' is not a number");
   return v;
@@ -283,7 +291,7 @@ void Dataset::read_raw_hdf5(std::span<const int64_t> start, std::span<const int6
     mem_type = stored.get();
   }
   const herr_t status = H5Dread(d_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out);
-  check_not_shrunk();  // after the read, failed or not: a cut before or during it is named as such
+  check_unchanged();  // after the read, failed or not: a cut before or during it is named as such
   H5_CHECK(status, where(), ": read failed (truncated or damaged file?)");
 }
 
@@ -309,9 +317,9 @@ void Dataset::read_raw_pread(std::span<const int64_t> start, std::span<const int
     while (left > 0) {
       const ssize_t got = ::pread(fd_, dst, size_t(left), off_t(pos));
       if (got < 0 && errno == EINTR) continue;
-      if (got == 0) check_not_shrunk();  // the usual cause of an early end, said the same way on both paths
-      ENGINE_CHECK(got > 0, where(), ": pread at byte ", pos,
-                   " failed: ", got < 0 ? std::strerror(errno) : "end of file");
+      if (got == 0) check_unchanged();  // the usual cause of an early end, said the same way on both paths
+      ENGINE_USER_CHECK(got > 0, where(), ": pread at byte ", pos,
+                        " failed: ", got < 0 ? std::strerror(errno) : "end of file");
       dst += got;
       left -= got;
       pos += got;
@@ -321,6 +329,7 @@ void Dataset::read_raw_pread(std::span<const int64_t> start, std::span<const int
       idx[size_t(d)] = 0;
     }
   }
+  check_unchanged();  // a file cut and grown back reads as zeros without an error
 }
 
 void Dataset::read(std::span<const int64_t> start, std::span<const int64_t> count, float* out, ReadPath path) const {
@@ -371,16 +380,16 @@ void Dataset::check_finite(std::span<const int64_t> start, std::span<const int64
   }
   std::string index;
   for (size_t d = 0; d < at.size(); ++d) index += cat(d ? ", " : "", at[d]);
-  ENGINE_FAIL(where(), ": ", std::isnan(v[first]) ? "NaN" : "Inf",
-              type_ == ElemType::f64 && !std::isnan(v[first]) ? " (or a float64 beyond float32's range)" : "",
-              " at index (", index, "), entry ", at[0],
-              " of its first dimension (the sample or time step): clean the data or leave that entry out");
+  ENGINE_USER_FAIL(where(), ": ", std::isnan(v[first]) ? "NaN" : "Inf",
+                   type_ == ElemType::f64 && !std::isnan(v[first]) ? " (or a float64 beyond float32's range)" : "",
+                   " at index (", index, "), entry ", at[0],
+                   " of its first dimension (the sample or time step): clean the data or leave that entry out");
 }
 
 void Dataset::read_i64(std::span<const int64_t> start, std::span<const int64_t> count, int64_t* out) const {
   check_box(start, count);
-  ENGINE_CHECK(type_ != ElemType::f32 && type_ != ElemType::f64 && type_ != ElemType::f16, where(),
-               ": integers expected, the dataset holds ", elem_name(type_));
+  ENGINE_USER_CHECK(type_ != ElemType::f32 && type_ != ElemType::f64 && type_ != ElemType::f16, where(),
+                    ": integers expected, the dataset holds ", elem_name(type_));
   int64_t n = 1;
   for (int64_t c : count) n *= c;
   if (n == 0) return;

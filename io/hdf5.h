@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "io/file_stamp.h"
+
 namespace eng::h5 {
 
 using hid = int64_t;  // hid_t, without <hdf5.h> in this header
@@ -90,7 +92,8 @@ class Dataset {
   // The box [start, start + count) converted to float32 into out (prod(count)
   // floats). Checked: one entry per dimension, inside the shape; the file no
   // shorter than at open; every value finite (an error names the first NaN
-  // or Inf by its index). Thread-safe.
+  // or Inf by its index); the file unchanged since the open (io/file_stamp.h).
+  // Thread-safe.
   void read(std::span<const int64_t> start, std::span<const int64_t> count, float* out,
             ReadPath path = ReadPath::automatic) const;
   // Integer datasets only, exact (labels). Same box rules.
@@ -102,7 +105,7 @@ class Dataset {
   void check_box(std::span<const int64_t> start, std::span<const int64_t> count) const;
   void read_raw_hdf5(std::span<const int64_t> start, std::span<const int64_t> count, void* out) const;
   void read_raw_pread(std::span<const int64_t> start, std::span<const int64_t> count, void* out) const;
-  void check_not_shrunk() const;  // the file is at least as long as when opened
+  void check_unchanged() const;  // the file as it was opened: no shorter, not modified (io/file_stamp.h)
   void check_finite(std::span<const int64_t> start, std::span<const int64_t> count, const float* v) const;
 
   std::string path_, name_;
@@ -112,8 +115,8 @@ class Dataset {
   std::vector<int64_t> shape_;
   int64_t offset_ = -1;  // byte offset of element 0 in the file, for pread; -1: hdf5 path only
   std::string layout_;
-  int fd_ = -1;               // the file, for pread and for its size
-  int64_t size_at_open_ = 0;  // bytes; a read after the file shrank is an error, never zeros
+  int fd_ = -1;          // the file, for pread and for its stamp
+  io::FileStamp stamp_;  // at open; a read after the file changed is an error, never zeros
 };
 
 // Converts n elements of type t (little-endian) to float32 / int64.

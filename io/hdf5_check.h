@@ -17,7 +17,9 @@ void quiet();
 std::string h5_reason();
 }  // namespace eng::h5
 
-#define H5_CHECK(call, ...)                                                                               \
-  do {                                                                                                    \
-    if ((call) < 0) ENGINE_FAIL(::eng::cat(__VA_ARGS__), " (", #call, ": ", ::eng::h5::h5_reason(), ")"); \
+// A failing HDF5 call is about the user's file (damaged, unreadable, a full
+// disk when writing): a UserError, without a source location.
+#define H5_CHECK(call, ...)                                                                                    \
+  do {                                                                                                         \
+    if ((call) < 0) ENGINE_USER_FAIL(::eng::cat(__VA_ARGS__), " (", #call, ": ", ::eng::h5::h5_reason(), ")"); \
   } while (0)

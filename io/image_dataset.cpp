@@ -13,22 +13,22 @@ ImageDataset::ImageDataset(const std::string& path, h5::ReadPath read_path) : pa
   file_ = std::make_unique<h5::File>(path);
   images_ = std::make_unique<h5::Dataset>(*file_, "images");
   const h5::Dataset& im = *images_;
-  ENGINE_CHECK(im.rank() == 3 || im.rank() == 4, im.where(), ": expected (N, H, W) or (N, H, W, C), got rank ",
-               im.rank());
+  ENGINE_USER_CHECK(im.rank() == 3 || im.rank() == 4, im.where(), ": expected (N, H, W) or (N, H, W, C), got rank ",
+                    im.rank());
   N_ = im.shape()[0], H_ = im.shape()[1], W_ = im.shape()[2];
   channel_last_ = im.rank() == 4;
   C_ = channel_last_ ? im.shape()[3] : 1;
-  ENGINE_CHECK(N_ > 0 && H_ > 0 && W_ > 0 && C_ > 0, im.where(), ": empty images");
+  ENGINE_USER_CHECK(N_ > 0 && H_ > 0 && W_ > 0 && C_ > 0, im.where(), ": empty images");
   range_ = im.type() == h5::ElemType::u8 ? 255.0f : 1.0f;
   mean_ = float(im.attribute("mean").value_or(0.0));
   std_ = float(im.attribute("std").value_or(1.0));
-  ENGINE_CHECK(std_ > 0 && std::isfinite(std_) && std::isfinite(mean_), im.where(), ": attributes mean ", mean_,
-               " and std ", std_, " (std must be positive)");
+  ENGINE_USER_CHECK(std_ > 0 && std::isfinite(std_) && std::isfinite(mean_), im.where(), ": attributes mean ", mean_,
+                    " and std ", std_, " (std must be positive)");
 
   const h5::Dataset lab(*file_, "labels");
-  ENGINE_CHECK(lab.rank() == 1 && lab.shape()[0] == N_, lab.where(), ": expected (", N_,
-               ") labels, one per image, got ",
-               lab.rank() == 1 ? cat("(", lab.shape()[0], ")") : cat("rank ", lab.rank()));
+  ENGINE_USER_CHECK(lab.rank() == 1 && lab.shape()[0] == N_, lab.where(), ": expected (", N_,
+                    ") labels, one per image, got ",
+                    lab.rank() == 1 ? cat("(", lab.shape()[0], ")") : cat("rank ", lab.rank()));
   std::vector<int64_t> raw(static_cast<size_t>(N_));
   const int64_t zero = 0;
   lab.read_i64({&zero, 1}, lab.shape(), raw.data());
@@ -44,15 +44,15 @@ ImageDataset::ImageDataset(const std::string& path, h5::ReadPath read_path) : pa
     std::vector<int64_t> sorted(raw);
     std::sort(sorted.begin(), sorted.end());
     const int64_t distinct = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
-    ENGINE_CHECK(hi + 1 <= 1024 || hi + 1 <= 4 * distinct, lab.where(), ": label ", hi, " of sample ",
-                 hi_at - raw.begin(), " implies ", hi + 1, " classes, but only ", distinct,
-                 " distinct labels occur; fix that label, or give the dataset a 'classes' attribute if so many "
-                 "classes are meant");
+    ENGINE_USER_CHECK(hi + 1 <= 1024 || hi + 1 <= 4 * distinct, lab.where(), ": label ", hi, " of sample ",
+                      hi_at - raw.begin(), " implies ", hi + 1, " classes, but only ", distinct,
+                      " distinct labels occur; fix that label, or give the dataset a 'classes' attribute if so many "
+                      "classes are meant");
   }
   classes_ = int64_t(attr.value_or(double(hi + 1)));
   for (int64_t i = 0; i < N_; ++i)
-    ENGINE_CHECK(raw[size_t(i)] >= 0 && raw[size_t(i)] < classes_, lab.where(), ": label ", raw[size_t(i)],
-                 " of sample ", i, " is outside [0, ", classes_, ")");
+    ENGINE_USER_CHECK(raw[size_t(i)] >= 0 && raw[size_t(i)] < classes_, lab.where(), ": label ", raw[size_t(i)],
+                      " of sample ", i, " is outside [0, ", classes_, ")");
   labels_.assign(raw.begin(), raw.end());
 }
 

@@ -159,6 +159,8 @@ void Loader::wait_ready(int64_t seq) {
   if (err) {
     try {
       std::rethrow_exception(err);
+    } catch (const UserError& e) {  // the data's fault (a file changed, a NaN): said as it is
+      throw UserError(cat("data loader: ", e.what()));
     } catch (const std::exception& e) {
       ENGINE_FAIL("data loader: ", e.what());
     }

@@ -19,7 +19,7 @@ namespace {
 std::string header_value(const std::string& path, const std::string& header, const std::string& key) {
   std::smatch m;
   const std::regex re("'" + key + "'\\s*:\\s*('[^']*'|True|False|\\([^)]*\\))");
-  ENGINE_CHECK(std::regex_search(header, m, re), path, ": the .npy header has no '", key, "': ", header);
+  ENGINE_USER_CHECK(std::regex_search(header, m, re), path, ": the .npy header has no '", key, "': ", header);
   return m[1].str();
 }
 
@@ -27,12 +27,14 @@ std::string header_value(const std::string& path, const std::string& header, con
 
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  ENGINE_CHECK(in, path, ": cannot open");
+  ENGINE_USER_CHECK(in, path, ": cannot open");
   char magic[8] = {};
   in.read(magic, 8);
-  ENGINE_CHECK(in && std::memcmp(magic, "\x93NUMPY", 6) == 0, path, ": not a NumPy .npy file (no \\x93NUMPY magic)");
+  ENGINE_USER_CHECK(in && std::memcmp(magic, "\x93NUMPY", 6) == 0, path,
+                    ": not a NumPy .npy file (no \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(magic[6]);
-  ENGINE_CHECK(major >= 1 && major <= 3, path, ": .npy version ", major, ".", int(magic[7]), " (1.0 to 3.0 are read)");
+  ENGINE_USER_CHECK(major >= 1 && major <= 3, path, ": .npy version ", major, ".", int(magic[7]),
+                    " (1.0 to 3.0 are read)");
   unsigned char len_bytes[4] = {};
   in.read(reinterpret_cast<char*>(len_bytes), major == 1 ? 2 : 4);
   const uint32_t len =
@@ -40,13 +42,13 @@ NpyArray read_npy(const std::string& path) {
                  : uint32_t(len_bytes[0] | len_bytes[1] << 8 | len_bytes[2] << 16) | uint32_t(len_bytes[3]) << 24;
   std::string header(len, '\0');
   in.read(header.data(), len);
-  ENGINE_CHECK(in, path, ": truncated .npy header");
+  ENGINE_USER_CHECK(in, path, ": truncated .npy header");
 
   const std::string descr = header_value(path, header, "descr");
-  ENGINE_CHECK(descr == "'<f4'" || descr == "'<f8'", path, ": dtype ", descr,
-               " (float32 or float64, little-endian, is read; np.save(path, a.astype(np.float32)))");
-  ENGINE_CHECK(header_value(path, header, "fortran_order") == "False", path,
-               ": Fortran order (save a C-ordered array: np.ascontiguousarray)");
+  ENGINE_USER_CHECK(descr == "'<f4'" || descr == "'<f8'", path, ": dtype ", descr,
+                    " (float32 or float64, little-endian, is read; np.save(path, a.astype(np.float32)))");
+  ENGINE_USER_CHECK(header_value(path, header, "fortran_order") == "False", path,
+                    ": Fortran order (save a C-ordered array: np.ascontiguousarray)");
   NpyArray a;
   int64_t n = 1;
   const std::string shape = header_value(path, header, "shape");
@@ -59,8 +61,8 @@ NpyArray read_npy(const std::string& path) {
   const size_t width = descr == "'<f4'" ? 4 : 8;
   std::string data(size_t(n) * width, '\0');
   in.read(data.data(), std::streamsize(data.size()));
-  ENGINE_CHECK(in && size_t(in.gcount()) == data.size(), path, ": ", n, " values of ", width,
-               " bytes announced, the file ends before them");
+  ENGINE_USER_CHECK(in && size_t(in.gcount()) == data.size(), path, ": ", n, " values of ", width,
+                    " bytes announced, the file ends before them");
   a.values.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
     if (width == 4) {
@@ -90,15 +92,16 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ENGINE_CHECK(f, tmp, ": cannot create: ", std::strerror(errno));
+    ENGINE_USER_CHECK(f, tmp, ": cannot create: ", std::strerror(errno));
     f.write(out.data(), std::streamsize(out.size()));
     f.close();
     if (!f) {
       std::remove(tmp.c_str());
-      ENGINE_FAIL(tmp, ": write failed: ", std::strerror(errno));
+      ENGINE_USER_FAIL(tmp, ": write failed: ", std::strerror(errno));
     }
   }
-  ENGINE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": cannot rename into place: ", std::strerror(errno));
+  ENGINE_USER_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path,
+                    ": cannot rename into place: ", std::strerror(errno));
 }
 
 }  // namespace eng

@@ -36,13 +36,13 @@ static const char* st_dtype(DType t) {
 static DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::u16, DType::u8})
     if (s == st_dtype(t)) return t;
-  ENGINE_FAIL(path, ": tensor '", name, "' has unsupported dtype '", s, "'");
+  ENGINE_USER_FAIL(path, ": tensor '", name, "' has unsupported dtype '", s, "'");
 }
 
 const Tensor& SafetensorsFile::get(const std::string& name) const {
   for (auto& [n, t] : tensors)
     if (n == name) return t;
-  ENGINE_FAIL(path, ": no tensor named '", name, "'");
+  ENGINE_USER_FAIL(path, ": no tensor named '", name, "'");
 }
 
 bool SafetensorsFile::has(const std::string& name) const {
@@ -53,25 +53,25 @@ bool SafetensorsFile::has(const std::string& name) const {
 
 SafetensorsFile load_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  ENGINE_CHECK(in, path, ": cannot open");
+  ENGINE_USER_CHECK(in, path, ": cannot open");
   const uint64_t file_size = uint64_t(in.tellg());
   in.seekg(0);
-  ENGINE_CHECK(file_size >= 8, path, ": truncated (", file_size, " bytes, no header length)");
+  ENGINE_USER_CHECK(file_size >= 8, path, ": truncated (", file_size, " bytes, no header length)");
   unsigned char len_bytes[8];
   in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-  ENGINE_CHECK(header_len <= file_size - 8, path, ": truncated (header of ", header_len, " bytes, file of ", file_size,
-               ")");
+  ENGINE_USER_CHECK(header_len <= file_size - 8, path, ": truncated (header of ", header_len, " bytes, file of ",
+                    file_size, ")");
   std::string header(header_len, '\0');
   in.read(header.data(), std::streamsize(header_len));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header);
   } catch (const std::exception& e) {
-    ENGINE_FAIL(path, ": bad JSON header: ", e.what());
+    ENGINE_USER_FAIL(path, ": bad JSON header: ", e.what());
   }
-  ENGINE_CHECK(j.is_object(), path, ": header is not a JSON object");
+  ENGINE_USER_CHECK(j.is_object(), path, ": header is not a JSON object");
   const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
   SafetensorsFile f;
   f.path = path;
@@ -84,21 +84,21 @@ SafetensorsFile load_safetensors(const std::string& path) {
       continue;
     }
     const auto& e = *it;
-    ENGINE_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"), path,
-                 ": tensor '", name, "' lacks dtype, shape or data_offsets");
+    ENGINE_USER_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"), path,
+                      ": tensor '", name, "' lacks dtype, shape or data_offsets");
     const DType dt = from_st_dtype(e["dtype"].get<std::string>(), path, name);
     Shape shape = e["shape"].get<Shape>();
     const auto off = e["data_offsets"].get<std::vector<uint64_t>>();
-    ENGINE_CHECK(off.size() == 2 && off[0] <= off[1] && off[1] <= data_size, path, ": tensor '", name,
-                 "' data_offsets outside the ", data_size, " data bytes (file truncated?)");
-    for (int64_t d : shape) ENGINE_CHECK(d >= 0, path, ": tensor '", name, "' has a negative dimension");
+    ENGINE_USER_CHECK(off.size() == 2 && off[0] <= off[1] && off[1] <= data_size, path, ": tensor '", name,
+                      "' data_offsets outside the ", data_size, " data bytes (file truncated?)");
+    for (int64_t d : shape) ENGINE_USER_CHECK(d >= 0, path, ": tensor '", name, "' has a negative dimension");
     const uint64_t want = uint64_t(shape_numel(shape)) * dtype_size(dt);
-    ENGINE_CHECK(off[1] - off[0] == want, path, ": tensor '", name, "' holds ", off[1] - off[0], " bytes but ",
-                 dtype_name(dt), shape_str(shape), " needs ", want);
+    ENGINE_USER_CHECK(off[1] - off[0] == want, path, ": tensor '", name, "' holds ", off[1] - off[0], " bytes but ",
+                      dtype_name(dt), shape_str(shape), " needs ", want);
     Tensor t = Tensor::empty(shape, dt, kCPU);
     in.seekg(std::streamoff(data_start + off[0]));
     in.read(static_cast<char*>(t.data_ptr()), std::streamsize(want));
-    ENGINE_CHECK(in, path, ": read of tensor '", name, "' failed");
+    ENGINE_USER_CHECK(in, path, ": read of tensor '", name, "' failed");
     f.tensors.emplace_back(name, t);
     offsets.push_back(off[0]);
   }
@@ -118,7 +118,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   if (!metadata.empty()) j["__metadata__"] = metadata;
   uint64_t off = 0;
   for (auto& [name, t] : tensors) {
-    ENGINE_CHECK(name != "__metadata__", path, ": '__metadata__' is reserved");
+    ENGINE_USER_CHECK(name != "__metadata__", path, ": '__metadata__' is reserved");
     j[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {off, off + t.nbytes()}}};
     off += t.nbytes();
   }

@@ -123,7 +123,7 @@ TbWriter::TbWriter(const std::string& dir, int64_t first_step) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  ENGINE_CHECK(!ec, "tensorboard: cannot create ", dir, ": ", ec.message());
+  ENGINE_USER_CHECK(!ec, "tensorboard: cannot create ", dir, ": ", ec.message());
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   // TensorBoard reads a directory's files in name order, so a new file's
@@ -139,13 +139,13 @@ TbWriter::TbWriter(const std::string& dir, int64_t first_step) {
     if (!fs::exists(path_)) break;
   }
   f_ = std::fopen(path_.c_str(), "wbx");
-  ENGINE_CHECK(f_, path_, ": cannot create: ", std::strerror(errno));
+  ENGINE_USER_CHECK(f_, path_, ": cannot create: ", std::strerror(errno));
   std::string err = write(tb_record(tb_version_event(now_s())));
   if (err.empty()) err = write(tb_record(tb_start_event(now_s(), first_step)));
   if (!err.empty()) {
     std::fclose(f_), f_ = nullptr;
     fs::remove(path_, ec);
-    ENGINE_FAIL(err);
+    ENGINE_USER_FAIL(err);
   }
 }
 

@@ -1,14 +1,21 @@
 // Flat token files: little-endian uint16 token ids, back to back, no header
-// (the train.bin / val.bin format of nanoGPT and llm.c's "tokens" files).
-// The file is memory-mapped read-only; opening it checks the byte count is
-// even and every id is below the vocabulary size, so a bad file fails at the
-// start with the file and position named, never in the middle of a run.
+// (the train.bin / val.bin format of nanoGPT). Opening one checks that the
+// byte count is even and every id is below the vocabulary size, so a bad
+// file fails at the start with the file and position named, never in the
+// middle of a run; an llm.c shard (a 1024-byte header, magic 20240520) is
+// recognised and refused in one line. The file stays open and is read with
+// pread: a file cut under a running job is a short read and an error (a
+// memory map would die of SIGBUS), and after every read its stamp (size,
+// modification time; io/file_stamp.h) is compared with the one at open, so
+// a file truncated and grown back, or rewritten in place, is an error too,
+// never batches of zeros.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "io/file_stamp.h"
 
 namespace eng {
 
@@ -19,21 +26,18 @@ class TokenFile {
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
   int64_t size() const { return n_; }  // number of tokens
-  uint16_t operator[](int64_t i) const { return data_[i]; }
+  // Tokens [start, start + n) into out, then the file checked unchanged.
+  // Thread-safe.
+  void read(int64_t start, int64_t n, uint16_t* out) const;
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  const uint16_t* data_ = nullptr;
+  int fd_ = -1;
   int64_t n_ = 0;
-  size_t map_bytes_ = 0;
+  io::FileStamp stamp_;
 };
 
-// Draws (B, T) input/target batches: targets are the inputs shifted by one.
-// Random mode: window starts from a counter-based RNG at (seed, step*B + b),
-// so the sampler's whole state is the step number (what resume saves).
-// Sequential mode: consecutive non-overlapping windows from the start, for
-// evaluation; the position wraps at the end of the file.
 class TokenSampler {
  public:
   enum class Order : uint8_t { random, sequential };

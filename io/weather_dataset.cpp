@@ -15,8 +15,8 @@ namespace {
 
 std::vector<float> read_stat(const h5::File& f, const std::string& name, int64_t C) {
   const h5::Dataset d(f, name);
-  ENGINE_CHECK(d.elements() == C, d.where(), ": ", d.elements(), " values, but the fields have ", C,
-               " channels (a stats file for other data?)");
+  ENGINE_USER_CHECK(d.elements() == C, d.where(), ": ", d.elements(), " values, but the fields have ", C,
+                    " channels (a stats file for other data?)");
   std::vector<int64_t> start(size_t(d.rank()), 0);
   std::vector<float> v(static_cast<size_t>(C));
   d.read(start, d.shape(), v.data());
@@ -34,9 +34,9 @@ std::vector<float> read_climatology(const h5::File& f, int64_t C, int64_t h, int
                                     const std::vector<float>& mean, const std::vector<float>& sd) {
   const h5::Dataset d(f, "climatology");
   const auto& s = d.shape();
-  ENGINE_CHECK(d.rank() == 3 && s[0] == C && s[1] >= h && s[2] >= w, d.where(), ": expected shape (", C, ", at least ",
-               h, ", at least ", w, ") (channels, height, width), got ",
-               d.rank() == 3 ? cat("(", s[0], ", ", s[1], ", ", s[2], ")") : cat("rank ", d.rank()));
+  ENGINE_USER_CHECK(d.rank() == 3 && s[0] == C && s[1] >= h && s[2] >= w, d.where(), ": expected shape (", C,
+                    ", at least ", h, ", at least ", w, ") (channels, height, width), got ",
+                    d.rank() == 3 ? cat("(", s[0], ", ", s[1], ", ", s[2], ")") : cat("rank ", d.rank()));
   std::vector<float> v(out.size() * size_t(h * w));
   for (size_t k = 0; k < out.size(); ++k) {
     const int c = out[k];
@@ -79,45 +79,46 @@ std::vector<int> parse_channels(const std::string& s) {
         for (int c = a; c <= b; ++c) out.push_back(c);
       }
     } catch (const std::exception&) {
-      ENGINE_FAIL("channels '", s, "': expected numbers and ranges like 0,2,5 or 0-3");
+      ENGINE_USER_FAIL("channels '", s, "': expected numbers and ranges like 0,2,5 or 0-3");
     }
   }
-  ENGINE_CHECK(!out.empty(), "channels '", s, "': empty list");
+  ENGINE_USER_CHECK(!out.empty(), "channels '", s, "': empty list");
   return out;
 }
 
 WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
   namespace fs = std::filesystem;
-  ENGINE_CHECK(fs::is_directory(opt.dir), opt.dir, ": not a directory (expected one HDF5 file per year)");
+  ENGINE_USER_CHECK(fs::is_directory(opt.dir), opt.dir, ": not a directory (expected one HDF5 file per year)");
   for (const auto& e : fs::directory_iterator(opt.dir))
     if (e.is_regular_file() && (e.path().extension() == ".h5" || e.path().extension() == ".hdf5"))
       paths_.push_back(e.path().string());
   std::sort(paths_.begin(), paths_.end());
-  ENGINE_CHECK(!paths_.empty(), opt.dir, ": no .h5 files");
-  ENGINE_CHECK(opt.dt >= 1, "weather: dt must be at least 1, got ", opt.dt);
+  ENGINE_USER_CHECK(!paths_.empty(), opt.dir, ": no .h5 files");
+  ENGINE_USER_CHECK(opt.dt >= 1, "weather: dt must be at least 1, got ", opt.dt);
 
   first_.push_back(0);
   for (const std::string& p : paths_) {
     files_.push_back(std::make_unique<h5::File>(p));
     fields_.push_back(std::make_unique<h5::Dataset>(*files_.back(), "fields"));
     const h5::Dataset& d = *fields_.back();
-    ENGINE_CHECK(d.rank() == 4, d.where(), ": expected shape (time, channels, height, width), got rank ", d.rank());
+    ENGINE_USER_CHECK(d.rank() == 4, d.where(), ": expected shape (time, channels, height, width), got rank ",
+                      d.rank());
     const auto& s = d.shape();
     if (fields_.size() == 1) {
       C_ = s[1], H_ = s[2], W_ = s[3];
     } else {
-      ENGINE_CHECK(s[1] == C_ && s[2] == H_ && s[3] == W_, d.where(), ": (channels, height, width) = (", s[1], ", ",
-                   s[2], ", ", s[3], ") differs from ", paths_[0], "'s (", C_, ", ", H_, ", ", W_, ")");
+      ENGINE_USER_CHECK(s[1] == C_ && s[2] == H_ && s[3] == W_, d.where(), ": (channels, height, width) = (", s[1],
+                        ", ", s[2], ", ", s[3], ") differs from ", paths_[0], "'s (", C_, ", ", H_, ", ", W_, ")");
     }
-    ENGINE_CHECK(s[0] > opt.dt, d.where(), ": ", s[0], " time steps, too few for dt = ", opt.dt);
+    ENGINE_USER_CHECK(s[0] > opt.dt, d.where(), ": ", s[0], " time steps, too few for dt = ", opt.dt);
     first_.push_back(first_.back() + s[0] - opt.dt);
   }
   total_ = first_.back();
 
   h_ = opt.height > 0 ? opt.height : H_;
   w_ = opt.width > 0 ? opt.width : W_;
-  ENGINE_CHECK(h_ <= H_ && w_ <= W_, fields_[0]->where(), ": crop ", h_, " x ", w_, " is larger than the fields' ", H_,
-               " x ", W_);
+  ENGINE_USER_CHECK(h_ <= H_ && w_ <= W_, fields_[0]->where(), ": crop ", h_, " x ", w_, " is larger than the fields' ",
+                    H_, " x ", W_);
   auto all = [&] {
     std::vector<int> v(static_cast<size_t>(C_));
     for (int c = 0; c < int(C_); ++c) v[size_t(c)] = c;
@@ -127,11 +128,11 @@ WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
   out_ = opt.out_channels.empty() ? all() : opt.out_channels;
   for (const auto* list : {&in_, &out_})
     for (int c : *list)
-      ENGINE_CHECK(c >= 0 && c < C_, fields_[0]->where(), ": channel ", c, " does not exist (", C_, " channels)");
+      ENGINE_USER_CHECK(c >= 0 && c < C_, fields_[0]->where(), ": channel ", c, " does not exist (", C_, " channels)");
   in_runs_ = runs_of(in_);
   out_runs_ = runs_of(out_);
 
-  ENGINE_CHECK(!opt.stats.empty(), "weather: a stats file (per-channel mean and std) is required");
+  ENGINE_USER_CHECK(!opt.stats.empty(), "weather: a stats file (per-channel mean and std) is required");
   std::unique_ptr<h5::File> stats;
   if (std::filesystem::is_directory(opt.stats)) {
     read_npy_stats(opt.stats);
@@ -141,15 +142,15 @@ WeatherDataset::WeatherDataset(const WeatherOptions& opt) : opt_(opt) {
     std_ = read_stat(*stats, "std", C_);
   }
   for (int64_t c = 0; c < C_; ++c)
-    ENGINE_CHECK(std::isfinite(mean_[size_t(c)]) && std_[size_t(c)] > 0 && std::isfinite(std_[size_t(c)]), opt.stats,
-                 ": channel ", c, " has mean ", mean_[size_t(c)], " and std ", std_[size_t(c)],
-                 " (std must be positive and finite)");
+    ENGINE_USER_CHECK(std::isfinite(mean_[size_t(c)]) && std_[size_t(c)] > 0 && std::isfinite(std_[size_t(c)]),
+                      opt.stats, ": channel ", c, " has mean ", mean_[size_t(c)], " and std ", std_[size_t(c)],
+                      " (std must be positive and finite)");
   if (stats && stats->has("climatology")) clim_ = read_climatology(*stats, C_, h_, w_, out_, mean_, std_);
 
   lat_.resize(size_t(h_));
   if (files_[0]->has("lat")) {
     const h5::Dataset lat(*files_[0], "lat");
-    ENGINE_CHECK(lat.rank() == 1 && lat.shape()[0] == H_, lat.where(), ": expected ", H_, " latitudes");
+    ENGINE_USER_CHECK(lat.rank() == 1 && lat.shape()[0] == H_, lat.where(), ": expected ", H_, " latitudes");
     std::vector<float> all_lat(static_cast<size_t>(H_));
     const int64_t z = 0;
     lat.read({&z, 1}, lat.shape(), all_lat.data());
@@ -168,11 +169,11 @@ void WeatherDataset::read_npy_stats(const std::string& dir) {
   // climatology.
   auto per_channel = [&](const std::string& name) {
     const std::string path = dir + "/" + name;
-    ENGINE_CHECK(std::filesystem::exists(path), dir, ": a stats directory needs ", name,
-                 " (NumPy, shape (1, C, 1, 1), as the NERSC tutorial's stats/); or pass an HDF5 stats file");
+    ENGINE_USER_CHECK(std::filesystem::exists(path), dir, ": a stats directory needs ", name,
+                      " (NumPy, shape (1, C, 1, 1), as the NERSC tutorial's stats/); or pass an HDF5 stats file");
     NpyArray a = read_npy(path);
-    ENGINE_CHECK(int64_t(a.values.size()) == C_, path, ": ", a.values.size(), " values, but the fields have ", C_,
-                 " channels (a stats file for other data?)");
+    ENGINE_USER_CHECK(int64_t(a.values.size()) == C_, path, ": ", a.values.size(), " values, but the fields have ", C_,
+                      " channels (a stats file for other data?)");
     return a.values;
   };
   mean_ = per_channel("global_means.npy");
@@ -182,8 +183,8 @@ void WeatherDataset::read_npy_stats(const std::string& dir) {
   const NpyArray a = read_npy(tm);
   std::vector<int64_t> s = a.shape;
   if (s.size() == 4 && s[0] == 1) s.erase(s.begin());
-  ENGINE_CHECK(s.size() == 3 && s[0] == C_ && s[1] >= h_ && s[2] >= w_, tm, ": expected shape (1, ", C_, ", at least ",
-               h_, ", at least ", w_, "), got ", a.shape.size(), " dimensions");
+  ENGINE_USER_CHECK(s.size() == 3 && s[0] == C_ && s[1] >= h_ && s[2] >= w_, tm, ": expected shape (1, ", C_,
+                    ", at least ", h_, ", at least ", w_, "), got ", a.shape.size(), " dimensions");
   clim_.resize(out_.size() * size_t(h_ * w_));
   for (size_t k = 0; k < out_.size(); ++k)
     for (int64_t r = 0; r < h_; ++r) {

@@ -41,8 +41,8 @@ void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, 
     // space), the previous checkpoint stays as it was.
     std::error_code ec;
     fs::remove_all(tmp_dir, ec);
-    ENGINE_FAIL("checkpoint at step ", step, " not saved: ", e.what(),
-                fs::exists(final_dir / "state.json") ? cat("; ", dir, " keeps the previous one") : std::string());
+    ENGINE_USER_FAIL("checkpoint at step ", step, " not saved: ", e.what(),
+                     fs::exists(final_dir / "state.json") ? cat("; ", dir, " keeps the previous one") : std::string());
   }
   // Swap directories: the old checkpoint disappears only after the new one is complete.
   fs::remove_all(old_dir);
@@ -53,18 +53,18 @@ void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, 
 
 nlohmann::json read_checkpoint_state(const std::string& dir) {
   const fs::path d(dir);
-  ENGINE_CHECK(fs::exists(d / "state.json"), dir, ": no checkpoint here (state.json missing)");
+  ENGINE_USER_CHECK(fs::exists(d / "state.json"), dir, ": no checkpoint here (state.json missing)");
   nlohmann::json state;
   try {
     std::ifstream in(d / "state.json");
     state = nlohmann::json::parse(in);
   } catch (const std::exception& e) {
-    ENGINE_FAIL((d / "state.json").string(), ": bad JSON: ", e.what());
+    ENGINE_USER_FAIL((d / "state.json").string(), ": bad JSON: ", e.what());
   }
-  ENGINE_CHECK(state.contains("step") && state["step"].is_number_integer(), (d / "state.json").string(),
-               ": missing integer 'step'");
-  ENGINE_CHECK(state["step"].get<int64_t>() >= 0, (d / "state.json").string(), ": step ", state["step"].dump(),
-               " is negative (a damaged or edited file)");
+  ENGINE_USER_CHECK(state.contains("step") && state["step"].is_number_integer(), (d / "state.json").string(),
+                    ": missing integer 'step'");
+  ENGINE_USER_CHECK(state["step"].get<int64_t>() >= 0, (d / "state.json").string(), ": step ", state["step"].dump(),
+                    " is negative (a damaged or edited file)");
   return state;
 }
 
@@ -74,14 +74,15 @@ nlohmann::json load_checkpoint_dir(const std::string& dir, const WeightsIO& load
   const std::string saved = state.contains("config") && state["config"].is_object()
                                 ? state["config"].value("optimizer", std::string("adamw"))
                                 : std::string("adamw");
-  ENGINE_CHECK(saved == opt.name(), dir, ": the checkpoint was trained with optimizer ", saved, ", this run asks for ",
-               opt.name(), " (resume with --optimizer ", saved, ", or start afresh with --overwrite)");
+  ENGINE_USER_CHECK(saved == opt.name(), dir, ": the checkpoint was trained with optimizer ", saved,
+                    ", this run asks for ", opt.name(), " (resume with --optimizer ", saved,
+                    ", or start afresh with --overwrite)");
   load_weights((d / "model.safetensors").string());
   const SafetensorsFile os = load_safetensors((d / "optimizer.safetensors").string());
   try {
     opt.load_state(os.tensors);
   } catch (const Error& e) {
-    ENGINE_FAIL((d / "optimizer.safetensors").string(), ": ", e.what());
+    ENGINE_USER_FAIL((d / "optimizer.safetensors").string(), ": ", e.what());
   }
   return state;
 }

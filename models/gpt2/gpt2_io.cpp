@@ -35,14 +35,14 @@ void load_gpt2_weights(const std::string& path, GPT2& model) {
   const SafetensorsFile f = load_safetensors(path);
   for (auto& [name, p] : model.named_parameters()) {
     const std::string alt = "transformer." + name;
-    ENGINE_CHECK(f.has(name) || f.has(alt), path, ": missing tensor '", name, "' (nor '", alt, "')");
+    ENGINE_USER_CHECK(f.has(name) || f.has(alt), path, ": missing tensor '", name, "' (nor '", alt, "')");
     Tensor t = f.has(name) ? f.get(name) : f.get(alt);
-    ENGINE_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()));
+    ENGINE_USER_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()));
     t = t.to(DType::f32);
     if (gpt2_is_conv1d_weight(name) && t.ndim() == 2) t = transpose(t, 0, 1);
-    ENGINE_CHECK(t.shape() == p.shape(), path, ": tensor '", name, "' has shape ", shape_str(t.shape()),
-                 gpt2_is_conv1d_weight(name) ? " (after the Conv1D transpose)" : "", ", the model needs ",
-                 shape_str(p.shape()));
+    ENGINE_USER_CHECK(t.shape() == p.shape(), path, ": tensor '", name, "' has shape ", shape_str(t.shape()),
+                      gpt2_is_conv1d_weight(name) ? " (after the Conv1D transpose)" : "", ", the model needs ",
+                      shape_str(p.shape()));
     Tensor dst = p;
     dst.copy_from(t.to(p.device()));
   }

@@ -79,9 +79,9 @@ class GPT2Task : public TrainTask {
       model_ = std::make_unique<GPT2>(g_, seed_, dev);
     }
     const int64_t val_windows = TokenSampler(val_, plan.micro, T_, TokenSampler::Order::sequential, 0).windows();
-    ENGINE_CHECK(val_windows >= plan.micro * plan.dp, val_.path(), ": ", val_windows, " validation windows of ", T_,
-                 " tokens, fewer than batch_size x dp = ", plan.micro, " x ", plan.dp,
-                 " (each rank needs a batch of its own)");
+    ENGINE_USER_CHECK(val_windows >= plan.micro * plan.dp, val_.path(), ": ", val_windows, " validation windows of ",
+                      T_, " tokens, fewer than batch_size x dp = ", plan.micro, " x ", plan.dp,
+                      " (each rank needs a batch of its own)");
     for (int64_t m = 0; m < plan.accum; ++m) {
       xs_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
       ys_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
@@ -284,9 +284,9 @@ class GPT2Task : public TrainTask {
   // decides the rows of every step) is the same.
   void check_resume(const std::string& dir, const nlohmann::json& state) const override {
     const int64_t saved = state.value("sampler", nlohmann::json::object()).value("global_batch", int64_t(0));
-    ENGINE_CHECK(saved == 0 || saved == plan_.global(), dir, ": checkpoint was trained with a global batch of ", saved,
-                 " sequences, this run has ", plan_.global(),
-                 " (batch_size x grad_accum x ranks; set global_batch = ", saved, ")");
+    ENGINE_USER_CHECK(saved == 0 || saved == plan_.global(), dir, ": checkpoint was trained with a global batch of ",
+                      saved, " sequences, this run has ", plan_.global(),
+                      " (batch_size x grad_accum x ranks; set global_batch = ", saved, ")");
   }
 
  private:

@@ -80,7 +80,7 @@ Progress::Progress(const std::string& metrics_path, int64_t log_every, int64_t f
     rename_durably(tmp, metrics_path);
   }
   metrics_ = std::fopen(metrics_path.c_str(), first_step > 0 ? "a" : "w");
-  ENGINE_CHECK(metrics_, metrics_path, ": cannot open for writing: ", std::strerror(errno));
+  ENGINE_USER_CHECK(metrics_, metrics_path, ": cannot open for writing: ", std::strerror(errno));
   // The steps from first_step + 1 run (again): TensorBoard drops what earlier
   // event files hold for them, as this file drops the lines above.
   if (!tb_dir.empty()) tb_ = std::make_unique<TbWriter>(tb_dir, first_step + 1);

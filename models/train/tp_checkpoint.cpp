@@ -151,12 +151,12 @@ nlohmann::json load_tp_checkpoint(TpModel& m, Module& serial, Optimizer& opt, De
   const std::vector<double> all_steps = find_state(full, "step", {int64_t(all.size())}).to_f64_vector();
   for (size_t j = 0; j < names.size(); ++j) {
     const size_t i = size_t(std::find(all.begin(), all.end(), names[j]) - all.begin());
-    ENGINE_CHECK(i < all.size(), "checkpoint: no optimizer state for ", names[j]);
+    ENGINE_USER_CHECK(i < all.size(), "checkpoint: no optimizer state for ", names[j]);
     for (const auto& [kind, t] : of_param[i]) {
       Tensor s;
       if (per_shard(m, names[j], kind, t)) {
-        ENGINE_CHECK(t.ndim() == 2 && t.size(0) == m.tp().size(), "checkpoint: optimizer state '", kind, ".", i,
-                     "' is ", t.desc(), ", one row per tp rank of ", m.tp().size(), " expected");
+        ENGINE_USER_CHECK(t.ndim() == 2 && t.size(0) == m.tp().size(), "checkpoint: optimizer state '", kind, ".", i,
+                          "' is ", t.desc(), ", one row per tp rank of ", m.tp().size(), " expected");
         s = t.slice(m.tp().rank(), m.tp().rank() + 1).reshape({t.size(1)}).to(dev);
       } else {  // fp32 moments in the parameter's shape; whole parameters and tp 1: as they are
         s = m.tp().size() == 1 ? t.to(dev) : m.shard(names[j], t.to(dev));

@@ -79,15 +79,16 @@ class ViTTask : public TrainTask {
     } else {
       auto train = std::make_unique<ImageDataset>(c.s("train_data"), rp);
       auto val = std::make_unique<ImageDataset>(c.s("val_data"), rp);
-      ENGINE_CHECK(val->classes() <= train->classes(), c.s("val_data"), ": labels reach class ", val->classes() - 1,
-                   ", the training set ", c.s("train_data"), " has ", train->classes(), " classes");
+      ENGINE_USER_CHECK(val->classes() <= train->classes(), c.s("val_data"), ": labels reach class ",
+                        val->classes() - 1, ", the training set ", c.s("train_data"), " has ", train->classes(),
+                        " classes");
       classes_ = train->classes();
       train_ = std::move(train), val_ = std::move(val);
     }
     const std::vector<int64_t> in = train_->input_shape(), out = train_->target_shape();
-    ENGINE_CHECK(val_->input_shape() == in && val_->target_shape() == out, c.s("val_data"), ": samples ",
-                 shape_str(val_->input_shape()), " -> ", shape_str(val_->target_shape()), ", the training set's are ",
-                 shape_str(in), " -> ", shape_str(out));
+    ENGINE_USER_CHECK(val_->input_shape() == in && val_->target_shape() == out, c.s("val_data"), ": samples ",
+                      shape_str(val_->input_shape()), " -> ", shape_str(val_->target_shape()),
+                      ", the training set's are ", shape_str(in), " -> ", shape_str(out));
     if (!weather_)
       for (const auto& [k, dim] : {std::pair<const char*, int64_t>{"img_h", in[1]}, {"img_w", in[2]}})
         ENGINE_USER_CHECK(c.i(k) == 0 || c.i(k) == dim, "config: ", k, " = ", c.i(k), ": ", c.s("train_data"),
@@ -126,12 +127,12 @@ class ViTTask : public TrainTask {
     }
     const int64_t slots = plan.accum * plan.dp;
     sampler_ = std::make_unique<EpochSampler>(train_->size(), plan.micro, slots, seed_, Shuffle::yes);
-    ENGINE_CHECK(sampler_->steps_per_epoch() > 0, c.s("train_data"), ": ", train_->size(),
-                 " samples, fewer than one global batch of ", plan.global());
+    ENGINE_USER_CHECK(sampler_->steps_per_epoch() > 0, c.s("train_data"), ": ", train_->size(),
+                      " samples, fewer than one global batch of ", plan.global());
     val_sampler_ = std::make_unique<EpochSampler>(val_->size(), plan.micro, slots, 0, Shuffle::no);
-    ENGINE_CHECK(val_sampler_->steps_per_epoch() > 0, c.s("val_data"), ": ", val_->size(),
-                 " samples, fewer than one global batch of ", plan.global(),
-                 " (validation splits it as training does)");
+    ENGINE_USER_CHECK(val_sampler_->steps_per_epoch() > 0, c.s("val_data"), ": ", val_->size(),
+                      " samples, fewer than one global batch of ", plan.global(),
+                      " (validation splits it as training does)");
     lopt_.workers = int(c.i("data_workers"));
   }
 
@@ -258,17 +259,17 @@ class ViTTask : public TrainTask {
   void check_resume(const std::string& dir, const nlohmann::json& state) const override {
     const nlohmann::json s = state.value("sampler", nlohmann::json::object());
     const int64_t g = s.value("global_batch", int64_t(0)), n = s.value("samples", int64_t(0));
-    ENGINE_CHECK(g == plan_.global(), dir, ": checkpoint was trained with a global batch of ", g,
-                 " images, this run has ", plan_.global(), " (batch_size x grad_accum x ranks; set global_batch = ", g,
-                 ")");
-    ENGINE_CHECK(n == train_->size(), dir, ": checkpoint was trained on ", n, " samples, ", cfg_.s("train_data"),
-                 " holds ", train_->size(), " (the epochs' order would change)");
+    ENGINE_USER_CHECK(g == plan_.global(), dir, ": checkpoint was trained with a global batch of ", g,
+                      " images, this run has ", plan_.global(),
+                      " (batch_size x grad_accum x ranks; set global_batch = ", g, ")");
+    ENGINE_USER_CHECK(n == train_->size(), dir, ": checkpoint was trained on ", n, " samples, ", cfg_.s("train_data"),
+                      " holds ", train_->size(), " (the epochs' order would change)");
     // Channel lists compared as lists: "0-3" continues a run of "0,1,2,3".
     const nlohmann::json saved = state.value("config", nlohmann::json::object());
     for (const char* k : {"in_channels", "out_channels"}) {
       const std::string was = saved.value(k, std::string());
-      ENGINE_CHECK(channels(was) == channels(cfg_.s(k)), dir, ": checkpoint has ", k, " = \"", was,
-                   "\", the config asks for \"", cfg_.s(k), "\"");
+      ENGINE_USER_CHECK(channels(was) == channels(cfg_.s(k)), dir, ": checkpoint has ", k, " = \"", was,
+                        "\", the config asks for \"", cfg_.s(k), "\"");
     }
   }
 

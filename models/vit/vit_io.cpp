@@ -34,16 +34,16 @@ void load_vit_weights(const std::string& path, ViT& model) {
     // an Embedding's weight (N, E). Same numbers, same order. Files of
     // either layout load.
     const std::string key = name == "pos_embed.weight" && !f.has(name) && f.has("pos_embed") ? "pos_embed" : name;
-    ENGINE_CHECK(f.has(key), path, ": missing tensor '", name, "'",
-                 name == "pos_embed.weight" ? " (nor timm's 'pos_embed')" : "");
+    ENGINE_USER_CHECK(f.has(key), path, ": missing tensor '", name, "'",
+                      name == "pos_embed.weight" ? " (nor timm's 'pos_embed')" : "");
     Tensor t = f.get(key);
-    ENGINE_CHECK(is_floating(t.dtype()), path, ": tensor '", key, "' has dtype ", dtype_name(t.dtype()));
+    ENGINE_USER_CHECK(is_floating(t.dtype()), path, ": tensor '", key, "' has dtype ", dtype_name(t.dtype()));
     // timm's conv weight (E, C, p, p) is the engine's (E, C*p*p) row-major.
     const bool timm_shape = (name == "patch_embed.proj.weight" && t.ndim() == 4) ||
                             (name == "pos_embed.weight" && t.ndim() == 3 && t.size(0) == 1);
     if (timm_shape && t.numel() == p.numel()) t = t.reshape(p.shape());
-    ENGINE_CHECK(t.shape() == p.shape(), path, ": tensor '", key, "' has shape ", shape_str(t.shape()),
-                 ", the model needs ", shape_str(p.shape()));
+    ENGINE_USER_CHECK(t.shape() == p.shape(), path, ": tensor '", key, "' has shape ", shape_str(t.shape()),
+                      ", the model needs ", shape_str(p.shape()));
     Tensor dst = p;
     dst.copy_from(t.to(DType::f32).to(p.device()));
   }

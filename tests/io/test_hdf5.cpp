@@ -1,6 +1,7 @@
 // The HDF5 reader (io/hdf5.h) against files written with the C API: values,
 // boxes (crops), element-type conversion, pread vs H5Dread, and bad input as
 // one-line errors naming the file and the dataset.
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -280,6 +281,33 @@ TEST_CASE("hdf5: a file cut short after it was opened is an error on both read p
       CHECK_THROWS_WITH(read_box(d, last, one, path), Contains(p + ": dataset 'fields'") &&
                                                           Contains("the file shrank from") &&
                                                           Contains("since it was opened"));
+    }
+  }
+}
+
+TEST_CASE("hdf5: a file cut and grown back to its size after it was opened is an error on both read paths",
+          "[io][hdf5][errors]") {
+  // Same size, zeros where the data was: only the modification time tells.
+  const auto all = pattern_data(6 * 2 * 4 * 5);
+  for (const H5Store store : {H5Store::contiguous, H5Store::chunked}) {
+    const std::string p = h5_temp(store == H5Store::chunked ? "regrown_chunked.h5" : "regrown_contiguous.h5");
+    h5_write(p, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {6, 2, 4, 5}, all.data(), store);
+    // An hour old, so the truncation below is a later modification time whatever the clock's grain.
+    std::filesystem::last_write_time(p, std::filesystem::last_write_time(p) - std::chrono::hours(1));
+    const h5::File f(p);
+    const h5::Dataset d(f, "fields");
+    const std::vector<int64_t> last{5, 0, 0, 0}, one{1, 2, 4, 5};
+    CHECK(read_box(d, last, one, h5::ReadPath::hdf5) == ref_box(all, {6, 2, 4, 5}, last, one));
+    const auto size = std::filesystem::file_size(p);
+    std::filesystem::resize_file(p, size / 2);
+    std::filesystem::resize_file(p, size);
+    std::vector<h5::ReadPath> paths{h5::ReadPath::hdf5};
+    if (d.preadable()) paths.push_back(h5::ReadPath::pread);
+    for (const h5::ReadPath path : paths) {
+      INFO(d.layout() << (path == h5::ReadPath::pread ? " by pread" : " by H5Dread"));
+      CHECK_THROWS_WITH(read_box(d, last, one, path), Contains(p + ": dataset 'fields': the file was modified since "
+                                                                   "it was opened") &&
+                                                          Contains(cat("size ", size, " -> ", size, " bytes")));
     }
   }
 }
