@@ -1,6 +1,8 @@
 // Device parsing, the caching allocator, and cross-device copies.
 #include "engine/device.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -180,7 +182,22 @@ CachingAllocator& allocator_for(Device dev) {
                  " CUDA device(s) answer");
   }
   auto& slot = (*table)[{int(dev.type), dev.index}];
-  if (!slot) slot = std::make_unique<CachingAllocator>(dev);
+  if (!slot) {
+    // Host blocks of 1 MiB and more are mmap'd and unmapped when freed.
+    // glibc's threshold otherwise rises with each large free, and blocks
+    // under it come from the heap, where a freed block stays mapped and the
+    // free space fragments: under ulimit -v the allocator's retry after
+    // emptying its cache then fails with most of the limit unused. A fixed
+    // threshold costs nothing here (blocks are cached and reused).
+    static const bool fixed = [] {
+#if defined(__GLIBC__)
+      mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+      return true;
+    }();
+    (void)fixed;
+    slot = std::make_unique<CachingAllocator>(dev);
+  }
   return *slot;
 }
 

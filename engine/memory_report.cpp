@@ -69,11 +69,15 @@ Headroom memory_headroom(Device dev) {
     const size_t used = *u > cache ? *u - cache : 0;
     consider(*l > used ? *l - used : 0, c.name);
   }
+  consider(address_space_left(), "ulimit -v");
+  return h;
+}
+
+std::optional<size_t> address_space_left() {
   struct rlimit rl {};
   const auto vm = proc_kb("/proc/self/status", "VmSize");
-  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && vm)
-    consider(size_t(rl.rlim_cur) > *vm ? size_t(rl.rlim_cur) - *vm : 0, "ulimit -v");
-  return h;
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || !vm) return std::nullopt;
+  return size_t(rl.rlim_cur) > *vm ? size_t(rl.rlim_cur) - *vm : 0;
 }
 
 MemoryReport memory_report(const Module& model, const Optimizer& opt, Precision p) {

@@ -18,6 +18,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/device.h"
@@ -55,6 +56,9 @@ struct Headroom {
   std::string source;  // "MemAvailable", "cgroup memory.max", "ulimit -v", "cudaMemGetInfo"
 };
 Headroom memory_headroom(Device dev);
+// Address space left under ulimit -v (RLIMIT_AS less this process's VmSize);
+// none when there is no such limit.
+std::optional<size_t> address_space_left();
 
 // Measures the report; grads and optimizer state count only once they exist
 // (after the first backward and optimizer step), so train reports after step 1.

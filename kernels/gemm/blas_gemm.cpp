@@ -31,6 +31,13 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/sgemm_avx512.h"
 
+// OpenBLAS's pool of GEMM buffers (exported by every OpenBLAS build, not in
+// cblas.h): a product takes one for its length and gives it back; a product
+// finding none free allocates another, and retries that allocation forever
+// if it fails.
+extern "C" void* blas_memory_alloc(int procpos);
+extern "C" void blas_memory_free(void* buffer);
+
 namespace eng::cpu {
 
 namespace {
@@ -250,6 +257,18 @@ template void gemm_batched<float>(Trans, Trans, int64_t, int64_t, int64_t, float
                                   const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t);
 template void gemm_batched<double>(Trans, Trans, int64_t, int64_t, int64_t, double, const double*, int64_t, int64_t,
                                    const double*, int64_t, int64_t, double, double*, int64_t, int64_t, int64_t);
+
+void warm_threads() {
+  // Every thread holds a buffer at the same moment (the barrier), so the pool
+  // grows to as many as the step's concurrent single-threaded products need.
+#pragma omp parallel
+  {
+    void* buffer = blas_memory_alloc(0);
+    std::vector<float> arena(8192, 1.0f);  // 32 KiB: under glibc's mmap threshold, so from this thread's arena
+#pragma omp barrier
+    blas_memory_free(buffer);
+  }
+}
 
 std::string blas_info() {
   const std::string core = openblas_get_corename();

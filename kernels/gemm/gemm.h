@@ -74,5 +74,15 @@ void gemm_call(const GemmCall& c, const T* A, const T* B, T* C) {
 // the OPENBLAS_CORETYPE that would use them (detection happens when the
 // library loads, so only the environment can change it).
 std::string blas_info();
+
+// A small GEMM and a malloc on every OpenMP thread. OpenBLAS takes a buffer
+// (128 MiB of address space in Debian's build) at a thread's first GEMM and
+// glibc an arena (64 MiB) at its first malloc; taken now, before a memory
+// check, the process's size counts them (under ulimit -v they are what
+// runs out), and OpenBLAS, which retries a failed buffer allocation
+// forever, never has to take one mid-run.
+void warm_threads();
+// Address space warm_threads() may take, per thread: the two above.
+constexpr size_t kThreadReserveBytes = size_t(192) << 20;
 }  // namespace cpu
 }  // namespace eng

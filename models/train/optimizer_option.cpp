@@ -20,6 +20,13 @@ void check_optimizer_options(const TrainConfig& c) {
   const std::string o = c.s("optimizer");
   ENGINE_USER_CHECK(o == "adamw" || o == "adamw8bit" || o == "adafactor" || o == "sgd", "config: optimizer '", o,
                     "': adamw, adamw8bit, adafactor or sgd");
+  // torch.optim's ranges: a beta of 1 never forgets (and 1 - beta2^t is 0: a
+  // division by zero), a negative one oscillates; decay below 0 grows weights.
+  for (const char* k : {"beta1", "beta2"})
+    ENGINE_USER_CHECK(c.f(k) >= 0 && c.f(k) < 1, "config: ", k, " = ", c.f(k), ": in [0, 1) (",
+                      std::string(k) == "beta1" ? "0.9" : "0.95", " is usual)");
+  ENGINE_USER_CHECK(c.f("weight_decay") >= 0, "config: weight_decay = ", c.f("weight_decay"),
+                    ": must be >= 0 (0: none)");
   const double b1 = c.f("adafactor_beta1");
   ENGINE_USER_CHECK(b1 >= 0 && b1 < 1, "config: adafactor_beta1 = ", b1, ": in [0, 1) (0: no first moment)");
   ENGINE_USER_CHECK(!c.b("adafactor_warmup_init") || c.b("adafactor_relative_step"),

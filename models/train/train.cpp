@@ -46,6 +46,7 @@
 #include "models/train/config_checks.h"
 #include "models/train/error_exit.h"
 #include "models/train/gpt2_task.h"
+#include "models/train/loaded_checks.h"
 #include "models/train/memory_plan.h"
 #include "models/train/optimizer_option.h"
 #include "models/train/out_dir.h"
@@ -156,7 +157,10 @@ int run(int argc, char** argv) {
   };
   const auto tp_replicated = named(tp_grads.replicated);  // across tp
   Module& model = task->model();
-  if (!cfg.s("init_from").empty()) task->init_from(cfg.s("init_from"));
+  if (!cfg.s("init_from").empty()) {
+    task->init_from(cfg.s("init_from"));
+    check_loaded_weights(model.named_parameters(), cfg.s("init_from"));  // a NaN is the file's, not the lr's
+  }
   const std::unique_ptr<Optimizer> opt_owner =
       make_optimizer(cfg, decay_groups(model.parameters(), cfg.f("weight_decay")));
   Optimizer& opt = *opt_owner;  // --optimizer (optimizer_option.h); ZeRO-1 (adamw) steps in its place
@@ -206,6 +210,8 @@ int run(int argc, char** argv) {
   if (out.resuming()) {
     check_resume_optimizer(ckpt_dir, cfg);  // before its state is loaded
     resumed = task->load_checkpoint(ckpt_dir, optim);
+    check_loaded_weights(model.named_parameters(), ckpt_dir + "/model.safetensors");
+    check_loaded_state(zero ? zero->shard_optimizer().state() : opt.state(), ckpt_dir + "/optimizer.safetensors");
     check_resumed_config(ckpt_dir, resumed, cfg, task->shape_keys(), steps);
     start = resumed["step"].get<int64_t>();
     task->check_resume(ckpt_dir, resumed);
@@ -268,7 +274,15 @@ int run(int argc, char** argv) {
   progress.message("peak for MFU: " + peak.note);
   bool peak_rechecked = false;
   const double flops_per_step = task->flops_per_step();
+  // On the cpu, the step's cached blocks go back to the system before a
+  // validation or a sample: their tensors are other sizes, and the host's
+  // allocations outside the allocator (a sample's vectors) need the address
+  // space under ulimit -v. Rare enough that the next step's new mappings cost nothing.
+  auto free_cached = [&] {
+    if (dev.type == DeviceType::cpu) allocator_for(dev).empty_cache();
+  };
   auto validation = [&](int64_t step) {
+    free_cached();
     const EvalResult r = task->evaluate(ac);
     progress.val(step, r.loss, r.metrics, r.line);
   };
@@ -553,6 +567,7 @@ int run(int argc, char** argv) {
     }
     if (task->has_samples() && ((se > 0 && done % se == 0) || done == steps)) {
       const profile::Range r("sample");
+      free_cached();
       if (task->sample_on_every_rank()) {
         const std::string text = task->sample(done);
         if (lead) progress.message(text);

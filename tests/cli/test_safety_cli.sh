@@ -6,7 +6,9 @@
 # metrics; a full disk stops the run at once with the file and the reason,
 # keeping the latest checkpoint; the start-up memory check refuses a batch
 # that cannot fit and names one that does; a failed allocation is one line;
-# mistyped flags and damaged checkpoints are blamed precisely.
+# mistyped flags and damaged checkpoints are blamed precisely; loaded weights
+# and optimizer state that no training produces are refused by name; a data
+# file rewritten under a run, and an llm.c shard, are named errors.
 # Usage: test_safety_cli.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1
@@ -200,7 +202,7 @@ print(n)' "$work/k/metrics.jsonl")
          >/dev/null 2>"$work/err"; then
       fail "a batch over the memory limit ran"
     fi
-    grep -qE "^train: error: memory: batch_size 256 plans [0-9.]+ MB on cpu .*, more than the [0-9.]+ MB it can have \(--memory_limit_gb\); batch_size [0-9]+ fits" \
+    grep -qE "^train: error: memory: batch_size 256 plans [0-9.]+ MB on cpu .*, more than the [0-9.]+ MB it can have \(--memory_limit_gb\) less 6% for the step's temporaries and the allocator's rounding; batch_size [0-9]+ fits" \
       "$work/err" || fail "unexpected message: $(cat "$work/err")"
     [[ $(wc -l <"$work/err") -eq 1 && ! -e $work/big ]] || fail "not one line, or out_dir made: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
@@ -235,8 +237,24 @@ for l in open(sys.argv[1]):
           --val_bin "$work/data/train.bin" --out_dir "$work/b") >/dev/null 2>"$work/err"; then
       fail "20000 sequences passed the memory check in 3 GB"
     fi
-    grep -qE "^train: error: memory: batch_size 20000 plans .*\(ulimit -v\); batch_size [0-9]+ fits" "$work/err" ||
+    grep -qE "^train: error: memory: batch_size 20000 plans .*\(ulimit -v\) less 6% for the step's temporaries and the allocator's rounding; batch_size [0-9]+ fits" "$work/err" ||
       fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    # The batch it names runs under the same limit: training, validation and
+    # the closing sample (the address space of OpenBLAS's buffers and the
+    # threads' arenas is taken before the check and counted).
+    fits=$(grep -oE 'batch_size [0-9]+ fits' "$work/err" | grep -oE '[0-9]+')
+    (ulimit -v 3000000; exec "$train" "${common[@]}" --steps 2 --batch_size "$fits" --global_batch 0 \
+       --val_bin "$work/data/train.bin" --sample_tokens 32 --out_dir "$work/c") >/dev/null 2>"$work/err" ||
+      fail "the suggested batch_size $fits failed under the same ulimit -v: $(cat "$work/err")"
+    echo "ok: the suggested batch_size $fits ran under the same ulimit -v 3000000"
+    # A limit that leaves no room for the compute threads: refused, not a hang inside OpenBLAS.
+    if (ulimit -v 1300000; OMP_NUM_THREADS=2 exec timeout 60 "$train" "${common[@]}" --steps 2 --out_dir "$work/d") >/dev/null \
+         2>"$work/err"; then
+      fail "ran with 1.3 GB of address space"
+    fi
+    grep -qE "^train: error: (memory: ulimit -v leaves [0-9.]+ MB of address space; the [0-9]+ compute thread\(s\) take up to|out of memory on cpu|out of host memory)" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
     ;;
   flags)
@@ -260,6 +278,98 @@ PY
     fi
     grep -qF "checkpoint/state.json: step -7 is negative" "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
+    ;;
+  data_changed)
+    # A token file cut and grown back to its size under a running job (the
+    # probe's `truncate -s 100000 f; truncate -s $size f`): an error naming it,
+    # never training on zeros.
+    cp "$work/data/train.bin" "$work/tr.bin"
+    touch -d "1 hour ago" "$work/tr.bin"  # its later modification is then another time, whatever the clock's grain
+    size=$(stat -c %s "$work/tr.bin")
+    ENGINE_FAULT=sleep:100 "$train" "${common[@]}" --steps 100 --train_bin "$work/tr.bin" --out_dir "$work/t" \
+      >/dev/null 2>"$work/err" &
+    pid=$!
+    jobs_started+=($pid)
+    wait_steps "$work/t" 3
+    truncate -s 100000 "$work/tr.bin"
+    truncate -s "$size" "$work/tr.bin"
+    rc=0
+    wait $pid || rc=$?
+    [[ $rc -eq 1 ]] || fail "a regrown token file: exit status $rc"
+    grep -qE "^train: error: $work/tr.bin: the file was modified since it was opened \(at [0-9:.]+ UTC, size $size -> $size bytes\): rewritten in place while a run reads it\? Restore it, then --resume$" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    # llm.c's shard format (a 1024-byte header) is recognised, not read as tokens.
+    python3 - "$work/shard.bin" <<'PY'
+import struct, sys
+header = struct.pack("<256i", 20240520, 1, 1000, *([0] * 253))
+open(sys.argv[1], "wb").write(header + struct.pack("<1000H", *([7] * 1000)))
+PY
+    if "$train" "${common[@]}" --vocab_size 65536 --train_bin "$work/shard.bin" --out_dir "$work/s" >/dev/null \
+         2>"$work/err"; then
+      fail "an llm.c shard was read as tokens"
+    fi
+    grep -qxF "train: error: $work/shard.bin: an llm.c token shard (a 1024-byte header: magic 20240520, version 1, 1000 tokens); this reader takes headerless uint16 files: tail -c +1025 $work/shard.bin > tokens.bin gives one" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    ;;
+  loaded_numbers)
+    # Numbers a run starts from that no training produces: refused before the
+    # first step, naming the file, the tensor and the element, not "loss is
+    # nan (diverged: lower lr?)" steps later.
+    poke() {  # FILE TENSOR INDEX VALUE: one float32 of a safetensors file changed in place
+      python3 - "$@" <<'PY'
+import json, struct, sys
+path, name, index, value = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+with open(path, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    entry = json.loads(f.read(n))[name]
+    assert entry["dtype"] == "F32", entry
+    f.seek(8 + n + entry["data_offsets"][0] + 4 * index)
+    f.write(struct.pack("<f", value))
+PY
+    }
+    refused_with() {  # NAME PATTERN ARGS...: the run fails with one line matching PATTERN (grep -E)
+      local name=$1 pattern=$2
+      shift 2
+      if "$train" "${common[@]}" "$@" >/dev/null 2>"$work/err"; then fail "$name: accepted"; fi
+      grep -qE "^train: error: $pattern" "$work/err" || fail "$name: unexpected message: $(cat "$work/err")"
+      [[ $(wc -l <"$work/err") -eq 1 ]] || fail "$name: not one line: $(cat "$work/err")"
+      echo "ok: $name: $(cat "$work/err")"
+    }
+    for opt in adamw adamw8bit adafactor; do
+      "$train" "${common[@]}" --steps 6 --stop_after 3 --optimizer $opt --out_dir "$work/$opt" >/dev/null
+      cp -r "$work/$opt/checkpoint" "$work/$opt.good"
+    done
+    ck=$work/adamw/checkpoint
+    poke "$ck/model.safetensors" wte.weight 5 nan
+    refused_with "NaN weight, --resume" "$ck/model.safetensors: parameter '[a-z_.]*wte[a-z_.]*' holds nan at element 5 of 8192: a damaged file" \
+      --steps 6 --resume --out_dir "$work/adamw"
+    refused_with "NaN weight, --init_from" "$ck/model.safetensors: parameter '[a-z_.]*wte[a-z_.]*' holds nan at element 5 of 8192" \
+      --steps 6 --init_from "$ck/model.safetensors" --out_dir "$work/init"
+    rm -rf "$ck" && cp -r "$work/adamw.good" "$ck"
+    poke "$ck/optimizer.safetensors" exp_avg_sq.1 7 -0.5
+    refused_with "negative second moment (adamw)" "$ck/optimizer.safetensors: optimizer state 'exp_avg_sq.1' holds -0.5 at element 7 of 1024 \(second moments and scales are >= 0\)" \
+      --steps 6 --resume --out_dir "$work/adamw"
+    ck=$work/adamw8bit/checkpoint
+    poke "$ck/optimizer.safetensors" exp_avg_sq_absmax.0 3 -1
+    refused_with "negative 8-bit scale" "$ck/optimizer.safetensors: optimizer state 'exp_avg_sq_absmax.0' holds -1 at element 3 of 32" \
+      --steps 6 --optimizer adamw8bit --resume --out_dir "$work/adamw8bit"
+    ck=$work/adafactor/checkpoint
+    poke "$ck/optimizer.safetensors" exp_avg_sq_row.0 0 -2
+    refused_with "negative Adafactor row" "$ck/optimizer.safetensors: optimizer state 'exp_avg_sq_row.0' holds -2 at element 0 of 256" \
+      --steps 6 --optimizer adafactor --resume --out_dir "$work/adafactor"
+    # Each left whole, the same checkpoints resume.
+    rm -rf "$work/adamw8bit/checkpoint" && cp -r "$work/adamw8bit.good" "$work/adamw8bit/checkpoint"
+    "$train" "${common[@]}" --steps 6 --optimizer adamw8bit --resume --out_dir "$work/adamw8bit" >/dev/null ||
+      fail "the undamaged 8-bit checkpoint did not resume"
+    # Options torch.optim refuses, refused at parse time like lr.
+    refused_with "--beta1 1" "config: beta1 = 1: in \[0, 1\)" --beta1 1 --out_dir "$work/b"
+    refused_with "--beta2 1" "config: beta2 = 1: in \[0, 1\)" --beta2 1 --out_dir "$work/b"
+    refused_with "--beta2 2" "config: beta2 = 2: in \[0, 1\)" --beta2 2 --out_dir "$work/b"
+    refused_with "--beta1 -0.5" "config: beta1 = -0.5: in \[0, 1\)" --beta1 -0.5 --out_dir "$work/b"
+    refused_with "--weight_decay -1" "config: weight_decay = -1: must be >= 0" --weight_decay -1 --out_dir "$work/b"
+    [[ ! -e $work/b && ! -e $work/init ]] || fail "a refused run created its out_dir"
     ;;
   *)
     fail "unknown case $case_name"
