@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -52,6 +53,9 @@ bool SafetensorsFile::has(const std::string& name) const {
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  ENGINE_USER_CHECK(!std::filesystem::is_directory(path, ec), path,
+                    ": a directory; a .safetensors file is expected (a checkpoint's model.safetensors)");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   ENGINE_USER_CHECK(in, path, ": cannot open");
   const uint64_t file_size = uint64_t(in.tellg());
@@ -61,8 +65,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
   in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-  ENGINE_USER_CHECK(header_len <= file_size - 8, path, ": truncated (header of ", header_len, " bytes, file of ",
-                    file_size, ")");
+  if (header_len > file_size - 8) {
+    // A header cut short still starts with '{'; anything else is another kind of file.
+    char first = 0;
+    in.read(&first, 1);
+    ENGINE_USER_CHECK(!in || first == '{', path,
+                      ": not a safetensors file (it starts with neither a header length nor a JSON header; a text "
+                      "file, or another format?)");
+    ENGINE_USER_FAIL(path, ": truncated (header of ", header_len, " bytes, file of ", file_size, ")");
+  }
   std::string header(header_len, '\0');
   in.read(header.data(), std::streamsize(header_len));
   nlohmann::json j;

@@ -183,8 +183,12 @@ void WeatherDataset::read_npy_stats(const std::string& dir) {
   const NpyArray a = read_npy(tm);
   std::vector<int64_t> s = a.shape;
   if (s.size() == 4 && s[0] == 1) s.erase(s.begin());
-  ENGINE_USER_CHECK(s.size() == 3 && s[0] == C_ && s[1] >= h_ && s[2] >= w_, tm, ": expected shape (1, ", C_,
-                    ", at least ", h_, ", at least ", w_, "), got ", a.shape.size(), " dimensions");
+  std::string got;
+  for (size_t d = 0; d < a.shape.size(); ++d) got += cat(d ? ", " : "", a.shape[d]);
+  ENGINE_USER_CHECK(s.size() == 3 && s[0] == C_ && s[1] >= h_ && s[2] >= w_, tm, ": shape (", got,
+                    a.shape.size() == 1 ? "," : "", "), expected (1, ", C_, ", at least ", h_, ", at least ", w_,
+                    "): the climatology of these fields' ", C_,
+                    " channels at their full size (or leave the file out: no ACC then)");
   clim_.resize(out_.size() * size_t(h_ * w_));
   for (size_t k = 0; k < out_.size(); ++k)
     for (int64_t r = 0; r < h_; ++r) {

@@ -43,8 +43,15 @@ void check_optimizer_options(const TrainConfig& c) {
       "adamw with tensor parallelism");
   ENGINE_USER_CHECK(c.i("tp") == 1 || o != "sgd", "config: optimizer sgd with tp = ", c.i("tp"),
                     " is not supported; use adamw");
-  ENGINE_USER_CHECK(o != "sgd" || c.s("device") == "cpu", "config: optimizer sgd on ", c.s("device"),
-                    ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there");
+  // --device auto is decided later (check_optimizer_device): cpu where no GPU answers.
+  ENGINE_USER_CHECK(o != "sgd" || c.s("device") == "cpu" || c.s("device") == "auto", "config: optimizer sgd on ",
+                    c.s("device"), ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there");
+}
+
+void check_optimizer_device(const TrainConfig& c, Device dev) {
+  ENGINE_USER_CHECK(c.s("optimizer") != "sgd" || dev.type == DeviceType::cpu, "config: optimizer sgd on ", dev.str(),
+                    c.s("device") == "auto" ? " (--device auto found a GPU)" : "",
+                    ": SGD has no GPU kernel; use adamw, adamw8bit or adafactor there, or --device cpu");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<ParamGroup> groups) {

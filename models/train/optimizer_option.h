@@ -15,6 +15,8 @@ namespace eng::models {
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<ParamGroup> groups);
 // One-line errors for an unknown name or a combination not supported (part of validate_config).
 void check_optimizer_options(const TrainConfig& c);
+// Once --device is resolved (auto: cpu where no GPU answers): sgd on the cpu only.
+void check_optimizer_device(const TrainConfig& c, Device dev);
 // The state's bytes per parameter, for the memory plan before the first
 // step: 8 (adamw), 2.03 (adamw8bit), 4 (sgd), ~0 (adafactor: a bound of 0.1).
 double optimizer_bytes_per_param(const TrainConfig& c);

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -79,7 +80,9 @@ auto alike(F f) -> decltype(f()) {
 
 int run(int argc, char** argv) {
   TrainConfig cfg;
-  if (!cfg.parse_args(argc, argv)) {
+  // Every rank parses the same command line: its errors are every rank's,
+  // said once by rank 0 (WorldError), without MPI's abort banner.
+  if (!alike([&] { return cfg.parse_args(argc, argv); })) {
     std::printf("%s", cfg.help_text().c_str());
     return 0;
   }
@@ -111,6 +114,7 @@ int run(int argc, char** argv) {
   const Device dev = rank_device(Device::parse(cfg.s("device")));
   // The device type is every rank's; cuDNN's presence is each rank's own (an error there ends the job).
   alike([&] { check_attention_device(cfg, dev); });
+  alike([&] { check_optimizer_device(cfg, dev); });
   check_cudnn_loads(cfg);
   // NVTX ranges (engine/profile.h) on the cuda device.
   profile::enable_nvtx(dev.type == DeviceType::cuda);
@@ -552,8 +556,11 @@ int run(int argc, char** argv) {
       comm::barrier_world(cat("after the checkpoint of step ", done));
       if (agreed.io_failed)
         throw WorldError(comm::broadcast_string(
-            cat(progress.io_error(), ": the run stops at step ", done, "; ", saved, " (free space, then --resume)"), 0,
-            "rank 0's write error"));
+            cat(progress.io_error(), ": the run stops at step ", done, "; ", saved,
+                // No checkpoint at all (a full disk before the first): nothing to resume.
+                std::filesystem::exists(ckpt_dir + "/state.json") ? " (free space, then --resume)"
+                                                                  : " (free space, then start again with --overwrite)"),
+            0, "rank 0's write error"));
       if (agreed.signal != 0) {
         stopped_by = agreed.signal;
         break;

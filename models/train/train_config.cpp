@@ -2,6 +2,7 @@
 #include "models/train/train_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -180,15 +181,54 @@ TrainConfig::TrainConfig() {
   for (const OptionSpec& s : train_options()) values_[s.key] = s.default_value;
 }
 
-void TrainConfig::set(const std::string& key, const Json& v, const std::string& source) {
+namespace {
+
+// What an option's value must be, in a user's words.
+std::string kind_of(const std::string& key, const Json& d) {
+  if (key == "resume") return "true, false or auto";
+  return d.is_boolean()          ? "true or false"
+         : d.is_number_integer() ? "an integer"
+         : d.is_number_float()   ? "a number"
+                                 : "a string";
+}
+
+// The first byte of s that is not UTF-8, or npos. The configuration is
+// JSON (printed, compared across ranks, saved in checkpoints), which holds
+// UTF-8 text only.
+size_t bad_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+void TrainConfig::set(const std::string& key, const Json& v, const std::string& source, const std::string& raw) {
   const OptionSpec* spec = find_spec(key);
   ENGINE_USER_CHECK(spec, source, ": unknown key '", key, "'", suggestion(key), "; see --help");
   const Json& d = spec->default_value;
   const bool ok = (d.is_boolean() && v.is_boolean()) || (d.is_string() && v.is_string()) ||
                   (d.is_number_integer() && v.is_number_integer()) || (d.is_number_float() && v.is_number()) ||
                   (key == "resume" && v == "auto");  // resume: true, false or auto
-  ENGINE_USER_CHECK(ok || key != "resume", source, ": key 'resume' must be true, false or \"auto\", got ", v.dump());
-  ENGINE_USER_CHECK(ok, source, ": key '", key, "' must be ", d.type_name(), ", got ", v.dump());
+  const std::string name = source == "command line" ? cat("option '--", key, "'") : cat("key '", key, "'");
+  const std::string got = raw.empty() ? v.dump() : cat("'", raw, "'");
+  if (!ok && d.is_number_integer() && v.is_number_float()) {  // 1e3, 5.5
+    const double x = v.get<double>();
+    ENGINE_USER_FAIL(source, ": ", name, " must be an integer, got ", got,
+                     x == std::floor(x) && std::abs(x) < 9e15 ? cat(" (write ", int64_t(x), ")") : std::string());
+  }
+  ENGINE_USER_CHECK(ok, source, ": ", name, " must be ", kind_of(key, d), ", got ", got);
+  if (v.is_string()) {
+    const size_t at = bad_utf8(v.get<std::string>());
+    ENGINE_USER_CHECK(at == std::string::npos, source, ": the value of ", name, " is not UTF-8 text (byte ", at,
+                      "); the configuration is kept as JSON, which holds UTF-8 only: rename the file or directory");
+  }
   values_[key] = d.is_number_float() ? Json(v.get<double>()) : v;
   set_keys_.push_back(key);
 }
@@ -216,12 +256,11 @@ void TrainConfig::set_from_cli(const std::string& key, const std::string& value)
     try {
       v = Json::parse(value);
     } catch (const std::exception&) {
-      ENGINE_USER_FAIL("command line: option '--", key, "' must be ",
-                       key == "resume" ? "true, false or auto" : spec->default_value.type_name(), ", got '", value,
-                       "'");
+      ENGINE_USER_FAIL("command line: option '--", key, "' must be ", kind_of(key, spec->default_value), ", got '",
+                       value, "'");
     }
   }
-  set(key, v, "command line");
+  set(key, v, "command line", value);
 }
 
 bool TrainConfig::parse_args(int argc, char** argv) {

@@ -42,7 +42,8 @@ class TrainConfig {
   std::string foreign_options(const std::string& model) const;
 
  private:
-  void set(const std::string& key, const nlohmann::json& v, const std::string& source);
+  // raw: the text given on the command line, for messages ("" from a file).
+  void set(const std::string& key, const nlohmann::json& v, const std::string& source, const std::string& raw = "");
   nlohmann::json values_;
   std::vector<std::string> set_keys_;  // keys a file or the command line set
 };

@@ -374,6 +374,15 @@ PY
     [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
     grep -q "^train: error: .*config: zero = 3" "$work/err" || fail "bad message: $(cat "$work/err")"
     echo "ok: $(grep 'train: error' "$work/err")"
+    # So is a command-line error, which every rank finds before any agreement: no MPI_Abort.
+    if mpi -np 2 "$train" "${common[@]}" --lrr 0.1 --out_dir "$work/c" >"$work/out" 2>"$work/err"; then
+      fail "--lrr was accepted"
+    fi
+    [[ $(grep -c "train: error" "$work/err") -eq 1 ]] || fail "not one error line: $(cat "$work/err")"
+    grep -qx "train: error: command line: unknown option '--lrr' (did you mean 'lr'?); see --help" "$work/err" ||
+      fail "bad message: $(cat "$work/err")"
+    if grep -q "MPI_ABORT" "$work/err"; then fail "a command-line error aborted the job: $(cat "$work/err")"; fi
+    echo "ok: $(grep 'train: error' "$work/err")"
     ;;
   emu)
     # The emulated device: the MPI backend and the NCCL backend against the

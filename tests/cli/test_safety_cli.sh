@@ -169,6 +169,16 @@ print(n)' "$work/k/metrics.jsonl")
       grep -qE "^train: error: $dir/run/(metrics.jsonl|tb/events.out.tfevents.[^:]*): write failed: No space left on device: the run stops at step [0-9]+; .*checkpoint at step [0-9]+ not saved: .*No space left on device; $dir/run/checkpoint keeps the previous one \(free space, then --resume\)$" \
         "$work/err" || fail "unexpected message: $(cat "$work/err")"
       saved=50
+      # A fresh run on the full disk has no checkpoint to go back to: the
+      # advice is --overwrite, not a --resume that would find nothing.
+      truncate -s -8k "$dir/filler"
+      if "$train" "${common[@]}" "${small[@]}" --out_dir "$dir/fresh" >/dev/null 2>"$work/err2"; then
+        fail "a fresh run went on with a full disk"
+      fi
+      grep -qE "^train: error: .*: the run stops at step [0-9]+; checkpoint at step [0-9]+ not saved: .* \(free space, then start again with --overwrite\)$" \
+        "$work/err2" || fail "unexpected message (fresh run): $(cat "$work/err2")"
+      echo "ok: $(cat "$work/err2")"
+      rm -rf "$dir/fresh"
     else
       if (trap '' XFSZ; ulimit -f 160; exec "$train" "${common[@]}" "${small[@]}" --checkpoint_every 50 \
             --out_dir "$dir/run") >"$work/out" 2>"$work/err"; then
@@ -278,6 +288,25 @@ PY
     fi
     grep -qF "checkpoint/state.json: step -7 is negative" "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
+    # --optimizer sgd with --device auto where no GPU answers: auto is the cpu, where sgd runs.
+    if ! nvidia-smi -L >/dev/null 2>&1; then
+      "$train" "${common[@]}" --device auto --optimizer sgd --steps 2 --out_dir "$work/sgd" >/dev/null 2>"$work/err" ||
+        fail "--optimizer sgd with --device auto on a machine without a GPU: $(cat "$work/err")"
+      echo "ok: --optimizer sgd runs with --device auto where no GPU answers"
+    fi
+    # --init_from a directory or a text file: said as such.
+    if "$train" "${common[@]}" --init_from "$work/s" --out_dir "$work/i" >/dev/null 2>"$work/err"; then
+      fail "--init_from a directory accepted"
+    fi
+    grep -qxF "train: error: $work/s: a directory; a .safetensors file is expected (a checkpoint's model.safetensors)" \
+      "$work/err" || fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
+    if "$train" "${common[@]}" --init_from "$work/s/metrics.jsonl" --out_dir "$work/i" >/dev/null 2>"$work/err"; then
+      fail "--init_from a text file accepted"
+    fi
+    grep -qF "train: error: $work/s/metrics.jsonl: not a safetensors file" "$work/err" ||
+      fail "unexpected message: $(cat "$work/err")"
+    echo "ok: $(cat "$work/err")"
     ;;
   data_changed)
     # A token file cut and grown back to its size under a running job (the
@@ -291,12 +320,15 @@ PY
     pid=$!
     jobs_started+=($pid)
     wait_steps "$work/t" 3
-    truncate -s 100000 "$work/tr.bin"
-    truncate -s "$size" "$work/tr.bin"
+    # Both cuts within microseconds; a read that lands between them sees the
+    # shrunk file, which is the same error said as such (the unit tests in
+    # tests/io/test_token_file.cpp hold each case apart).
+    python3 -c 'import os, sys; os.truncate(sys.argv[1], 100000); os.truncate(sys.argv[1], int(sys.argv[2]))' \
+      "$work/tr.bin" "$size"
     rc=0
     wait $pid || rc=$?
     [[ $rc -eq 1 ]] || fail "a regrown token file: exit status $rc"
-    grep -qE "^train: error: $work/tr.bin: the file was modified since it was opened \(at [0-9:.]+ UTC, size $size -> $size bytes\): rewritten in place while a run reads it\? Restore it, then --resume$" \
+    grep -qE "^train: error: $work/tr.bin: (the file was modified since it was opened \(at [0-9:.]+ UTC, size $size -> $size bytes\): rewritten in place while a run reads it\? Restore it, then --resume|the file shrank from $size to 100000 bytes since it was opened .*)$" \
       "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
     # llm.c's shard format (a 1024-byte header) is recognised, not read as tokens.

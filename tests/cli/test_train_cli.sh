@@ -166,18 +166,23 @@ PY
     printf '\x01\x00\x00\x01' >"$work/big.bin"  # ids 1 and 256
     expect_error "token id 256 at position 1" --train_bin "$work/big.bin"
     expect_error "unknown option '--lrr' (did you mean 'lr'?)" --lrr 0.1
-    expect_error "must be number" --lr fast
+    expect_error "command line: option '--lr' must be a number, got 'fast'" --lr fast
+    expect_config_error "command line: option '--steps' must be an integer, got '1e3' (write 1000)" --steps 1e3
+    expect_config_error "command line: option '--steps' must be an integer, got '5.5'" --steps 5.5
     expect_error "unknown precision 'O4'" --precision O4
     echo '{"n_layers": 2}' >"$work/typo.json"
     expect_error "unknown key 'n_layers' (did you mean 'n_layer'?)" --config "$work/typo.json"
     echo '{"steps": "ten"}' >"$work/type.json"
-    expect_error "key 'steps' must be number" --config "$work/type.json"
+    expect_error "type.json: key 'steps' must be an integer, got \"ten\"" --config "$work/type.json"
     expect_error "seq_len 64 must be in [1, block_size = 32]" --seq_len 64
     expect_error "missing.bin" --train_bin "$work/missing.bin"
     # Faults in the options say what to change, without a source location.
     expect_config_error "train: error: config: warmup_steps (30) must not exceed steps (5)" --warmup_steps 30 --steps 5
     expect_config_error "unknown option '--lrr'" --lrr 0.1
-    expect_config_error "key 'steps' must be number" --config "$work/type.json"
+    expect_config_error "key 'steps' must be an integer" --config "$work/type.json"
+    # A path that is not UTF-8 (the configuration is JSON): said so, naming the option.
+    expect_config_error "command line: the value of option '--tensorboard' is not UTF-8 text (byte 2)" \
+      --tensorboard "tb$(printf '\xe9')x"
     expect_config_error "config: n_head = 2 does not divide by tp = 3" --tp 3
     # In a log (stdout and stderr to one file, as under Slurm): the start-up
     # lines come before the error, which is the last line.

@@ -151,7 +151,10 @@ TEST_CASE("weather: a stats/ directory of NumPy files normalises as the HDF5 sta
       CHECK(ya == yb);
     }
   }
-  fs::copy_file(fix + "time_means.npy", stats / "time_means.npy");
+  fs::copy_file(fix + "means.npy", stats / "time_means.npy");  // (1, 3, 1, 1): a climatology of the wrong size
+  CHECK_THROWS_WITH(WeatherDataset(npy), Contains("time_means.npy: shape (1, 3, 1, 1), expected (1, 3, at least 4, "
+                                                  "at least 5)"));
+  fs::copy_file(fix + "time_means.npy", stats / "time_means.npy", fs::copy_options::overwrite_existing);
   CHECK(WeatherDataset(npy).climatology() == WeatherDataset(h5).climatology());
   fs::remove(stats / "global_stds.npy");
   CHECK_THROWS_WITH(WeatherDataset(npy), Contains("needs global_stds.npy") && Contains(stats.string()));

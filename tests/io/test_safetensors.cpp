@@ -61,6 +61,12 @@ TEST_CASE("safetensors: damaged files give errors naming the file", "[io][safete
   CHECK_THROWS_WITH(load_safetensors(cut), Contains("cut.safetensors") && Contains("truncated"));
   fs::resize_file(cut, 3);
   CHECK_THROWS_WITH(load_safetensors(cut), Contains("cut.safetensors") && Contains("truncated"));
+  // A directory, and a text file: said as such, not as a header of 2^64 bytes.
+  CHECK_THROWS_WITH(load_safetensors(fs::path(good).parent_path().string()),
+                    Contains("a directory; a .safetensors file is expected"));
+  const std::string text = temp_path("notes.txt");
+  std::ofstream(text) << "these are not tensors, only a few words of text\n";
+  CHECK_THROWS_WITH(load_safetensors(text), Contains("notes.txt: not a safetensors file"));
   const std::string junk = temp_path("junk.safetensors");
   {
     std::ofstream out(junk, std::ios::binary);
