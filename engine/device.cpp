@@ -1,7 +1,7 @@
 // Device parsing, the caching allocator, and cross-device copies.
 #include "engine/device.h"
 
-#include <malloc.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -51,16 +51,28 @@ size_t CachingAllocator::round_size(size_t bytes) {
   return (bytes + 511) / 512 * 512;
 }
 
+// The cpu's blocks of 1 MiB and more are mapped and unmapped by the
+// allocator itself. From malloc, glibc's mmap threshold rises with each
+// large free, blocks under it then come from the heap, where a freed block
+// stays mapped and the free space fragments: under ulimit -v the retry
+// after emptying the cache below failed with much of the limit unused.
+bool CachingAllocator::mapped(size_t bytes) const {
+  return dev_.type == DeviceType::cpu && !pinned_ && bytes >= (size_t(1) << 20);
+}
+
 void* CachingAllocator::system_alloc(size_t bytes) {
   ++stats_.system_allocs;
   if (pinned_) return cudart::malloc_host(bytes);
-  auto attempt = [&] {
-    return dev_.type == DeviceType::cuda ? cudart::try_malloc_device(bytes, dev_.index) : std::aligned_alloc(64, bytes);
+  auto attempt = [&]() -> void* {
+    if (dev_.type == DeviceType::cuda) return cudart::try_malloc_device(bytes, dev_.index);
+    if (!mapped(bytes)) return std::aligned_alloc(64, bytes);
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m == MAP_FAILED ? nullptr : m;
   };
   void* p = attempt();
   if (!p && !free_.empty()) {
     // The cached blocks are of other sizes: give them back and try once more.
-    for (auto& [n, q] : free_) system_free(q);
+    for (auto& [n, q] : free_) system_free(q, n);
     free_.clear();
     stats_.cached_bytes = 0;
     p = attempt();
@@ -73,11 +85,13 @@ void* CachingAllocator::system_alloc(size_t bytes) {
   return p;
 }
 
-void CachingAllocator::system_free(void* ptr) {
+void CachingAllocator::system_free(void* ptr, size_t bytes) {
   if (pinned_)
     cudart::free_host(ptr);
   else if (dev_.type == DeviceType::cuda)
     cudart::free_device(ptr);
+  else if (mapped(bytes))
+    ::munmap(ptr, bytes);
   else
     std::free(ptr);
 }
@@ -146,7 +160,7 @@ void CachingAllocator::close_pool(int pool) {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [n, p] : free_) system_free(p);  // open pools keep theirs: their graphs still use them
+  for (auto& [n, p] : free_) system_free(p, n);  // open pools keep theirs: their graphs still use them
   free_.clear();
   stats_.cached_bytes = 0;
 }
@@ -182,22 +196,7 @@ CachingAllocator& allocator_for(Device dev) {
                  " CUDA device(s) answer");
   }
   auto& slot = (*table)[{int(dev.type), dev.index}];
-  if (!slot) {
-    // Host blocks of 1 MiB and more are mmap'd and unmapped when freed.
-    // glibc's threshold otherwise rises with each large free, and blocks
-    // under it come from the heap, where a freed block stays mapped and the
-    // free space fragments: under ulimit -v the allocator's retry after
-    // emptying its cache then fails with most of the limit unused. A fixed
-    // threshold costs nothing here (blocks are cached and reused).
-    static const bool fixed = [] {
-#if defined(__GLIBC__)
-      mallopt(M_MMAP_THRESHOLD, 1 << 20);
-#endif
-      return true;
-    }();
-    (void)fixed;
-    slot = std::make_unique<CachingAllocator>(dev);
-  }
+  if (!slot) slot = std::make_unique<CachingAllocator>(dev);
   return *slot;
 }
 

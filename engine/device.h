@@ -66,7 +66,8 @@ class CachingAllocator {
  private:
   static size_t round_size(size_t bytes);
   void* system_alloc(size_t bytes);
-  void system_free(void* ptr);
+  void system_free(void* ptr, size_t bytes);  // bytes: as allocated (rounded)
+  bool mapped(size_t bytes) const;            // a block system_alloc maps itself (mmap)
   Device dev_;
   bool pinned_;
   mutable std::mutex mu_;

@@ -88,7 +88,8 @@ int run(int argc, char** argv) {
   }
   const comm::World& world = comm::init_world();
   const bool lead = world.rank == 0;  // rank 0 alone prints and writes
-  // SIGTERM, SIGUSR1, SIGINT: finish the step, save, exit kStoppedExit (run_stop.h).
+  // SIGTERM, SIGUSR1, SIGINT: finish the step, save, exit kStoppedExit
+  // (run_stop.h). Installed again after MPI's start-up, with rank 0's notice.
   install_stop_handlers(lead);
   const int threads = share_cores();
   // Every call that waits for the other ranks is watched from here on, the
@@ -631,6 +632,9 @@ int main(int argc, char** argv) {
   // process by SIGXFSZ mid-write; ignored, it fails with EFBIG and the run
   // stops as on a full disk: the file and the reason named, a checkpoint kept.
   std::signal(SIGXFSZ, SIG_IGN);
+  // From the first instruction: a scheduler's signal may come while MPI and
+  // the data start (a requeued job's time-limit signal can be seconds away).
+  install_stop_handlers(false);
   const int rc = run_or_report([&] { return run(argc, argv); });
   comm::finalize_world();
   return rc;

@@ -10,7 +10,7 @@
 # and, with CASE requeue, a job stopped by its scheduler continues by itself:
 #   scancel --signal=USR1  train saves a checkpoint and exits 75, the script
 #                         requeues the job, the requeued job resumes (--resume auto)
-#   a time limit          the script's --signal (here USR1 58 s before a 1-minute
+#   a time limit          the script's --signal (here USR1 55 s before a 1-minute
 #                         limit) does the same, once per limit, until the run ends
 #   each ends with the losses of the uninterrupted run under mpirun, bit for bit.
 # Slurm holds a requeued job for cred_expire seconds (Reason=BeginTime; 10
@@ -78,9 +78,9 @@ if [[ $case_name == requeue ]]; then
   done
   [[ $(losses "$work/rq") == "$(losses "$work/ref")" ]] || fail "scancel --signal=USR1: the losses differ from mpirun's"
   echo "ok: scancel --signal=USR1: stopped at $(grep -o 'stopped by SIGUSR1 at step [0-9]*' "$work/rq.log"), requeued $restarts time(s), 40 losses == mpirun's bit for bit"
-  # A time limit: the signal is due 2 s into each run, sent within ~30 s of
+  # A time limit: the signal is due 5 s into each run, sent within ~30 s of
   # that (slurmctld's periodic check); 40 steps of 1 s need two runs or more.
-  jid=$(ENGINE_FAULT=sleep:1000 sbatch --parsable --time=1 --signal=USR1@58 -o "$work/tl.log" \
+  jid=$(ENGINE_FAULT=sleep:1000 sbatch --parsable --time=1 --signal=USR1@55 -o "$work/tl.log" \
     scripts/slurm/train_cpu.sbatch "${long[@]}" --out_dir "$work/tl")
   follow "$jid" "$work/tl.log"
   [[ $restarts -ge 1 ]] || fail "time limit: the job was not requeued"

@@ -2,6 +2,9 @@
 // the allocator's counters, and the 16-bit float conversions.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "tests/test_util.h"
@@ -75,6 +78,38 @@ TEST_CASE("allocator: caches freed blocks and tracks current and peak bytes", "[
   const size_t sys = a.stats().system_allocs;
   { Tensor t2 = Tensor::empty({1000}, DType::f32); }
   CHECK(a.stats().system_allocs == sys);  // reused from the cache
+}
+
+namespace {
+// This process's address space in KiB, as the kernel counts it (what ulimit -v limits).
+long vm_size_kb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmSize:", 0) == 0) return std::stol(line.substr(7));
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("allocator: large cpu blocks give their address space back when the cache is emptied", "[tensor][device]") {
+  // Blocks of 1 MiB and more are the allocator's own mappings. From malloc,
+  // a freed 8 MiB block raises glibc's mmap threshold, the 4 MiB blocks
+  // after it come from the heap, and a small block above them keeps the heap
+  // from shrinking when they are freed: 32 MiB would stay mapped for good.
+  CachingAllocator& a = allocator_for(kCPU);
+  a.empty_cache();
+  { Tensor big = Tensor::zeros({int64_t(8) << 18}, DType::f32); }
+  a.empty_cache();
+  const long before = vm_size_kb();
+  REQUIRE(before > 0);
+  Tensor pin;
+  {
+    std::vector<Tensor> held;
+    for (int i = 0; i < 8; ++i) held.push_back(Tensor::zeros({int64_t(1) << 20}, DType::f32));  // 4 MiB each
+    pin = Tensor::zeros({16384}, DType::f32);                                                   // 64 KiB, above them
+    CHECK(vm_size_kb() >= before + 32 * 1024);
+  }
+  a.empty_cache();
+  CHECK(vm_size_kb() <= before + 8 * 1024);  // the 32 MiB are back, whatever else moved a little
 }
 
 TEST_CASE("tensor: randn is reproducible and roughly standard normal", "[tensor]") {
