@@ -8,6 +8,7 @@
 #            closing sample, which a signal then ends at once; the
 #            --checkpoint_minutes clock saves without checkpoint_every;
 #            --resume auto starts a fresh run where there is no checkpoint.
+#   emu      the GPU step's loop (emu, O3: CUDA-graph replays) stops and resumes alike.
 #   mpirun   under mpirun -np 2: a signal that reaches one rank only stops
 #            both at the same step; SIGUSR1 sent to mpirun (which forwards
 #            it) likewise; each resumed run equals the uninterrupted one.
@@ -175,6 +176,21 @@ case $case_name in
     mpi -np 2 "$train" "${common[@]}" --resume auto --out_dir "$work/fwd" >/dev/null
     [[ $(losses "$work/fwd") == "$(losses "$work/ref")" ]] || fail "SIGUSR1 to mpirun: the resumed losses differ"
     echo "ok: SIGUSR1 to mpirun stopped both ranks at step $stop_step (exit 75); the resumed run equals the uninterrupted one"
+    ;;
+  emu)
+    # The GPU step's loop (emu: the CUDA kernels emulated; O3: the step a
+    # captured graph after one eager step) stops the same way, and resumes
+    # bit for bit.
+    emu=(--device emu --precision O3 --steps 5)
+    "$train" "${common[@]}" "${emu[@]}" --out_dir "$work/ref" >/dev/null
+    rc=0
+    ENGINE_FAULT=signal:0:3:TERM "$train" "${common[@]}" "${emu[@]}" --out_dir "$work/e" >"$work/log" 2>&1 || rc=$?
+    stopped_ok "SIGTERM on emu at O3" $rc "$work/log" "$work/e"
+    [[ $stop_step -eq 3 ]] || fail "emu: stopped at step $stop_step, not 3"
+    grep -q "every step from now on is one graph replay" "$work/log" || fail "emu: the step was not a graph replay"
+    "$train" "${common[@]}" "${emu[@]}" --resume auto --out_dir "$work/e" >/dev/null
+    [[ $(losses "$work/e") == "$(losses "$work/ref")" ]] || fail "emu: the resumed losses differ"
+    echo "ok: emu at O3 (graph replays) stopped by SIGTERM at step 3 (exit 75); the resumed run equals the uninterrupted one"
     ;;
   *)
     fail "unknown case $case_name"
