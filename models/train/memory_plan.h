@@ -67,7 +67,9 @@ size_t state_bytes(int64_t params, Precision p, int64_t optimizer_shards, double
 
 // Every rank (a collective): compares its plan with its device's free memory
 // (or limit_gb, when > 0; limit_gb < 0 skips the check), host memory shared
-// by the ranks of a node. Returns rank 0's one-line summary; throws
+// by the ranks of a node, with 6% to spare. On the host it first has the
+// compute threads take their address space (cpu::warm_threads), refusing a
+// ulimit -v that cannot hold it, so the figure counts it. Returns rank 0's one-line summary; throws
 // WorldError on every rank, naming the first rank that does not fit, the
 // figures and the largest batch_size that does.
 std::string check_memory_plan(const MemoryPlan& plan, Device dev, double limit_gb);

@@ -117,6 +117,13 @@ std::string OutDir::claim() {
              "--overwrite to delete it and start again, or another --out_dir");
 }
 
+OutDirMode out_dir_mode(const nlohmann::json& resume, bool overwrite) {
+  return resume == "auto" ? OutDirMode::auto_resume
+         : resume == true ? OutDirMode::resume
+         : overwrite      ? OutDirMode::overwrite
+                          : OutDirMode::fresh;
+}
+
 OutDir::OutDir(std::string path, OutDirMode mode) : path_(std::move(path)), mode_(mode) {
   std::string error;
   std::error_code ec;

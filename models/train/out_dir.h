@@ -13,6 +13,7 @@
 // so a run refused for bad input creates nothing; on a file system without
 // flock the run goes on unguarded, with a note.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace eng::models {
@@ -20,6 +21,8 @@ namespace eng::models {
 // auto_resume (--resume auto, a requeued job): resume when out_dir holds a
 // checkpoint, else fresh; rank 0 decides once, after a torn save's recovery.
 enum class OutDirMode { fresh, resume, overwrite, auto_resume };
+// --resume (true, false or "auto") and --overwrite (refused together by validate_config).
+OutDirMode out_dir_mode(const nlohmann::json& resume, bool overwrite);
 
 class OutDir {
  public:

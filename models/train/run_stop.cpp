@@ -1,16 +1,11 @@
-// Stop signals and the checkpoint clock (see run_stop.h).
+// Stop signals (see run_stop.h).
 #include "models/train/run_stop.h"
 
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
 
 #include "base/error.h"
-#include "comm/world.h"
 
 namespace eng::models {
 
@@ -69,35 +64,6 @@ std::string signal_name(int sig) {
 void restore_default_signals() {
   for (int sig : kSignals) std::signal(sig, SIG_DFL);
   if (g_signal != 0) std::raise(g_signal);  // one that came during the final save: its default now
-}
-
-void inject_signal(int64_t step) {
-  static const char* spec = std::getenv("ENGINE_FAULT");
-  if (!spec || std::strncmp(spec, "signal:", 7) != 0) return;
-  int rank = -1;
-  long long at = -1;
-  char name[8] = {};
-  ENGINE_CHECK(std::sscanf(spec, "signal:%d:%lld:%7s", &rank, &at, name) == 3, "ENGINE_FAULT='", spec,
-               "': expected signal:RANK:STEP:TERM|USR1|INT");
-  const int sig = std::strcmp(name, "TERM") == 0   ? SIGTERM
-                  : std::strcmp(name, "USR1") == 0 ? SIGUSR1
-                  : std::strcmp(name, "INT") == 0  ? SIGINT
-                                                   : 0;
-  ENGINE_CHECK(sig != 0, "ENGINE_FAULT='", spec, "': the signal is TERM, USR1 or INT");
-  if (rank == comm::world().rank && at == step) std::raise(sig);
-}
-
-bool CheckpointClock::due() const {
-  if (minutes_ <= 0) return false;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count() >= minutes_ * 60.0;
-}
-
-StepEnd agree_step_end(const StepEnd& mine, int64_t step) {
-  // max over ranks: any rank's flag is everyone's; of two different signals the larger number is named.
-  const std::vector<double> all =
-      comm::all_reduce_host({mine.io_failed ? 1.0 : 0.0, double(mine.signal), mine.clock_due ? 1.0 : 0.0},
-                            comm::HostOp::max, cat("the end-of-step flags of step ", step));
-  return {all[0] > 0, int(all[1]), all[2] > 0};
 }
 
 }  // namespace eng::models

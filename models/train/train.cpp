@@ -20,7 +20,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -53,6 +52,7 @@
 #include "models/train/out_dir.h"
 #include "models/train/pipeline_step.h"
 #include "models/train/progress.h"
+#include "models/train/run_checkpoints.h"
 #include "models/train/run_stop.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
@@ -102,11 +102,7 @@ int run(int argc, char** argv) {
   // said once, by rank 0 (WorldError).
   alike([&] { validate_config(cfg); });
   // Refuses a fresh run into an earlier run's out_dir, and a second job on a live one.
-  const nlohmann::json& resume_opt = cfg.json()["resume"];  // true, false or "auto"
-  OutDir out(cfg.s("out_dir"), resume_opt == "auto" ? OutDirMode::auto_resume
-                               : resume_opt == true ? OutDirMode::resume
-                               : cfg.b("overwrite") ? OutDirMode::overwrite
-                                                    : OutDirMode::fresh);
+  OutDir out(cfg.s("out_dir"), out_dir_mode(cfg.json()["resume"], cfg.b("overwrite")));
   const Precision precision = parse_precision(cfg.s("precision"));
   const int64_t zero_stage = cfg.i("zero");
   const comm::Grid grid = alike([&] { return comm::Grid(int(cfg.i("tp")), int(cfg.i("cp")), int(cfg.i("pp"))); });
@@ -324,22 +320,9 @@ int run(int argc, char** argv) {
     const auto opt_state = task->gather_for_checkpoint(optim.state());
     if (lead) task->save_checkpoint(ckpt_dir, opt_state, done, cfg.json(), run_state);
   };
-  // One checkpoint: every rank takes part (gathers), rank 0 writes. A write
-  // error after rank 0's metrics failed is returned as the line to report
-  // (the previous checkpoint stays whole); any other error ends the job.
-  CheckpointClock checkpoint_clock(cfg.f("checkpoint_minutes"));  // rank 0's decides
-  auto checkpoint = [&](int64_t done, bool io_failed) {
-    const profile::Range r("checkpoint");
-    std::string saved = cat("checkpoint saved at step ", done);
-    try {
-      save_checkpoint(done);
-    } catch (const Error& e) {
-      if (!io_failed) throw;  // this rank's error ends the job
-      saved = e.what();
-    }
-    checkpoint_clock.reset();
-    return saved;
-  };
+  // The final, periodic, clock's and stopping checkpoints (run_checkpoints.h).
+  RunCheckpoints checkpoints(save_checkpoint, ckpt_dir, cfg.f("checkpoint_minutes"), cfg.i("checkpoint_every"),
+                             progress, lead);
   int stopped_by = 0;  // the signal that stopped the run (0: it ran to its end)
   task->start(start);
   // What each group's communicator sends per training step (forward,
@@ -359,7 +342,6 @@ int run(int argc, char** argv) {
   const int64_t end = cfg.i("stop_after") > 0 ? std::min(steps, start + cfg.i("stop_after")) : steps;
   for (int64_t step = start; step < end; ++step) {
     inject_fault(step + 1);
-    inject_signal(step + 1);
     // The window opens at its first step, or at the first step this run makes
     // inside it (a resumed run); it closes after its last step, or this run's.
     if (!window.empty() && step + 1 == std::max(window.first, start + 1) && step + 1 <= window.last) {
@@ -540,35 +522,8 @@ int run(int argc, char** argv) {
         throw WorldError(cat("step ", done, ": ", e.what()));  // every rank found it
       }
     }
-    // The ranks agree on rank 0's write error, a stop signal any rank got and
-    // rank 0's checkpoint clock. The final checkpoint, and the one a signal
-    // or a write error asks for, come before validation and samples (a long
-    // sample must not outlast a scheduler's grace period); the periodic ones
-    // after them.
-    const StepEnd agreed =
-        agree_step_end({!progress.io_error().empty(), stop_signal(), lead && checkpoint_clock.due()}, done);
-    const bool last = done == end;
-    if (last || agreed.signal != 0 || agreed.io_failed) {
-      const std::string saved = checkpoint(done, agreed.io_failed);
-      if (agreed.signal != 0 && !agreed.io_failed)
-        progress.message(cat("stopped by ", signal_name(agreed.signal), " at step ", done, ": checkpoint at ", ckpt_dir,
-                             " (--resume continues; exit status ", kStoppedExit, ")"));
-      // Nobody runs ahead of (or exits before) a checkpoint another rank may fail to write.
-      comm::barrier_world(cat("after the checkpoint of step ", done));
-      if (agreed.io_failed)
-        throw WorldError(comm::broadcast_string(
-            cat(progress.io_error(), ": the run stops at step ", done, "; ", saved,
-                // No checkpoint at all (a full disk before the first): nothing to resume.
-                std::filesystem::exists(ckpt_dir + "/state.json") ? " (free space, then --resume)"
-                                                                  : " (free space, then start again with --overwrite)"),
-            0, "rank 0's write error"));
-      if (agreed.signal != 0) {
-        stopped_by = agreed.signal;
-        break;
-      }
-      restore_default_signals();  // nothing left to save: a signal now ends the closing validation at once
-    }
-    const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every"), ce = cfg.i("checkpoint_every");
+    if ((stopped_by = checkpoints.before_evaluation(done, end)) != 0) break;
+    const int64_t ve = cfg.i("val_every"), se = cfg.i("sample_every");
     if ((ve > 0 && done % ve == 0) || done == steps) {
       const profile::Range r("validation");
       validation(done);
@@ -584,10 +539,7 @@ int run(int argc, char** argv) {
         comm::barrier_world(cat("while rank 0 draws the text sample of step ", done));
       }
     }
-    if (!last && ((ce > 0 && done % ce == 0) || agreed.clock_due)) {
-      checkpoint(done, false);
-      comm::barrier_world(cat("after the checkpoint of step ", done));
-    }
+    checkpoints.after_evaluation(done, end);
     step_range.reset();  // closed inside the window
     if (!window.empty() && (done == window.last || (done == end && done >= window.first && done < window.last))) {
       profile::profiler_stop();  // the step's work is done: its results were read above

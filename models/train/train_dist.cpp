@@ -1,6 +1,7 @@
 // Rank placement, agreement checks and the batch plan (see train_dist.h).
 #include "models/train/train_dist.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,7 +78,19 @@ void inject_fault(int64_t step) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return;
   }
-  if (std::strncmp(spec, "throw:", 6) != 0) return;  // stall:... is comm's (watchdog.h), signal:... run_stop.h's
+  if (std::strncmp(spec, "signal:", 7) == 0) {  // a scheduler's signal to this rank alone (run_stop.h)
+    char name[8] = {};
+    ENGINE_CHECK(std::sscanf(spec, "signal:%d:%lld:%7s", &rank, &at, name) == 3, "ENGINE_FAULT='", spec,
+                 "': expected signal:RANK:STEP:TERM|USR1|INT");
+    const int sig = std::strcmp(name, "TERM") == 0   ? SIGTERM
+                    : std::strcmp(name, "USR1") == 0 ? SIGUSR1
+                    : std::strcmp(name, "INT") == 0  ? SIGINT
+                                                     : 0;
+    ENGINE_CHECK(sig != 0, "ENGINE_FAULT='", spec, "': the signal is TERM, USR1 or INT");
+    if (rank == comm::world().rank && at == step) std::raise(sig);
+    return;
+  }
+  if (std::strncmp(spec, "throw:", 6) != 0) return;  // stall:... is comm's (watchdog.h)
   ENGINE_CHECK(std::sscanf(spec, "throw:%d:%lld", &rank, &at) == 2, "ENGINE_FAULT='", spec,
                "': expected throw:RANK:STEP");
   ENGINE_CHECK(!(rank == comm::world().rank && at == step), "injected fault (ENGINE_FAULT=", spec, ") at step ", step);

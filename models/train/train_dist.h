@@ -48,7 +48,10 @@ BatchPlan plan_batches(int64_t batch_size, int64_t grad_accum, int64_t global_ba
 // ENGINE_FAULT=throw:RANK:STEP makes world rank RANK throw at the start of
 // step STEP (1-based), as a rank that hits a bad input or a device error;
 // ENGINE_FAULT=sleep:MS makes every step of every rank MS ms longer (a slow
-// job, without using the CPU, for the scheduler tests).
+// job, without using the CPU, for the scheduler tests);
+// ENGINE_FAULT=signal:RANK:STEP:TERM|USR1|INT raises that signal in world
+// rank RANK at the start of step STEP, as a scheduler's signal that reached
+// that rank alone (run_stop.h).
 void inject_fault(int64_t step);
 
 }  // namespace eng::models

@@ -30,16 +30,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --batch_size 4 --seq_len 32
         --warmup_steps 2 --val_every 0 --sample_every 0 --val_batches 2 --sample_tokens 8 --device cpu
         --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin")
-steps_in() { grep -c '"loss"' "$1/metrics.jsonl" || true; }
-state_step() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["step"])' "$1/checkpoint/state.json"; }
-# Waits (up to 60 s) until $1/metrics.jsonl has at least $2 training steps.
-wait_steps() {
-  for _ in $(seq 600); do
-    [[ -f $1/metrics.jsonl && $(steps_in "$1") -ge $2 ]] && return 0
-    sleep 0.1
-  done
-  fail "no $2 steps in $1 after 60 s"
-}
+source "$(dirname "$0")/run_watch.sh"  # steps_in, state_step, wait_steps
 
 case $case_name in
   out_dir)

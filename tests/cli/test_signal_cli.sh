@@ -36,16 +36,8 @@ mpi() { bash "$root/scripts/mpirun.sh" "$@"; }
 common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --batch_size 4 --seq_len 32
         --warmup_steps 2 --val_every 0 --sample_every 0 --val_batches 2 --sample_tokens 8 --device cpu
         --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --steps 40)
-steps_in() { grep -c '"loss"' "$1/metrics.jsonl" 2>/dev/null || true; }
+source "$(dirname "$0")/run_watch.sh"  # steps_in, state_step, wait_steps
 losses() { grep -o '"loss":[^,}]*' "$1/metrics.jsonl"; }
-state_step() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["step"])' "$1/checkpoint/state.json"; }
-wait_steps() {  # DIR N: until DIR/metrics.jsonl has N training steps (60 s at most)
-  for _ in $(seq 600); do
-    [[ $(steps_in "$1") -ge $2 ]] && return 0
-    sleep 0.1
-  done
-  fail "no $2 steps in $1 after 60 s"
-}
 # stopped_ok NAME RC LOG DIR: status 75, the stop line once, its step saved.
 stopped_ok() {
   local name=$1 rc=$2 log=$3 dir=$4

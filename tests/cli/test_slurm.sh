@@ -25,7 +25,7 @@ work=$(mktemp -d)
 cluster=$work/slurm
 cleanup() {
   bash "$root/scripts/slurm/local_cluster.sh" stop "$cluster" || true
-  [[ -n ${KEEP:-} ]] || rm -rf "$work"
+  rm -rf "$work"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -45,7 +45,7 @@ no_gpu=(--gpus-per-node=0 --ntasks-per-node=2 --cpus-per-task=1)
 cd "$root"  # the scripts run from the repository root, as sbatch's users submit them
 
 if [[ $case_name == requeue ]]; then
-  steps_in() { grep -c '"loss"' "$1/metrics.jsonl" 2>/dev/null || true; }
+  source "$root/tests/cli/run_watch.sh"  # wait_steps
   # follow JOBID LOG: until the job completes (300 s at most); fails if it ends any other way.
   follow() {
     local info state
@@ -66,10 +66,7 @@ if [[ $case_name == requeue ]]; then
   # scancel --signal=USR1 while the job runs.
   jid=$(ENGINE_FAULT=sleep:100 sbatch --parsable -o "$work/rq.log" scripts/slurm/train_cpu.sbatch "${long[@]}" \
     --out_dir "$work/rq")
-  for _ in $(seq 600); do
-    [[ $(steps_in "$work/rq") -ge 3 ]] && break
-    sleep 0.1
-  done
+  wait_steps "$work/rq" 3
   scancel --signal=USR1 "$jid"
   follow "$jid" "$work/rq.log"
   [[ $restarts -ge 1 ]] || fail "scancel --signal=USR1: the job was not requeued"

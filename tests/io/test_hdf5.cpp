@@ -261,55 +261,41 @@ TEST_CASE("hdf5: bad input is a one-line error naming file and dataset", "[io][h
   }
 }
 
-TEST_CASE("hdf5: a file cut short after it was opened is an error on both read paths, never zeros",
+TEST_CASE("hdf5: a file cut, or cut and grown back, after it was opened is an error on both read paths, never zeros",
           "[io][hdf5][errors]") {
   // HDF5 refuses a truncated file at open, but H5Dread of chunks cut off
-  // later returns zeros and success: the reader compares the file's size.
+  // later returns zeros and success: the reader compares the file's size,
+  // and, for a file grown back to its size (zeros where the data was), its
+  // modification time.
   const auto all = pattern_data(6 * 2 * 4 * 5);
-  for (const H5Store store : {H5Store::contiguous, H5Store::chunked}) {
-    const std::string p = h5_temp(store == H5Store::chunked ? "cut_chunked.h5" : "cut_contiguous.h5");
-    h5_write(p, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {6, 2, 4, 5}, all.data(), store);
-    const h5::File f(p);
-    const h5::Dataset d(f, "fields");
-    const std::vector<int64_t> last{5, 0, 0, 0}, one{1, 2, 4, 5};
-    CHECK(read_box(d, last, one, h5::ReadPath::hdf5) == ref_box(all, {6, 2, 4, 5}, last, one));
-    std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
-    std::vector<h5::ReadPath> paths{h5::ReadPath::hdf5};
-    if (d.preadable()) paths.push_back(h5::ReadPath::pread);
-    for (const h5::ReadPath path : paths) {
-      INFO(d.layout() << (path == h5::ReadPath::pread ? " by pread" : " by H5Dread"));
-      CHECK_THROWS_WITH(read_box(d, last, one, path), Contains(p + ": dataset 'fields'") &&
-                                                          Contains("the file shrank from") &&
-                                                          Contains("since it was opened"));
+  for (const bool regrow : {false, true})
+    for (const H5Store store : {H5Store::contiguous, H5Store::chunked}) {
+      const std::string p =
+          h5_temp(cat(regrow ? "regrown_" : "cut_", store == H5Store::chunked ? "chunked" : "contiguous", ".h5"));
+      h5_write(p, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {6, 2, 4, 5}, all.data(), store);
+      // An hour old, so the truncation below is a later modification time whatever the clock's grain.
+      std::filesystem::last_write_time(p, std::filesystem::last_write_time(p) - std::chrono::hours(1));
+      const h5::File f(p);
+      const h5::Dataset d(f, "fields");
+      const std::vector<int64_t> last{5, 0, 0, 0}, one{1, 2, 4, 5};
+      CHECK(read_box(d, last, one, h5::ReadPath::hdf5) == ref_box(all, {6, 2, 4, 5}, last, one));
+      const auto size = std::filesystem::file_size(p);
+      std::filesystem::resize_file(p, size / 2);
+      if (regrow) std::filesystem::resize_file(p, size);
+      std::vector<h5::ReadPath> paths{h5::ReadPath::hdf5};
+      if (d.preadable()) paths.push_back(h5::ReadPath::pread);
+      for (const h5::ReadPath path : paths) {
+        INFO(d.layout() << (path == h5::ReadPath::pread ? " by pread" : " by H5Dread") << (regrow ? ", regrown" : ""));
+        if (regrow)
+          CHECK_THROWS_WITH(read_box(d, last, one, path),
+                            Contains(p + ": dataset 'fields': the file was modified since it was opened") &&
+                                Contains(cat("size ", size, " -> ", size, " bytes")));
+        else
+          CHECK_THROWS_WITH(read_box(d, last, one, path), Contains(p + ": dataset 'fields'") &&
+                                                              Contains("the file shrank from") &&
+                                                              Contains("since it was opened"));
+      }
     }
-  }
-}
-
-TEST_CASE("hdf5: a file cut and grown back to its size after it was opened is an error on both read paths",
-          "[io][hdf5][errors]") {
-  // Same size, zeros where the data was: only the modification time tells.
-  const auto all = pattern_data(6 * 2 * 4 * 5);
-  for (const H5Store store : {H5Store::contiguous, H5Store::chunked}) {
-    const std::string p = h5_temp(store == H5Store::chunked ? "regrown_chunked.h5" : "regrown_contiguous.h5");
-    h5_write(p, "fields", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {6, 2, 4, 5}, all.data(), store);
-    // An hour old, so the truncation below is a later modification time whatever the clock's grain.
-    std::filesystem::last_write_time(p, std::filesystem::last_write_time(p) - std::chrono::hours(1));
-    const h5::File f(p);
-    const h5::Dataset d(f, "fields");
-    const std::vector<int64_t> last{5, 0, 0, 0}, one{1, 2, 4, 5};
-    CHECK(read_box(d, last, one, h5::ReadPath::hdf5) == ref_box(all, {6, 2, 4, 5}, last, one));
-    const auto size = std::filesystem::file_size(p);
-    std::filesystem::resize_file(p, size / 2);
-    std::filesystem::resize_file(p, size);
-    std::vector<h5::ReadPath> paths{h5::ReadPath::hdf5};
-    if (d.preadable()) paths.push_back(h5::ReadPath::pread);
-    for (const h5::ReadPath path : paths) {
-      INFO(d.layout() << (path == h5::ReadPath::pread ? " by pread" : " by H5Dread"));
-      CHECK_THROWS_WITH(read_box(d, last, one, path), Contains(p + ": dataset 'fields': the file was modified since "
-                                                                   "it was opened") &&
-                                                          Contains(cat("size ", size, " -> ", size, " bytes")));
-    }
-  }
 }
 
 TEST_CASE("hdf5: a NaN or Inf in float data is an error naming its index", "[io][hdf5][errors]") {
