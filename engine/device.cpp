@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "engine/cuda_runtime.h"
 #include "engine/graph.h"
+#include "kernels/emu/count_only.h"
 
 namespace eng {
 
@@ -116,9 +117,11 @@ void* CachingAllocator::allocate(size_t bytes) {
   // type, -1 as an int), as the emulator poisons shared memory: a kernel that
   // forgets to write part of its output leaves NaNs a test sees, instead of
   // a previous tensor's plausible values. (cudaMalloc gives no such promise
-  // either way; cpu memory stays as is: its kernels are the reference.)
+  // either way; cpu memory stays as is: its kernels are the reference.) Not
+  // in count-only mode, where no kernel runs: untouched, a block costs no
+  // page (GPT-2 124M's step would touch tens of GB).
   if (dev_.type == DeviceType::emu) {
-    std::memset(p, 0xFF, n);
+    if (!emu::count_only()) std::memset(p, 0xFF, n);
     live_[static_cast<const char*>(p)] = bytes;
   }
   return p;

@@ -40,6 +40,14 @@ void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size
   if (bytes == 0) return;
   const Device dev = dst_dev.type != DeviceType::cpu ? dst_dev : src_dev;
   check_gpu(dev, "copy_async");
+  // A step profile's row: a copy within the device moves its bytes twice
+  // (read and write); one to or from the host crosses the bus once.
+  const bool within = dst_dev.type != DeviceType::cpu && src_dev.type != DeviceType::cpu;
+  const kprof::Scope profiled(within                            ? "memcpy device to device"
+                              : dst_dev.type == DeviceType::cpu ? "memcpy device to host"
+                                                                : "memcpy host to device",
+                              kprof::memory(double(bytes) * (within ? 2 : 1)));
+  kprof::count_launch();
   if (dev.type == DeviceType::cuda) {
     cudart::memcpy_async(dst, dst_dev.type == DeviceType::cuda, src, src_dev.type == DeviceType::cuda, bytes,
                          gpu::current_stream());
@@ -57,6 +65,10 @@ void copy_within(Device dev, void* dst, const void* src, size_t bytes) {
 
 void host_task(Device dev, std::function<void()> fn) {
   check_gpu(dev, "host_task");
+  kprof::Cost host;
+  host.kind = kprof::Kind::host;
+  const kprof::Scope profiled("host node", host);
+  kprof::count_launch();
   if (dev.type == DeviceType::emu) {
     emu::enqueue(std::move(fn));
     return;

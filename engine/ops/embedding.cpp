@@ -58,7 +58,7 @@ static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os, i
     copy_async(d_start.data_ptr(), dev, h_start.get(), kCPU, start_bytes);
     Tensor dw = Tensor::empty({V, C}, g.dtype(), dev);
     ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), g.data_ptr(), d_order.data<int32_t>(),
-                    d_start.data<int32_t>(), dw.data_ptr(), V, C, nullptr);
+                    d_start.data<int32_t>(), dw.data_ptr(), n, V, C, nullptr);
     return std::vector<Tensor>{dw};
   });
   return out;

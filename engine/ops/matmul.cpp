@@ -159,6 +159,14 @@ bool lt_takes_aux(const GemmCall& c) {
   return c.M == 0 || c.N == 0 || c.K == 0 || c.batch == 0 || lt_aux_ok(plan_cublaslt(c));
 }
 #endif
+
+// A step profile's name for one GEMM (kernels/kernel_cost.h): its shape, so
+// the table shows each class apart (lm_head's unaligned products above all).
+std::string gemm_name(const GemmCall& c, Epilogue epi, const kprof::Cost& cost) {
+  static const char* const kEpi[] = {"", " +bias", " +bias+gelu", " +bias+gelu", " +dbias"};
+  return cat("gemm ", c.M, "x", c.N, "x", c.K, c.batch > 1 ? cat(" x", c.batch) : "", kEpi[int(epi)],
+             cost.aligned ? "" : " unaligned");
+}
 }  // namespace
 
 namespace detail {
@@ -177,6 +185,14 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
     for (const GemmStep& s : plan) {
       const char* x = static_cast<const char*>(pick(s.first).data_ptr()) + s.offset_first * int64_t(es);
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
+      // The step profile sees one GEMM whichever executor runs it (cuBLASLt, or ours on emu).
+      kprof::Scope profiled;
+      if (kprof::listening()) {
+        const kprof::Cost cost = kcost::tiled_gemm(storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
+                                                   bias.defined() ? bias.data_ptr() : nullptr, epi,
+                                                   aux.defined() ? aux.data_ptr() : nullptr, nullptr);
+        profiled.begin(gemm_name(s.call, epi, cost).c_str(), cost);
+      }
 #if defined(ENGINE_HAVE_CUDA)
       if (out.device().type == DeviceType::cuda) {
         if (epi == Epilogue::bgrad) {

@@ -17,8 +17,9 @@
 //   6. update:   one block per chunk: u / divisor x lr, the first moment, decay, p -= u
 // Sums are in a fixed order (no atomics): the same bits every run.
 // bytes per element: g read 4 times (1, 2, 4, 6), p read twice and written
-// once: 28 n (+ 8 n with beta1, + 8 n for the v of vectors), plus the row
-// and column statistics (4 (rows + cols) read and written); flops ~ 20 n.
+// once: 28 n (+ 8 n with beta1; a vector reads g twice and v twice and writes
+// v once: 32 n), plus the row and column statistics (4 (rows + cols) read
+// and written); flops ~ 20 n.
 #include "kernels/cuda/adafactor.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/block_reduce.cuh"
@@ -154,7 +155,7 @@ __global__ void adafactor_finalize_kernel(const gpu::AdafactorTensor* __restrict
   }
 }
 
-// 6. Launch: grid_for(num_chunks, 1) x 256. bytes = 12 n (+ 8 n with beta1); flops ~ 10 n.
+// 6. Launch: grid_for(num_chunks, 1) x 256. bytes = 12 n (+ 8 n with beta1, + 4 n for v); flops ~ 10 n.
 __global__ void adafactor_update_kernel(const gpu::AdafactorTensor* __restrict__ t, int nt, int64_t num_chunks,
                                         gpu::AdafactorConsts k, const float* __restrict__ gs) {
   for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {

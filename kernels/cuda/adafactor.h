@@ -3,6 +3,7 @@
 // be captured in a CUDA graph). The engine builds the descriptors on the
 // host and copies them to the device each step (engine/optim/adafactor.cpp).
 #pragma once
+#include "kernels/cuda/adamw.h"  // kMultiTensorChunk
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
@@ -39,3 +40,24 @@ struct AdafactorConsts {
                               int64_t num_rows, int64_t num_tiles, gpu::AdafactorConsts k, float* d_partials, \
                               const float* grad_scale, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_ADAFACTOR_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): bytes per element: g read 4 times (rows,
+// columns, partials, update), p read twice and written once: 28 n (+ 8 n for
+// m with beta1), plus the row and column statistics read and written
+// (8 (rows + cols)) and the chunk partials (8 per chunk written, then read);
+// flops ~ 20 n. n is not known on the host (the descriptors live in device
+// memory): num_chunks x kMultiTensorChunk, an upper bound (each tensor's
+// last chunk is partial); rows + cols as num_rows + num_tiles x 256 (the
+// column tile), also a bound. An unfactored tensor moves 32 n, not 28 n (g
+// read twice, v read twice and written once): which tensors those are is in
+// the descriptors, so their extra 4 n is not counted.
+namespace eng::kcost {
+inline kprof::Cost adafactor_multi_tensor(const gpu::AdafactorTensor*, int num_tensors, int64_t num_chunks,
+                                          int64_t num_rows, int64_t num_tiles, gpu::AdafactorConsts k, float*,
+                                          const float*, void*) {
+  if (num_tensors == 0 || num_chunks == 0) return {};
+  const double n = double(num_chunks) * gpu::kMultiTensorChunk;
+  const double stats = 8 * (double(num_rows) + 256 * double(num_tiles)) + 16 * double(num_chunks);
+  return kprof::memory((k.beta1 > 0 ? 36 : 28) * n + stats, 20 * n);
+}
+}  // namespace eng::kcost

@@ -37,3 +37,17 @@ struct Adam8bitTensor {
                               const float* d_maps, float beta1, float beta2, float eps, const float* grad_scale, \
                               void* stream);
 ENGINE_GPU_DECLARE(ENGINE_ADAMW8BIT_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): bytes = 16 n + 16 n / 256 (read p, g, m8,
+// v8; write p, m8, v8; the two absmaxes of each block read and written);
+// flops ~ 25 n. n is not known on the host (the descriptors live in device
+// memory): num_blocks x kQuantBlock, an upper bound (each tensor's last
+// block is partial); the absmax bytes are exact.
+namespace eng::kcost {
+inline kprof::Cost adamw8bit_multi_tensor(const gpu::Adam8bitTensor*, int num_tensors, int64_t num_blocks, const float*,
+                                          float, float, float, const float*, void*) {
+  if (num_tensors == 0 || num_blocks == 0) return {};
+  const double n = double(num_blocks) * gpu::kQuantBlock;
+  return kprof::memory(16 * n + 16 * double(num_blocks), 25 * n);
+}
+}  // namespace eng::kcost

@@ -25,3 +25,40 @@ struct AttentionDims {
                           const void* out, const float* lse, float* delta, void* dq, void* dk, void* dv,      \
                           const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_ATTENTION_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): each tensor once, in sizeof(T) (lse and
+// delta fp32). Forward: read q, k, v, write out and lse. Backward: read
+// dout, q, k, v, out, lse, write dq, dk, dv, and delta written, then read
+// back. (The .cu's per-kernel bytes also count the K/V, Q and dO tiles
+// re-read per tile pair, which caches absorb: the kernels' efficiency, not
+// their bytes.) FLOPs as the FlashAttention papers count them: 4 HS per
+// (query, key) pair forward (QK^T and PV), 2.5 x that backward (10 HS);
+// pairs = B NH Tq Tk, or causal B NH Tq (q_offset + Tq / 2): half of T^2
+// for self-attention.
+namespace eng::kcost {
+inline double attention_pairs(const gpu::AttentionDims& d, gpu::AttentionMask mask) {
+  const double per_query = mask == gpu::AttentionMask::causal ? double(d.q_offset) + 0.5 * double(d.Tq) : double(d.Tk);
+  return double(d.B) * double(d.NH) * double(d.Tq) * per_query;
+}
+inline kprof::Cost attention_forward(gpu::Storage st, const void*, const void*, const void*, void*, float*,
+                                     const gpu::AttentionDims& d, gpu::AttentionMask mask, void*) {
+  const double rows_q = double(d.B) * double(d.Tq) * double(d.NH), rows_k = double(d.B) * double(d.Tk) * double(d.NH);
+  kprof::Cost c;
+  c.kind = kprof::Kind::attention_forward;
+  if (rows_q == 0) return c;  // nothing launched
+  c.bytes = gpu::storage_bytes(st) * double(d.HS) * (2 * rows_q + 2 * rows_k) + 4 * rows_q;
+  c.flops = 4 * double(d.HS) * attention_pairs(d, mask);
+  return c;
+}
+inline kprof::Cost attention_backward(gpu::Storage st, const void*, const void*, const void*, const void*, const void*,
+                                      const float*, float*, void*, void*, void*, const gpu::AttentionDims& d,
+                                      gpu::AttentionMask mask, void*) {
+  const double rows_q = double(d.B) * double(d.Tq) * double(d.NH), rows_k = double(d.B) * double(d.Tk) * double(d.NH);
+  kprof::Cost c;
+  c.kind = kprof::Kind::attention_backward;
+  if (rows_q == 0) return c;  // nothing launched
+  c.bytes = gpu::storage_bytes(st) * double(d.HS) * (4 * rows_q + 4 * rows_k) + 12 * rows_q;
+  c.flops = 10 * double(d.HS) * attention_pairs(d, mask);
+  return c;
+}
+}  // namespace eng::kcost

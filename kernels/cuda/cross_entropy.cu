@@ -115,7 +115,7 @@ __global__ void cross_entropy_count_kernel(const int32_t* __restrict__ targets, 
 }
 
 // *out = sum_r losses[r] / valid, summed in double in a fixed order, stored in
-// T (0 when no row is valid). Launch: 1 block of 256. bytes = 4 N, flops = N.
+// T (0 when no row is valid). Launch: 1 block of 256. bytes = 4 N + 4 + sizeof(T), flops = N.
 template <typename T>
 __global__ void cross_entropy_mean_kernel(const float* __restrict__ losses, int64_t N, const float* __restrict__ counts,
                                           T* __restrict__ out) {

@@ -16,3 +16,27 @@
   void cross_entropy_mean(gpu::Storage st, const float* losses, int64_t N, const float* counts, void* out,            \
                           void* stream);
 ENGINE_GPU_DECLARE(ENGINE_CROSS_ENTROPY_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): fused: bytes = N V sizeof(T) (logits) + N V
+// sizeof(T) (dlogits, when written) + 8 N (targets, losses), flops ~ 5 N V
+// + 4 N V for dlogits; the logits counted once (the .cu counts pass 2's
+// re-read of the row too, which caches absorb for all but huge rows), and
+// every row as valid (an ignored row reads nothing). scale_grad: bytes =
+// 2 n sizeof(T), flops = n. count_valid: bytes = 4 N + 8, flops = N. mean:
+// bytes = 4 N + 4 + sizeof(T), flops = N.
+namespace eng::kcost {
+inline kprof::Cost cross_entropy_fused(gpu::Storage st, const void*, const int32_t*, float*, void* dlogits, int64_t N,
+                                       int64_t V, const float*, int32_t, void*) {
+  const double nv = double(N) * double(V);
+  return kprof::memory(nv * gpu::storage_bytes(st) * (dlogits ? 2 : 1) + 8 * double(N), nv * (dlogits ? 9 : 5));
+}
+inline kprof::Cost cross_entropy_scale_grad(gpu::Storage st, void*, const void*, int64_t n, void*) {
+  return kprof::memory(2 * double(n) * gpu::storage_bytes(st), double(n));
+}
+inline kprof::Cost cross_entropy_count_valid(const int32_t*, int64_t N, int32_t, float*, void*) {
+  return kprof::memory(4 * double(N) + 8, double(N));
+}
+inline kprof::Cost cross_entropy_mean(gpu::Storage st, const float*, int64_t N, const float*, void*, void*) {
+  return kprof::memory(4 * double(N) + 4 + gpu::storage_bytes(st), double(N));
+}
+}  // namespace eng::kcost

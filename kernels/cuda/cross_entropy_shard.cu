@@ -63,7 +63,7 @@ __global__ void ce_shard_finish_kernel(const float* __restrict__ M, const float*
 
 // d = counts[0] (exp(x - lse) - onehot) on real columns, 0 on padding and on
 // ignored rows. Launch: grid-stride over the N V elements, 256 threads.
-// bytes = 2 N V sizeof(T) + 8 N; flops ~ 4 N V.
+// bytes = N (Vv + V) sizeof(T) (real columns read, all written) + 8 N; flops ~ 4 N Vv.
 template <typename T>
 __global__ void ce_shard_backward_kernel(const T* __restrict__ logits, const float* __restrict__ lse,
                                          const int32_t* __restrict__ targets, int64_t N, int64_t V, int64_t Vv,

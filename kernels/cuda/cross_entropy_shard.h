@@ -25,3 +25,25 @@
                          int64_t V, int64_t Vv, int64_t start, int32_t ignore_index, const float* counts,            \
                          void* dlogits, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_CROSS_ENTROPY_SHARD_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): stats: bytes = N Vv sizeof(T) + 16 N,
+// flops ~ 5 N Vv. rescale: bytes = 16 N, flops = 2 N. finish: bytes = 24 N,
+// flops = 3 N. backward: bytes = N Vv sizeof(T) (the real columns read) +
+// N V sizeof(T) (all written) + 8 N, flops ~ 4 N Vv.
+namespace eng::kcost {
+inline kprof::Cost ce_shard_stats(gpu::Storage st, const void*, const int32_t*, int64_t N, int64_t, int64_t Vv, int64_t,
+                                  float*, float*, float*, void*) {
+  return kprof::memory(double(N) * double(Vv) * gpu::storage_bytes(st) + 16 * double(N), 5 * double(N) * double(Vv));
+}
+inline kprof::Cost ce_shard_rescale(const float*, const float*, float*, int64_t N, void*) {
+  return kprof::memory(16 * double(N), 2 * double(N));
+}
+inline kprof::Cost ce_shard_finish(const float*, const float*, const float*, const int32_t*, int64_t N, int32_t, float*,
+                                   float*, void*) {
+  return kprof::memory(24 * double(N), 3 * double(N));
+}
+inline kprof::Cost ce_shard_backward(gpu::Storage st, const void*, const float*, const int32_t*, int64_t N, int64_t V,
+                                     int64_t Vv, int64_t, int32_t, const float*, void*, void*) {
+  return kprof::memory(double(N) * double(V + Vv) * gpu::storage_bytes(st) + 8 * double(N), 4 * double(N) * double(Vv));
+}
+}  // namespace eng::kcost

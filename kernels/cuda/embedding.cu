@@ -94,7 +94,7 @@ void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void*
 }
 
 void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, void* dw,
-                        int64_t V, int64_t C, void* stream) {
+                        int64_t /*n: d_row_start[V], for the cost*/, int64_t V, int64_t C, void* stream) {
   if (V == 0 || C == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     constexpr int P = Pack128<T>::size;

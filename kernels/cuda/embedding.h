@@ -11,5 +11,21 @@
   void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,    \
                          int64_t start, int64_t V, void* stream);                                                \
   void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, \
-                          void* dw, int64_t V, int64_t C, void* stream);
+                          void* dw, int64_t n, int64_t V, int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_EMBEDDING_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): forward: bytes = 2 n C sizeof(T) + 4 n,
+// flops = 0. backward (n = d_row_start[V], the positions, passed for this):
+// bytes = n C sizeof(T) (dout) + V C sizeof(T) (every row of dw written) +
+// 4 (n + V + 1) (the order and row starts), flops = n C.
+namespace eng::kcost {
+inline kprof::Cost embedding_forward(gpu::Storage st, const void*, const int32_t*, void*, int64_t n, int64_t C, int64_t,
+                                     int64_t, void*) {
+  return kprof::memory(2 * double(n) * double(C) * gpu::storage_bytes(st) + 4 * double(n));
+}
+inline kprof::Cost embedding_backward(gpu::Storage st, const void*, const int32_t*, const int32_t*, void*, int64_t n,
+                                      int64_t V, int64_t C, void*) {
+  return kprof::memory((double(n) + double(V)) * double(C) * gpu::storage_bytes(st) + 4 * (double(n) + double(V) + 1),
+                       double(n) * double(C));
+}
+}  // namespace eng::kcost

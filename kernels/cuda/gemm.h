@@ -22,3 +22,40 @@
                   Epilogue epi, void* aux, void* stream);                                                         \
   void bias_backward(gpu::Storage st, const void* dout, void* db, int64_t rows, int64_t cols, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_GEMM_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): tiled_gemm: flops = 2 M N K batch; bytes =
+// sizeof(T) (batch (M K + M N (beta != 0 ? 2 : 1)) + K N, once when
+// stride_b = 0 shares B across the batch, else batch times; + N for the
+// bias, + batch M N for the GELU aux), each operand once (the .cu's bytes
+// count the tile re-reads, A once per column tile of C and B once per row
+// tile, which caches absorb: the kernel's efficiency, not its bytes). A
+// GEMM is timed by its shape, so the GELU epilogue's ~20 M N flops are left
+// out. bias_backward: bytes = sizeof(T) (rows cols + cols), flops = rows cols.
+namespace eng::kcost {
+// A GEMM's cost, also the ladder's (ladder.h): the shape and its elements.
+inline kprof::Cost gemm_cost(const GemmCall& c, int elem_bytes, double epilogue_elems) {
+  kprof::Cost r;
+  r.kind = kprof::Kind::gemm;
+  r.m = c.M, r.n = c.N, r.k = c.K, r.batch = c.batch;
+  r.elem_bytes = elem_bytes;
+  r.aligned = c.lda * elem_bytes % 16 == 0 && c.ldb * elem_bytes % 16 == 0 && c.ldc * elem_bytes % 16 == 0;
+  if (c.M == 0 || c.N == 0 || c.batch == 0) return r;  // nothing launched
+  const double batch = double(c.batch), mn = double(c.M) * double(c.N);
+  const double b_copies = c.stride_b == 0 && c.batch > 1 ? 1 : batch;
+  const double elems = batch * (double(c.M) * double(c.K) + mn * (c.beta != 0.f ? 2 : 1)) +
+                       b_copies * double(c.K) * double(c.N) + epilogue_elems;
+  r.bytes = elem_bytes * elems;
+  r.flops = 2 * mn * double(c.K) * batch;
+  return r;
+}
+inline kprof::Cost tiled_gemm(gpu::Storage st, const GemmCall& call, const void*, const void*, void*, const void*,
+                              Epilogue epi, void*, void*) {
+  const bool has_bias = epi == Epilogue::bias || epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias;
+  const double bias = has_bias ? double(call.N) : 0;
+  const double aux = epi == Epilogue::gelu_aux_bias ? double(call.batch) * double(call.M) * double(call.N) : 0;
+  return gemm_cost(call, int(gpu::storage_bytes(st)), bias + aux);
+}
+inline kprof::Cost bias_backward(gpu::Storage st, const void*, void*, int64_t rows, int64_t cols, void*) {
+  return kprof::memory((double(rows) + 1) * double(cols) * gpu::storage_bytes(st), double(rows) * double(cols));
+}
+}  // namespace eng::kcost

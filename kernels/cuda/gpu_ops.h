@@ -14,6 +14,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "kernels/kernel_cost.h"
 
 namespace eng::gpu {
 enum class Storage : uint8_t { f32, bf16, f16 };
@@ -31,15 +32,24 @@ inline void* current_stream() { return t_current_stream; }
 inline Storage storage_of(DType t) {
   return t == DType::bf16 ? Storage::bf16 : t == DType::f16 ? Storage::f16 : Storage::f32;
 }
+// Bytes per element of a storage type (the cost formulas' sizeof(T)).
+inline constexpr double storage_bytes(Storage s) { return s == Storage::f32 ? 4.0 : 2.0; }
 }  // namespace eng::gpu
 
 // Calls the launcher `fn` of the device's namespace: eng::emuk (the emulated
 // kernels, always built) or eng::cudak (builds with ENGINE_HAVE_CUDA, which
 // the engine_kernels_emu target exports to everything that links it). The
 // stream argument is left to the caller (nullptr: the default stream).
+// While a step profile listens (kernels/kernel_cost.h) the call is a Scope
+// named `fn` with the cost eng::kcost::fn(args) gives: the arguments are
+// evaluated a second time then, so they must be free of side effects.
+#define ENGINE_GPU_COST_SCOPE_(fn, ...) \
+  ::eng::kprof::Scope kprof_scope_;     \
+  if (::eng::kprof::listening()) kprof_scope_.begin(#fn, ::eng::kcost::fn(__VA_ARGS__))
 #if defined(ENGINE_HAVE_CUDA)
 #define ENGINE_GPU_CALL(dev, fn, ...)          \
   do {                                         \
+    ENGINE_GPU_COST_SCOPE_(fn, __VA_ARGS__);   \
     if ((dev).type == ::eng::DeviceType::cuda) \
       ::eng::cudak::fn(__VA_ARGS__);           \
     else                                       \
@@ -49,6 +59,7 @@ inline Storage storage_of(DType t) {
 #define ENGINE_GPU_CALL(dev, fn, ...)                                                          \
   do {                                                                                         \
     ENGINE_CHECK((dev).type == ::eng::DeviceType::emu, #fn ": this build has no CUDA device"); \
+    ENGINE_GPU_COST_SCOPE_(fn, __VA_ARGS__);                                                   \
     ::eng::emuk::fn(__VA_ARGS__);                                                              \
   } while (0)
 #endif

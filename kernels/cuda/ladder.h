@@ -21,6 +21,7 @@
 //                       (scores then holds P), out = P v
 #pragma once
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/gemm.h"  // kcost::gemm_cost
 #include "kernels/cuda/gpu_ops.h"
 #include "kernels/gemm/gemm.h"
 
@@ -36,3 +37,45 @@
   void ladder_attention_forward_naive(const float* q, const float* k, const float* v, float* out, float* scores,   \
                                       const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LADDER_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h), each tensor once (the .cu's bytes for the
+// GEMMs and attention are what the rungs request, re-reads included: that
+// they request more is their inefficiency, not their bytes). GEMMs: as
+// tiled_gemm's (gemm.h), f32. layernorm forward: bytes = 8 N C + 8 C + 8 N,
+// flops ~ 8 N C. layernorm backward: bytes = 12 N C + 8 N + 4 C (dout, x, w,
+// mean, rstd read, dx written) + 8 C (dw, db zeroed) + 8 C (dw, db written
+// once; the .cu adds the atomics' 8 N C read-modify-writes, mostly in L2),
+// flops ~ 14 N C. softmax: bytes = 8 rows C, flops ~ 5 rows C. attention:
+// q, k, v read and out written, plus the scores (B NH Tq Tk floats) written,
+// read and written by the softmax, and read by the PV product; FLOPs as
+// attention_forward's (attention.h), though the rung computes the masked
+// half of P V too.
+namespace eng::kcost {
+inline kprof::Cost ladder_gemm_naive(const GemmCall& g, const float*, const float*, float*, void*) {
+  return gemm_cost(g, 4, 0);
+}
+inline kprof::Cost ladder_gemm_smem(const GemmCall& g, const float*, const float*, float*, void*) {
+  return gemm_cost(g, 4, 0);
+}
+inline kprof::Cost ladder_layernorm_forward_naive(const float*, const float*, const float*, float*, float*, float*,
+                                                  int64_t N, int64_t C, double, void*) {
+  return kprof::memory(8 * double(N) * double(C) + 8 * double(C) + 8 * double(N), 8 * double(N) * double(C));
+}
+inline kprof::Cost ladder_layernorm_backward_naive(const float*, const float*, const float*, const float*, const float*,
+                                                   float*, float*, float*, int64_t N, int64_t C, void*) {
+  return kprof::memory(12 * double(N) * double(C) + 8 * double(N) + 20 * double(C), 14 * double(N) * double(C));
+}
+inline kprof::Cost ladder_softmax_forward_naive(const float*, float*, int64_t rows, int64_t C, bool, void*) {
+  return kprof::memory(8 * double(rows) * double(C), 5 * double(rows) * double(C));
+}
+inline kprof::Cost ladder_attention_forward_naive(const float*, const float*, const float*, float*, float*,
+                                                  const gpu::AttentionDims& d, gpu::AttentionMask mask, void*) {
+  kprof::Cost c;
+  c.kind = kprof::Kind::attention_forward;
+  if (d.B == 0 || d.Tq == 0 || d.NH == 0 || d.HS == 0) return c;  // nothing launched
+  const double rows_q = double(d.B) * double(d.Tq) * double(d.NH), rows_k = double(d.B) * double(d.Tk) * double(d.NH);
+  c.bytes = 4 * double(d.HS) * (2 * rows_q + 2 * rows_k) + 4 * 4 * rows_q * double(d.Tk);
+  c.flops = 4 * double(d.HS) * attention_pairs(d, mask);
+  return c;
+}
+}  // namespace eng::kcost

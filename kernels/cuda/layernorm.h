@@ -27,3 +27,29 @@ inline constexpr int64_t kLayernormBackwardMaxC = 6000;
                           const float* rstd, void* dx, void* dw, void* db, float* scratch, int64_t N, int64_t C,     \
                           void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): forward: bytes = N C (2 sizeof(T)) + 2 C
+// sizeof(T) + 8 N, flops ~ 8 N C; fused residual: bytes = N C (4 sizeof(T))
+// + 2 C sizeof(T) + 8 N, flops ~ 9 N C; backward: bytes = N C (3 sizeof(T))
+// + 8 N + C sizeof(T) + blocks 2 C 4 (the partials written), then blocks 2 C
+// 4 + 2 C sizeof(T) (read, dw and db written), flops ~ 14 N C + 2 blocks C,
+// blocks = min(N, kLayernormBackwardMaxBlocks) (the CUDA grid).
+namespace eng::kcost {
+inline kprof::Cost layernorm_forward(gpu::Storage st, const void*, const void*, const void*, void*, float*, float*,
+                                     int64_t N, int64_t C, double, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  return kprof::memory(2 * nc * t + 2 * double(C) * t + 8 * double(N), 8 * nc);
+}
+inline kprof::Cost fused_residual_layernorm_forward(gpu::Storage st, const void*, const void*, const void*, const void*,
+                                                    void*, void*, float*, float*, int64_t N, int64_t C, double, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  return kprof::memory(4 * nc * t + 2 * double(C) * t + 8 * double(N), 9 * nc);
+}
+inline kprof::Cost layernorm_backward(gpu::Storage st, const void*, const void*, const void*, const float*,
+                                      const float*, void*, void*, void*, float*, int64_t N, int64_t C, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  const double blocks = double(N < gpu::kLayernormBackwardMaxBlocks ? N : gpu::kLayernormBackwardMaxBlocks);
+  return kprof::memory(3 * nc * t + 8 * double(N) + 3 * double(C) * t + 16 * blocks * double(C),
+                       14 * nc + 2 * blocks * double(C));
+}
+}  // namespace eng::kcost

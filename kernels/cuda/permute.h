@@ -8,3 +8,14 @@
   void permute_forward(gpu::Storage st, const void* x, void* out, const int64_t* shape, const int* dims, int ndim, \
                        void* stream);
 ENGINE_GPU_DECLARE(ENGINE_PERMUTE_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): bytes = 2 n sizeof(T), n = the product of
+// shape[0, ndim) (a host array); flops = 0.
+namespace eng::kcost {
+inline kprof::Cost permute_forward(gpu::Storage st, const void*, void*, const int64_t* shape, const int*, int ndim,
+                                   void*) {
+  double n = 1;
+  for (int d = 0; d < ndim; ++d) n *= double(shape[d]);
+  return kprof::memory(2 * n * gpu::storage_bytes(st));
+}
+}  // namespace eng::kcost

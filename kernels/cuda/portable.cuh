@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "kernels/kernel_cost.h"
 
 #define ENGINE_CUDA_CHECK_AT(file, line, call)                                                                         \
   do {                                                                                                                 \
@@ -65,6 +66,7 @@ namespace eng::gpu {
 template <typename... Params, typename... Args>
 void launch_kernel_at(const char* file, int line, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
                       cudaStream_t stream, Args&&... args) {
+  ::eng::kprof::count_launch();
   kernel<<<grid, block, smem_bytes, stream>>>(std::forward<Args>(args)...);
   ENGINE_CUDA_CHECK_AT(file, line, cudaGetLastError());
 }

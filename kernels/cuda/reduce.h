@@ -22,3 +22,30 @@ inline constexpr int64_t kMseScratch = 1024;
   void mse_backward(gpu::Storage st, const void* pred, const void* target, const void* dloss, void* dpred, int64_t n, \
                     void* stream);
 ENGINE_GPU_DECLARE(ENGINE_REDUCE_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): sum_dim and broadcast_dim: bytes = (outer
+// n inner + outer inner) sizeof(T), flops = outer n inner. mse_forward:
+// bytes = 2 n sizeof(T) + 8 blocks (the partials written), then 8 blocks +
+// sizeof(T) (read, the mean written), flops = 3 n + blocks, blocks =
+// ceil(n / 2048) in [1, kMseScratch] (the CUDA grid). mse_backward: bytes =
+// 3 n sizeof(T), flops = 4 n.
+namespace eng::kcost {
+inline kprof::Cost sum_dim(gpu::Storage st, const void*, void*, int64_t outer, int64_t n, int64_t inner, float, void*) {
+  const double in = double(outer) * double(n) * double(inner), out = double(outer) * double(inner);
+  return kprof::memory((in + out) * gpu::storage_bytes(st), in);
+}
+inline kprof::Cost broadcast_dim(gpu::Storage st, const void*, void*, float, int64_t outer, int64_t n, int64_t inner,
+                                 void*) {
+  const double in = double(outer) * double(inner), out = double(outer) * double(n) * double(inner);
+  return kprof::memory((in + out) * gpu::storage_bytes(st), out);
+}
+inline kprof::Cost mse_forward(gpu::Storage st, const void*, const void*, int64_t n, double*, void*, void*) {
+  const int64_t want = (n + 2047) / 2048;
+  const double blocks = double(want < 1 ? 1 : want > gpu::kMseScratch ? gpu::kMseScratch : want);
+  return kprof::memory(2 * double(n) * gpu::storage_bytes(st) + 16 * blocks + gpu::storage_bytes(st),
+                       3 * double(n) + blocks);
+}
+inline kprof::Cost mse_backward(gpu::Storage st, const void*, const void*, const void*, void*, int64_t n, void*) {
+  return kprof::memory(3 * double(n) * gpu::storage_bytes(st), 4 * double(n));
+}
+}  // namespace eng::kcost

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "kernels/cudnn/cudnn_impl.h"
+#include "kernels/kernel_cost.h"
 
 namespace eng {
 
@@ -68,6 +69,7 @@ inline void execute_plan(CudnnContext& ctx, GraphPlan& plan, std::unordered_map<
   ENGINE_CHECK(plan.workspace == 0 || workspace, "cuDNN ", what, ": needs ", plan.workspace,
                " bytes of workspace, got none");
   cudnn_set_stream(ctx, stream);
+  kprof::count_launch();  // counted as one: how many kernels cuDNN runs for a plan is its own
   fe_check(plan.graph->execute(ctx.impl().handle, pack, workspace), "execution", what);
 }
 

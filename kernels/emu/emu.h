@@ -50,7 +50,10 @@
 #include <functional>
 #include <tuple>
 #include <type_traits>
+
 #include <utility>
+#include "kernels/emu/count_only.h"
+#include "kernels/kernel_cost.h"
 
 // 2. CUDA types.
 #if defined(ENGINE_EMU_HAVE_CUDA_HEADERS)
@@ -147,6 +150,7 @@ void launch_kernel_at(const char* file, int line, const char* what, void (*kerne
   static_assert(sizeof...(Params) == sizeof...(Args), "LAUNCH_KERNEL: wrong number of kernel arguments");
   std::tuple<std::decay_t<Params>...> params{std::forward<Args>(args)...};
   const LaunchSpec spec{grid, block, smem_bytes, file, line, what, reinterpret_cast<std::uintptr_t>(kernel)};
+  ::eng::kprof::count_launch();
   // Under stream capture (graph.h) the launch is recorded with its own copy
   // of the parameters, as a CUDA graph kernel node keeps them, and runs at replay.
   auto run = [spec, kernel, params]() {

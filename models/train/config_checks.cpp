@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "comm/pipeline_schedule.h"
+#include "engine/gpu_model.h"
 #include "engine/precision.h"
 #include "engine/profile.h"
 #include "models/checkpoint.h"
@@ -85,6 +86,12 @@ void validate_config(const TrainConfig& c) {
                     c.f("checkpoint_minutes"));
   ENGINE_USER_CHECK(c.f("comm_timeout") >= 0, "config: comm_timeout must be >= 0 seconds");
   profile::parse_step_window(c.s("profile_steps"), c.i("steps"), "config: profile_steps");
+  ENGINE_USER_CHECK(c.i("kernel_profile") >= 0 && c.i("kernel_profile") <= c.i("steps"), "config: kernel_profile ",
+                    c.i("kernel_profile"), ": expected a step from 1 to steps (", c.i("steps"), "), or 0 for none");
+  ENGINE_USER_CHECK(c.i("kernel_profile") == 0 || Device::parse(c.s("device")).type != DeviceType::cpu,
+                    "config: kernel_profile on the cpu device: the cpu launches no GPU kernels; profile on emu "
+                    "(modelled; ENGINE_EMU_COUNT_ONLY=1 for a model too large to emulate) or cuda (measured)");
+  gpu_model(c.s("model_gpu"));  // a one-line error naming the choices
   check_attention_option(c);
   if (model == "gpt2")
     gpt2_config(c);

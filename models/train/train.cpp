@@ -33,6 +33,7 @@
 #include "comm/world.h"
 #include "comm/zero.h"
 #include "engine/autograd.h"
+#include "engine/gpu_model.h"
 #include "engine/memory_report.h"
 #include "engine/ops.h"
 #include "engine/optim/loss_scaler.h"
@@ -41,6 +42,7 @@
 #include "engine/peaks.h"
 #include "engine/profile.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/emu/count_only.h"
 #include "kernels/gemm/gemm.h"
 #include "models/train/attention_option.h"
 #include "models/train/config_checks.h"
@@ -54,6 +56,7 @@
 #include "models/train/progress.h"
 #include "models/train/run_checkpoints.h"
 #include "models/train/run_stop.h"
+#include "models/train/step_profile.h"
 #include "models/train/task.h"
 #include "models/train/train_config.h"
 #include "models/train/train_dist.h"
@@ -299,6 +302,17 @@ int run(int argc, char** argv) {
     gpu_step = std::make_unique<GpuTrainStep>(
         model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return task->loss(x, y, ac); },
         cfg.f("grad_clip"), ac.policy().cuda_graph, ddp.get(), zero.get(), tp_grads.active() ? &tp_grads : nullptr);
+  // --kernel_profile N: step N's kernels (step_profile.h); at O3 step N runs
+  // eagerly and the capture comes after it.
+  StepProfile step_profile(cfg.i("kernel_profile") > start ? cfg.i("kernel_profile") : 0, dev, precision,
+                           cfg.s("model_gpu"), cfg.s("out_dir"));
+  if (gpu_step && step_profile.active()) gpu_step->set_eager_steps(step_profile.step() - start);
+  // Count-only emu: the numbers are meaningless, so their checks are off.
+  const bool counting = dev.type == DeviceType::emu && emu::count_only();
+  if (counting && lead)
+    std::printf(
+        "emu: count-only (ENGINE_EMU_COUNT_ONLY=1): kernels are checked and counted, not run; the losses "
+        "are meaningless\n");
   if (gpu_step && pipe)
     gpu_step->set_pipeline({pipe.get(),
                             [&](const Tensor& in, const MicroBatch& b) { return task->stage_forward(in, b, ac); },
@@ -351,12 +365,13 @@ int run(int argc, char** argv) {
               dev.type == DeviceType::cuda ? "" : " (no CUDA profiler on this device: nothing to record)"));
     }
     std::optional<profile::Range> step_range(std::in_place, "step " + std::to_string(step + 1));
+    step_profile.before(step + 1);
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < comms.size(); ++i)
       if (comms[i].second) step_bytes[i] -= comms[i].second->bytes_sent();
     double loss_sum = 0, norm = 0;
     auto add_loss = [&](double l) {
-      ENGINE_CHECK(std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
+      ENGINE_CHECK(counting || std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
       loss_sum += l;
     };
     if (gpu_step) {
@@ -376,7 +391,7 @@ int run(int argc, char** argv) {
         bubble.add(*pipe);
       }
       norm = r.grad_norm;
-      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+      ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
     } else if (pipe) {
       opt.set_lr(sched.lr_at(step));
       opt.zero_grad();
@@ -408,7 +423,7 @@ int run(int argc, char** argv) {
         norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
         opt.step();
       }
-      ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+      ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
     } else {
       opt.set_lr(sched.lr_at(step));
       opt.zero_grad();
@@ -451,7 +466,7 @@ int run(int argc, char** argv) {
                                    : clip_grad_norm(model.parameters(), cfg.f("grad_clip"));
           opt.step();
         }
-        ENGINE_CHECK(std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+        ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
       }
     }
     for (size_t i = 0; i < comms.size(); ++i)
@@ -483,6 +498,9 @@ int run(int argc, char** argv) {
     loss_sum = comm::all_reduce_host(loss_sum, comm::HostOp::sum, cat("the loss of step ", step + 1)) /
                double(world.size / grid.pp());  // only the last stage has losses
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (const std::string table = step_profile.after(step + 1); !table.empty()) progress.message(table);
+    if (step_profile.active() && step == step_profile.step() + 1 && gpu_step && gpu_step->captured())
+      progress.message(step_profile.replay_line(step + 1, dt));
     step_time_avg = step == start ? dt : 0.9 * step_time_avg + 0.1 * dt;
     StepStats s;
     s.step = step + 1, s.total = steps, s.loss = loss_sum / double(accum), s.lr = opt.lr(), s.grad_norm = norm;

@@ -138,6 +138,12 @@ const std::vector<OptionSpec>& train_options() {
        "A:B: the CUDA profiler records steps A to B only (cudaProfilerStart/Stop; nsys "
        "--capture-range=cudaProfilerApi, "
        "ncu --profile-from-start off); NVTX ranges name each step, phase and layer on cuda; docs/profiling.md"},
+      {"kernel_profile", 0,
+       "N: record step N's GPU kernels and print a table per kernel (calls, launches, bytes, FLOPs, time, GB/s, "
+       "TFLOP/s, share) with the step modelled on --model_gpu; measured with CUDA events on cuda (at O3 step N runs "
+       "eagerly, the capture follows it); emu: modelled only; written to OUT_DIR/kernel_profile.json; "
+       "docs/profiling.md (0: off)"},
+      {"model_gpu", "h100", "the GPU --kernel_profile models the step on: h100 | h200 | a100 (SXM parts)"},
       {"check_replicas", 0,
        "every N steps compare the dp replicas' parameter checksums (and, with tp, the replicated parameters across "
        "tp); drift is an error naming the tensor (0: off)"},

@@ -83,7 +83,7 @@ GpuTrainStep::Result GpuTrainStep::run(const BatchFn& next, double lr) {
   opt_.set_lr(lr);
   if (zero_) zero_->set_lr(lr);
   Result r;
-  if (!use_graph_ || steps_ == 0) {
+  if (!use_graph_ || steps_ < eager_steps_) {
     opt_.zero_grad();
     auto on_device = [&](const MicroBatch& b) { return b.x.device() == dev_ && b.y.device() == dev_; };
     const MicroBatch first = next(0);

@@ -19,6 +19,7 @@
 // pipeline parallelism the stage's sends and receives are part of the step
 // (and of its graph) too.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -62,6 +63,10 @@ class GpuTrainStep {
     comm::Communicator* embed = nullptr;
   };
   void set_pipeline(Pipeline p) { pipe_ = std::move(p); }
+  // At O3, how many steps run eagerly before the capture (default 1: the
+  // first builds the plans); a step profile moves it past its step so that
+  // step is eager and warm (models/train/step_profile.h).
+  void set_eager_steps(int64_t n) { eager_steps_ = std::max<int64_t>(n, 1); }
   // Sets the lr, runs the step on next(0) ... next(accum - 1), reads the results.
   Result run(const BatchFn& next, double lr);
   bool captured() const { return graph_ != nullptr; }
@@ -82,6 +87,7 @@ class GpuTrainStep {
   const TpGrads* tp_;                   // tensor parallel: gradient sync and norm over tp (null: none)
   Pipeline pipe_;                       // pipeline parallel (step null: none)
   int64_t steps_ = 0;
+  int64_t eager_steps_ = 1;
   std::vector<MicroBatch> inputs_;  // device copies: the same buffers every step (a graph reads them)
   std::vector<Tensor> losses_;      // device scalars written by the step
   Tensor norm_coef_;                // device {norm, factor}

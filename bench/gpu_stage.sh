@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's stage of a run on a lent GPU machine (the last stage of the
+# shared on-gpu.sh; docs/gpu.md). It sees B (the build dir), W (a work dir),
+# OUT, MODE and STAGE_DEADLINE, and prints to project.log. What it measures,
+# for the step profile (docs/profiling.md) and the step model's check:
+#   1. the GPT-2 124M step (B 8 x 1024, O3) profiled on cuda, our attention
+#      and cuDNN's: --kernel_profile 3 (step 3 eager and warm, the capture
+#      after it), each call timed with CUDA events, and the replayed step's
+#      time beside it; the JSON tables are copied to OUT;
+#   2. the same step modelled from the emulator (bench/gpu_step_model.sh is
+#      the no-GPU form of it): the model's figures beside the measured ones.
+# Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
+set -uo pipefail
+B=${B:-build}
+W=${W:-$(mktemp -d)}
+OUT=${OUT:-$W/out}
+mkdir -p "$W" "$OUT"
+left() { echo $((${STAGE_DEADLINE:-$(($(date +%s) + 300))} - $(date +%s) - 10)); }
+corpus=/usr/share/games/fortunes
+[[ -n ${P:-} && -d $P/usr/share/games/fortunes ]] && corpus=$P/usr/share/games/fortunes
+"$B/models/prepare_text" "$W/stage-data" 0.1 "$corpus" >/dev/null || { echo "prepare_text failed"; exit 1; }
+data=(--train_bin "$W/stage-data/train.bin" --val_bin "$W/stage-data/val.bin")
+rc=0
+for attn in cudnn ours; do
+  t=$(left)
+  if ((t < 40)); then
+    echo "note: no time left for the $attn profile"
+    continue
+  fi
+  echo "+ train gpt2-124M O3 --attention $attn --kernel_profile 3 (limit ${t}s)"
+  timeout -k 5 "$t" "$B/models/train" --config configs/gpt2-124M.json "${data[@]}" --device cuda --precision O3 \
+    --grad_accum 1 --steps 5 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 \
+    --attention "$attn" --kernel_profile 3 --out_dir "$W/profile-$attn" >"$W/profile-$attn.log" 2>&1
+  case $? in
+    0) ;;
+    124 | 137) echo "note: the $attn profile hit its limit" ;;
+    *) rc=1 ;;
+  esac
+  sed -n '/^kernel profile of step/,/^modelled step on/p; /graph replay of the same step/p' "$W/profile-$attn.log"
+  tail -3 "$W/profile-$attn.log"
+  cp "$W/profile-$attn/kernel_profile.json" "$OUT/kernel_profile_$attn.json" 2>/dev/null || true
+done
+exit $rc

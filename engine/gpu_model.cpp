@@ -1,0 +1,195 @@
+// The step model's figures and the profile table (engine/gpu_model.h).
+#include "engine/gpu_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+
+#include "base/error.h"
+
+namespace eng {
+
+namespace {
+
+// Shares of the H100 SXM's 3350 GB/s that our kernels reached in the
+// workbench (docs/gpu.md, the first run, 2026-11-26, medians of 10). A
+// kernel not measured there gets kDefaultMemoryShare.
+const std::map<std::string, double>& measured_memory_share() {
+  static const std::map<std::string, double> m{
+      {"layernorm_forward", 0.492},   {"layernorm_backward", 0.179},     {"softmax_forward", 0.309},
+      {"softmax_backward", 0.457},    {"gelu_forward", 0.758},           {"gelu_backward", 0.782},
+      {"adamw_multi_tensor", 0.764},  {"adamw8bit_multi_tensor", 0.255}, {"adafactor_multi_tensor", 0.081},
+      {"cross_entropy_fused", 0.541}, {"embedding_forward", 0.513},      {"embedding_backward", 0.762},
+      {"mse_forward", 0.693},
+  };
+  return m;
+}
+constexpr double kDefaultMemoryShare = 0.80;  // assumed: a streaming kernel written for bandwidth
+
+// cuBLASLt on the H100 (docs/gpu.md): bf16 57.4% (fc 4096x3072x768) and 64.0%
+// (its dW) of the dense peak, tf32 68.9%, fp32 56.6% and 73.4%: the means.
+constexpr double kGemmShareBf16 = 0.60, kGemmShareTf32 = 0.69, kGemmShareFp32 = 0.65;
+// Assumed, not measured: a GEMM whose row strides are not 16-byte aligned
+// (lm_head at V = 50257 in bf16) cannot use cuBLASLt's vectorised/TMA
+// kernels; the fallback is taken to run at 40% of the aligned rate. The next
+// GPU run measures it (bench/gpu_stage.sh).
+constexpr double kUnalignedGemmFactor = 0.40;
+// Attention, TFLOP/s on the H100 (docs/gpu.md, B 2, T 1024, 12 heads of 64,
+// causal, bf16): our kernels (CUDA cores) and cuDNN's SDPA.
+constexpr double kOursAttnFwd = 7.9, kOursAttnBwd = 6.2, kCudnnAttnFwd = 140, kCudnnAttnBwd = 126;
+// Assumed: what one launch costs inside a CUDA graph (the gap between
+// kernel nodes and a small kernel's ramp on Hopper), and a host node (the
+// graph waits for the host function, then resumes).
+constexpr double kLaunchUs = 2.0, kHostNodeUs = 20.0;
+
+const GpuPeak& h100() { return *gpu_peak_for("NVIDIA H100 80GB HBM3", 132); }
+
+std::string pct(double share) { return cat(int(share * 100 + 0.5), "%"); }
+
+}  // namespace
+
+GpuModel gpu_model(const std::string& key) {
+  std::string k = key;
+  for (char& c : k) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const char* name = k == "h100"   ? "NVIDIA H100 80GB HBM3"
+                     : k == "h200" ? "NVIDIA H200"
+                     : k == "a100" ? "NVIDIA A100-SXM4-80GB"
+                                   : nullptr;
+  ENGINE_USER_CHECK(name, "model_gpu '", key, "': expected h100, h200 or a100 (the SXM parts of engine/peaks.cpp)");
+  return GpuModel{k, gpu_peak_for(name)};
+}
+
+ModelledCall model_call(const GpuModel& gpu, const KernelCall& call, Precision level, ModelAttention attention) {
+  const GpuPeak& p = *gpu.peak;
+  const kprof::Cost& c = call.cost;
+  ModelledCall m;
+  const double launch_s = double(call.launches) * kLaunchUs * 1e-6;
+  auto memory_s = [&](double share) { return c.bytes / (share * p.hbm_gbps * 1e9); };
+  switch (c.kind) {
+    case kprof::Kind::gemm: {
+      // f32 storage runs the precision's mode (O0 fp32, O1 tf32); 16-bit storage bf16/fp16.
+      const bool f32 = c.elem_bytes == 4;
+      const double peak = f32 ? (level == Precision::O0 ? p.fp32_tflops : p.tf32_tflops) : p.bf16_tflops;
+      const double share = (f32 ? (level == Precision::O0 ? kGemmShareFp32 : kGemmShareTf32) : kGemmShareBf16) *
+                           (c.aligned ? 1.0 : kUnalignedGemmFactor);
+      const double s = std::max(c.flops / (share * peak * 1e12), memory_s(kDefaultMemoryShare));
+      m.ms = (s + launch_s) * 1e3;
+      m.basis = cat("GEMM at ", pct(share), " of ",
+                    f32 && level == Precision::O0 ? "FP32"
+                    : f32                         ? "TF32"
+                                                  : "BF16",
+                    c.aligned ? " (measured)" : " (unaligned: assumed)");
+      return m;
+    }
+    case kprof::Kind::attention_forward:
+    case kprof::Kind::attention_backward: {
+      const bool fwd = c.kind == kprof::Kind::attention_forward;
+      const bool cudnn = attention == ModelAttention::cudnn || call.name.rfind("cudnn", 0) == 0;
+      const double h100_rate = cudnn ? (fwd ? kCudnnAttnFwd : kCudnnAttnBwd) : (fwd ? kOursAttnFwd : kOursAttnBwd);
+      // Another GPU: cuDNN scales with the tensor-core peak, ours with the CUDA cores'.
+      const double rate = h100_rate * (cudnn ? p.bf16_tflops / h100().bf16_tflops : p.fp32_tflops / h100().fp32_tflops);
+      m.ms = (std::max(c.flops / (rate * 1e12), memory_s(kDefaultMemoryShare)) + launch_s) * 1e3;
+      m.basis = cat(cudnn ? "cuDNN SDPA" : "ours", " at ", rate, " TFLOP/s (measured)");
+      return m;
+    }
+    case kprof::Kind::host:
+      m.ms = double(call.launches) * kHostNodeUs * 1e-3;
+      m.basis = cat("host node, ", kHostNodeUs, " us (assumed)");
+      return m;
+    case kprof::Kind::memory:
+      break;
+  }
+  const auto it = measured_memory_share().find(call.name);
+  const double share = it != measured_memory_share().end() ? it->second : kDefaultMemoryShare;
+  const double s = std::max(memory_s(share), c.flops / (p.fp32_tflops * 1e12));
+  m.ms = (s + launch_s) * 1e3;
+  m.basis =
+      cat("memory at ", pct(share), " of HBM", it != measured_memory_share().end() ? " (measured)" : " (assumed)");
+  return m;
+}
+
+std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const GpuModel* gpu, Precision level,
+                                   ModelAttention attention) {
+  std::vector<KernelRow> rows;
+  std::map<std::string, size_t> index;
+  for (const KernelCall& c : calls) {
+    const std::string name =
+        attention == ModelAttention::cudnn && gpu &&
+                (c.cost.kind == kprof::Kind::attention_forward || c.cost.kind == kprof::Kind::attention_backward) &&
+                c.name.rfind("cudnn", 0) != 0
+            ? cat(c.name, " (modelled as cuDNN)")
+            : c.name;
+    auto [it, fresh] = index.emplace(name, rows.size());
+    if (fresh) {
+      rows.push_back({});
+      rows.back().name = name;
+      rows.back().kind = c.cost.kind;
+    }
+    KernelRow& r = rows[it->second];
+    ++r.calls;
+    r.launches += c.launches;
+    r.bytes += c.cost.bytes;
+    r.flops += c.cost.flops;
+    if (c.ms >= 0) r.measured_ms = std::max(r.measured_ms, 0.0) + c.ms;
+    if (gpu) {
+      const ModelledCall m = model_call(*gpu, c, level, attention);
+      r.model_ms = std::max(r.model_ms, 0.0) + m.ms;
+      if (r.basis.empty()) r.basis = m.basis;
+    }
+  }
+  auto key = [](const KernelRow& r) {
+    return r.measured_ms >= 0 ? r.measured_ms : r.model_ms >= 0 ? r.model_ms : r.bytes;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const KernelRow& a, const KernelRow& b) { return key(a) > key(b); });
+  return rows;
+}
+
+std::string kernel_table(const std::vector<KernelRow>& rows, const std::string& title) {
+  KernelRow total;
+  total.name = "total";
+  bool measured = false, modelled = false;
+  for (const KernelRow& r : rows) {
+    total.calls += r.calls, total.launches += r.launches, total.bytes += r.bytes, total.flops += r.flops;
+    if (r.measured_ms >= 0) measured = true, total.measured_ms = std::max(total.measured_ms, 0.0) + r.measured_ms;
+    if (r.model_ms >= 0) modelled = true, total.model_ms = std::max(total.model_ms, 0.0) + r.model_ms;
+  }
+  // The time the rates and shares are of: measured where there is one.
+  const double step_ms = measured ? total.measured_ms : modelled ? total.model_ms : 0;
+  std::string out = title + "\n";
+  // Columns: the measured time where there is one, the modelled where there is a model.
+  auto num = [](double v, const char* fmt) {
+    char b[32];
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::string(b);
+  };
+  auto line = [&](const std::string& name, const std::string& calls, const std::string& launches, const std::string& mb,
+                  const std::string& gflop, const std::string& ms, const std::string& model, const std::string& gbps,
+                  const std::string& tflops, const std::string& share, const std::string& basis) {
+    char b[640];
+    const char* fmt = measured && modelled ? "%-44s %6s %8s %10s %10s %9s %9s %8s %8s %6s  %s"
+                      : measured           ? "%-44s %6s %8s %10s %10s %9s%s %8s %8s %6s  %s"
+                                           : "%-44s %6s %8s %10s %10s%s %9s %8s %8s %6s  %s";
+    std::snprintf(b, sizeof b, fmt, name.c_str(), calls.c_str(), launches.c_str(), mb.c_str(), gflop.c_str(),
+                  measured ? ms.c_str() : "", modelled ? model.c_str() : "", gbps.c_str(), tflops.c_str(),
+                  share.c_str(), modelled ? basis.c_str() : "");
+    std::string l = b;
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    out += l;
+    out += '\n';
+  };
+  line("kernel", "calls", "launches", "MB", "GFLOP", "ms", "model ms", "GB/s", "TFLOP/s", "share", "model basis");
+  auto add = [&](const KernelRow& r) {
+    const double ms = measured ? r.measured_ms : r.model_ms;
+    const double gbps = ms > 0 ? r.bytes / (ms * 1e-3) / 1e9 : 0, tflops = ms > 0 ? r.flops / (ms * 1e-3) / 1e12 : 0;
+    const std::string name = r.name.size() > 44 ? r.name.substr(0, 41) + "..." : r.name;
+    line(name, num(double(r.calls), "%.0f"), num(double(r.launches), "%.0f"), num(r.bytes / 1e6, "%.1f"),
+         num(r.flops / 1e9, "%.2f"), num(r.measured_ms, "%.3f"), num(r.model_ms, "%.3f"), num(gbps, "%.0f"),
+         num(tflops, "%.2f"), step_ms > 0 && ms >= 0 ? num(100.0 * ms / step_ms, "%.1f%%") : "", r.basis);
+  };
+  for (const KernelRow& r : rows) add(r);
+  add(total);
+  return out;
+}
+
+}  // namespace eng

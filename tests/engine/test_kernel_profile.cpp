@@ -1,0 +1,96 @@
+// The step profile's recording (engine/kernel_profile.h) and the GPU model's
+// arithmetic (engine/gpu_model.h), against figures computed here by hand.
+#include <catch2/catch.hpp>
+
+#include "engine/gpu_model.h"
+#include "engine/kernel_profile.h"
+#include "engine/ops.h"
+#include "kernels/cuda/elementwise.h"
+
+using namespace eng;
+
+namespace {
+const Device kEmu{DeviceType::emu, 0};
+}
+
+TEST_CASE("kernel profile: one call per launcher with its formula's cost; outer scopes own the inner", "[profile]") {
+  const int64_t n = 1000, M = 8, K = 16, N = 24;
+  const Tensor a = Tensor::full({n}, 1.0, DType::f32, kEmu), b = Tensor::full({n}, 2.0, DType::f32, kEmu);
+  const Tensor x = Tensor::full({M, K}, 1.0, DType::bf16, kEmu), w = Tensor::full({N, K}, 1.0, DType::bf16, kEmu);
+  KernelProfile prof(kEmu);
+  prof.start();
+  const Tensor s = add(a, b);     // add_forward: 3 n floats
+  const Tensor y = linear(x, w);  // one GEMM, its tiled_gemm call inside the "gemm" scope
+  {
+    const kprof::Scope outer("outer", kprof::memory(5));
+    ENGINE_GPU_CALL(kEmu, add_forward, gpu::Storage::f32, a.data_ptr(), b.data_ptr(), s.data_ptr(), n, nullptr);
+  }
+  // A launch that bypasses ENGINE_GPU_CALL: counted on its own row.
+  emuk::add_forward(gpu::Storage::f32, a.data_ptr(), b.data_ptr(), s.data_ptr(), n, nullptr);
+  prof.stop();
+  const std::vector<KernelCall>& c = prof.calls();
+  REQUIRE(c.size() == 4);
+  CHECK(c[0].name == "add_forward");
+  CHECK(c[0].cost.bytes == 12.0 * n);
+  CHECK(c[0].launches == 1);
+  CHECK(c[1].name == "gemm 8x24x16");
+  CHECK(c[1].cost.kind == kprof::Kind::gemm);
+  CHECK(c[1].cost.flops == 2.0 * M * N * K);
+  CHECK(c[1].cost.bytes == 2.0 * (M * K + K * N + M * N));  // bf16, each operand once
+  CHECK(c[1].launches == 1);
+  CHECK(c[2].name == "outer");
+  CHECK(c[2].cost.bytes == 5);
+  CHECK(c[2].launches == 1);
+  CHECK(c[3].name == kUnattributed);
+  CHECK(c[3].launches == 1);
+  CHECK(c[0].ms == -1);  // emu: nothing measured
+  // Not listening any more: nothing is recorded.
+  (void)add(a, b);
+  CHECK(prof.calls().size() == 4);
+}
+
+TEST_CASE("gpu model: a call's time from its bytes, FLOPs and launches", "[profile]") {
+  const GpuModel h100 = gpu_model("H100");
+  CHECK(h100.peak->hbm_gbps == 3350);
+  KernelCall mem{"fill_inplace", kprof::memory(1e9), 3, -1};
+  // 3 launches x 2 us + 1 GB at 80% of 3350 GB/s.
+  CHECK(model_call(h100, mem, Precision::O3, ModelAttention::as_run).ms ==
+        Approx(3 * 2e-3 + 1e9 / (0.8 * 3350e9) * 1e3));
+  mem.name = "layernorm_backward";  // measured at 17.9% of HBM
+  CHECK(model_call(h100, mem, Precision::O3, ModelAttention::as_run).ms ==
+        Approx(3 * 2e-3 + 1e9 / (0.179 * 3350e9) * 1e3));
+
+  kprof::Cost g;
+  g.kind = kprof::Kind::gemm, g.flops = 1e12, g.bytes = 1e6, g.elem_bytes = 2;
+  KernelCall gemm{"gemm", g, 1, -1};
+  const double aligned = model_call(h100, gemm, Precision::O3, ModelAttention::as_run).ms;
+  CHECK(aligned == Approx(2e-3 + 1e12 / (0.60 * 989e12) * 1e3));
+  gemm.cost.aligned = false;
+  CHECK(model_call(h100, gemm, Precision::O3, ModelAttention::as_run).ms - 2e-3 == Approx((aligned - 2e-3) / 0.40));
+  gemm.cost.aligned = true, gemm.cost.elem_bytes = 4;  // fp32 storage: TF32 at O1, FP32 at O0
+  CHECK(model_call(h100, gemm, Precision::O1, ModelAttention::as_run).ms ==
+        Approx(2e-3 + 1e12 / (0.69 * 495e12) * 1e3));
+  CHECK(model_call(h100, gemm, Precision::O0, ModelAttention::as_run).ms == Approx(2e-3 + 1e12 / (0.65 * 67e12) * 1e3));
+
+  kprof::Cost at;
+  at.kind = kprof::Kind::attention_backward, at.flops = 1e11;
+  const KernelCall attn{"attention_backward", at, 3, -1};
+  CHECK(model_call(h100, attn, Precision::O3, ModelAttention::as_run).ms == Approx(6e-3 + 1e11 / 6.2e12 * 1e3));
+  CHECK(model_call(h100, attn, Precision::O3, ModelAttention::cudnn).ms == Approx(6e-3 + 1e11 / 126e12 * 1e3));
+
+  // The rows: by name, times summed, the longest first; the cuDNN variant renames ours.
+  const std::vector<KernelRow> rows = kernel_rows({mem, attn, mem}, &h100, Precision::O3, ModelAttention::cudnn);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].name == "layernorm_backward");
+  CHECK(rows[0].calls == 2);
+  CHECK(rows[0].launches == 6);
+  CHECK(rows[1].name == "attention_backward (modelled as cuDNN)");
+  const std::string table = kernel_table(rows, "title");
+  CHECK_THAT(table, Catch::Contains("total"));
+  CHECK_THAT(table, Catch::Contains("memory at 18% of HBM (measured)"));
+}
+
+TEST_CASE("gpu model: an unknown GPU is a one-line error naming the choices", "[profile]") {
+  CHECK(gpu_model("a100").peak->hbm_gbps == 2039);
+  CHECK_THROWS_WITH(gpu_model("v100"), Catch::Contains("model_gpu 'v100': expected h100, h200 or a100"));
+}
