@@ -91,15 +91,43 @@ static void fire_final_hooks(TensorImpl* leaf) {
 // which holds back every hook while a checkpoint node is still pending.
 static thread_local std::vector<std::shared_ptr<TensorImpl>>* g_finished_leaves = nullptr;
 
+namespace {
+// The root node's seed and its host value while that node's backward runs (known_seed).
+thread_local const TensorImpl* t_known_seed = nullptr;
+thread_local double t_known_value = 0;
+thread_local double t_expected_seed = 1.0;
+}  // namespace
+
+std::optional<double> known_seed(const Tensor& g) {
+  if (g.defined() && g.impl() == t_known_seed) return t_known_value;
+  return std::nullopt;
+}
+
+ExpectedSeed::ExpectedSeed(double seed) : prev_(t_expected_seed) { t_expected_seed = seed; }
+ExpectedSeed::~ExpectedSeed() { t_expected_seed = prev_; }
+double ExpectedSeed::current() { return t_expected_seed; }
+
+static void backward_from(const Tensor& root, const Tensor& grad, std::optional<double> known);
+
+void run_backward(const Tensor& root, double seed) {
+  ENGINE_CHECK(root.numel() == 1, "backward: a seed value needs a scalar root, got ", root.desc());
+  backward_from(root, Tensor::full(root.shape(), seed, root.dtype(), root.device()), seed);
+}
+
 void run_backward(const Tensor& root, const Tensor& grad) {
+  if (!grad.defined()) {
+    ENGINE_CHECK(root.numel() == 1, "backward: a non-scalar root ", root.desc(), " needs an explicit gradient");
+    run_backward(root, 1.0);
+    return;
+  }
+  backward_from(root, grad, std::nullopt);
+}
+
+static void backward_from(const Tensor& root, const Tensor& grad, std::optional<double> known) {
   ENGINE_CHECK(root.requires_grad(), "backward: ", root.desc(), " does not require grad (nothing recorded)");
   NoGradGuard no_grad;
   const bool nested = g_finished_leaves != nullptr;
-  Tensor seed = grad;
-  if (!seed.defined()) {
-    ENGINE_CHECK(root.numel() == 1, "backward: a non-scalar root ", root.desc(), " needs an explicit gradient");
-    seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
-  }
+  const Tensor& seed = grad;
   ENGINE_CHECK(seed.shape() == root.shape(), "backward: gradient ", seed.desc(), " for root ", root.desc());
   if (root.is_leaf()) {
     accumulate_leaf(root.impl(), seed);
@@ -169,7 +197,20 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     layers.enter(n->layer);
     std::vector<bool> needs;
     for (const Edge& e : n->next) needs.push_back(e.live());
-    std::vector<Tensor> grads = n->backward(n->grad_out, needs);
+    std::vector<Tensor> grads;
+    {
+      // Only the root's node sees its seed as known: further down a gradient
+      // may be the seed passed through and summed into in place.
+      struct Known {
+        const TensorImpl* prev_seed = t_known_seed;
+        double prev_value = t_known_value;
+        ~Known() { t_known_seed = prev_seed, t_known_value = prev_value; }
+      } restore_known;
+      const bool root_node = n == root.impl()->grad_fn;
+      t_known_seed = root_node && known ? n->grad_out.impl() : nullptr;
+      t_known_value = known.value_or(0);
+      grads = n->backward(n->grad_out, needs);
+    }
     if (n->nested_backward && --checkpoints_left == 0 && !nested) flush();
     n->backward = nullptr;  // frees the saved tensors now, not at the end
     n->grad_out = Tensor();

@@ -8,6 +8,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,32 @@ void record_always(const char* name, Tensor& out, const std::vector<Tensor>& inp
 
 // Runs backward from `root` seeded with `grad` (ones for a scalar root).
 void run_backward(const Tensor& root, const Tensor& grad);
+// Runs backward from a scalar `root` seeded with `seed`, a value the host
+// knows: the root's node is told it (known_seed), so a loss that already
+// computed its input's gradient for that seed in its forward (the fused
+// cross-entropy) hands it back without a pass to rescale it, and without
+// reading the device, so the backward can be captured in a CUDA graph.
+void run_backward(const Tensor& root, double seed);
+// Inside the root node's backward: the seed's host value when `g` is the
+// seed (the root was seeded with ones, or a value by the overload above);
+// nothing anywhere else, where a gradient may have been summed in place.
+std::optional<double> known_seed(const Tensor& g);
+
+// The seed the loss computed in its scope will be backpropagated from
+// (1 by default): set around the forward by a training step that seeds its
+// loss with 1/grad_accum, read by the losses that fold their backward into
+// their forward (cross_entropy on emu/cuda). One per thread, nesting.
+class ExpectedSeed {
+ public:
+  explicit ExpectedSeed(double seed);
+  ~ExpectedSeed();
+  ExpectedSeed(const ExpectedSeed&) = delete;
+  ExpectedSeed& operator=(const ExpectedSeed&) = delete;
+  static double current();
+
+ private:
+  double prev_;
+};
 
 // Activation checkpointing: runs fn(inputs) without recording, and in
 // backward runs it again with recording to get the gradients. Any randomness

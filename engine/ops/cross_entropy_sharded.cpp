@@ -43,7 +43,7 @@ Tensor sharded_gpu(const Tensor& logits, const Tensor& targets, ShardDims d, con
   ENGINE_GPU_CALL(dev, ce_shard_finish, M.data<float>(), m + d.N, m + 2 * d.N, targets.data<int32_t>(), d.N,
                   ignore_index, losses.data<float>(), lse.data<float>(), nullptr);
   Tensor counts = Tensor::empty({2}, DType::f32, dev);
-  ENGINE_GPU_CALL(dev, cross_entropy_count_valid, targets.data<int32_t>(), d.N, ignore_index, counts.data<float>(),
+  ENGINE_GPU_CALL(dev, cross_entropy_count_valid, targets.data<int32_t>(), d.N, ignore_index, 1.f, counts.data<float>(),
                   nullptr);
   Tensor out = Tensor::empty({}, logits.dtype(), dev);
   ENGINE_GPU_CALL(dev, cross_entropy_mean, st, losses.data<float>(), d.N, counts.data<float>(), out.data_ptr(),
@@ -56,8 +56,10 @@ Tensor sharded_gpu(const Tensor& logits, const Tensor& targets, ShardDims d, con
            ENGINE_GPU_CALL(g.device(), ce_shard_backward, storage_of(sl.dtype()), sl.data_ptr(), lse.data<float>(),
                            stg.data<int32_t>(), d.N, d.V, d.Vv, d.start, ignore_index, counts.data<float>(),
                            dl.data_ptr(), nullptr);
-           // As cross_entropy: g == 1 eagerly costs nothing; captured, the rescale is always recorded.
-           if (capturing() || g.to_f64_vector()[0] != 1.0) {
+           // A seed the host knows (known_seed) says whether to rescale; otherwise g
+           // == 1 eagerly costs nothing, and captured the rescale is always recorded.
+           const std::optional<double> known = known_seed(g);
+           if (known ? *known != 1.0 : capturing() || g.to_f64_vector()[0] != 1.0) {
              const Tensor gs = g.dtype() == dl.dtype() ? g : g.to(dl.dtype());
              ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dl.dtype()), dl.data_ptr(), gs.data_ptr(),
                              dl.numel(), nullptr);

@@ -12,12 +12,14 @@ namespace eng {
 using namespace detail;
 
 // On emu/cuda the loss is the graph's last op, so (as llm.c does) the forward
-// runs the fused kernel that writes the per-row losses AND dlogits for an
-// incoming gradient of 1, i.e. scaled by 1/valid; the backward hands that
-// tensor back, rescaled in place when the incoming gradient is not 1. No
-// logits or logsumexp are saved, and probabilities never reach memory.
-// 1/valid, the mean and the incoming gradient stay on the device, so the
-// loss can be captured in a CUDA graph (engine/graph.h).
+// runs the fused kernel that writes the per-row losses AND dlogits for the
+// gradient the loss will receive: ExpectedSeed::current() (engine/autograd.h;
+// 1/grad_accum in a training step), scaled by 1/valid. The backward hands
+// that tensor back as it is when its seed is the one expected (known_seed:
+// no pass over it, no host read, so a CUDA graph can capture it), and
+// rescales it in place otherwise. No logits or logsumexp are saved, and
+// probabilities never reach memory. 16-bit logits are read as they are
+// (fp32 math inside) and dlogits written in their storage; the loss is fp32.
 static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const Device dev = logits.device();
@@ -25,21 +27,21 @@ static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int
   const bool rec = needs_record({logits});
   ENGINE_CHECK(N < (int64_t(1) << 24), "cross_entropy: ", N,
                " rows; the device count of valid rows is exact below 2^24");
+  const double seed = ExpectedSeed::current();
   Tensor losses = Tensor::empty({N}, DType::f32, dev), counts = Tensor::empty({2}, DType::f32, dev);
   Tensor dlogits = rec ? empty_like(logits) : Tensor();
-  ENGINE_GPU_CALL(dev, cross_entropy_count_valid, targets.data<int32_t>(), N, ignore_index, counts.data<float>(),
-                  nullptr);
+  ENGINE_GPU_CALL(dev, cross_entropy_count_valid, targets.data<int32_t>(), N, ignore_index, float(seed),
+                  counts.data<float>(), nullptr);
   ENGINE_GPU_CALL(dev, cross_entropy_fused, st, logits.data_ptr(), targets.data<int32_t>(), losses.data<float>(),
                   rec ? dlogits.data_ptr() : nullptr, N, V, counts.data<float>(), ignore_index, nullptr);
-  Tensor out = Tensor::empty({}, logits.dtype(), dev);
-  ENGINE_GPU_CALL(dev, cross_entropy_mean, st, losses.data<float>(), N, counts.data<float>(), out.data_ptr(), nullptr);
-  record("cross_entropy", out, {logits}, [dlogits](const Tensor& g, const std::vector<bool>&) {
+  Tensor out = Tensor::empty({}, DType::f32, dev);
+  ENGINE_GPU_CALL(dev, cross_entropy_mean, gpu::Storage::f32, losses.data<float>(), N, counts.data<float>(),
+                  out.data_ptr(), nullptr);
+  record("cross_entropy", out, {logits}, [dlogits, seed](const Tensor& g, const std::vector<bool>&) {
     // The closure runs once (autograd frees it after), so rescaling the saved
-    // tensor in place is safe. Eagerly, g == 1 (the usual loss.backward())
-    // costs nothing; in a graph capture g cannot be read, so the rescale is
-    // always recorded (by 1 it changes no bit).
-    if (capturing() || g.to_f64_vector()[0] != 1.0) {
-      const Tensor gs = g.dtype() == dlogits.dtype() ? g : g.to(dlogits.dtype());
+    // tensor in place is safe; by g / seed, on the device.
+    if (known_seed(g) != seed) {
+      const Tensor gs = scale(g, 1.0 / seed).to(dlogits.dtype());
       ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dlogits.dtype()), dlogits.data_ptr(),
                       gs.data_ptr(), dlogits.numel(), nullptr);
     }

@@ -7,8 +7,9 @@
 //   dlogits_rv = dloss_scale * (exp(x_rv - lse_r) - [v == target_r])
 // Rows whose target is ignore_index get loss 0 and dlogits 0. Because the loss
 // is the graph's last op, the engine calls this in the forward pass with
-// dloss_scale = 1/valid and keeps dlogits for the backward, which only
-// rescales it (cross_entropy_scale_grad) when the incoming gradient is not 1.
+// dloss_scale = seed/valid (the seed the training step will backpropagate
+// from: 1/grad_accum) and keeps dlogits for the backward, which only
+// rescales it (cross_entropy_scale_grad) when another gradient arrives.
 // The scalars (1/valid, the mean loss, the incoming gradient) stay on the
 // device: no host round trip, so a CUDA graph can capture the whole loss.
 // Conventions: fp32 math whatever the storage T; dlogits written with =.
@@ -100,16 +101,17 @@ __global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, const T* __re
   for (int64_t i = vec_end + tid; i < n; i += stride) d[i] = from_f32<T>(scale * to_f32(d[i]));
 }
 
-// counts[0] = 1/valid (0 when no row is valid), counts[1] = valid, where
-// valid = rows whose target is not ignore_index. Launch: 1 block of 256.
-// bytes = 4 N + 8, flops = N.
+// counts[0] = grad_scale/valid (0 when no row is valid: the fused kernel's
+// dloss_scale, with the seed the loss will be backpropagated from folded
+// in), counts[1] = valid, where valid = rows whose target is not
+// ignore_index. Launch: 1 block of 256. bytes = 4 N + 8, flops = N.
 __global__ void cross_entropy_count_kernel(const int32_t* __restrict__ targets, int64_t N, int32_t ignore_index,
-                                           float* __restrict__ counts) {
+                                           float grad_scale, float* __restrict__ counts) {
   double c = 0;
   for (int64_t r = threadIdx.x; r < N; r += blockDim.x) c += targets[r] != ignore_index ? 1.0 : 0.0;
   c = gpu::block_sum<256>(c);
   if (threadIdx.x == 0) {
-    counts[0] = c > 0 ? float(1.0 / c) : 0.f;
+    counts[0] = c > 0 ? float(double(grad_scale) / c) : 0.f;
     counts[1] = float(c);
   }
 }
@@ -125,8 +127,9 @@ __global__ void cross_entropy_mean_kernel(const float* __restrict__ losses, int6
   if (threadIdx.x == 0) *out = from_f32<T>(counts[1] > 0 ? float(s / double(counts[1])) : 0.f);
 }
 
-void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float* counts, void* stream) {
-  LAUNCH_KERNEL(cross_entropy_count_kernel, 1, 256, 0, as_stream(stream), targets, N, ignore_index, counts);
+void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float grad_scale, float* counts,
+                               void* stream) {
+  LAUNCH_KERNEL(cross_entropy_count_kernel, 1, 256, 0, as_stream(stream), targets, N, ignore_index, grad_scale, counts);
 }
 
 void cross_entropy_mean(gpu::Storage st, const float* losses, int64_t N, const float* counts, void* out, void* stream) {

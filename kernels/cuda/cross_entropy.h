@@ -11,8 +11,8 @@
   void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits, \
                            int64_t N, int64_t V, const float* dloss_scale, int32_t ignore_index, void* stream);       \
   void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const void* scale, int64_t n, void* stream);          \
-  void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float* counts,              \
-                                 void* stream);                                                                       \
+  void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float grad_scale,           \
+                                 float* counts, void* stream);                                                        \
   void cross_entropy_mean(gpu::Storage st, const float* losses, int64_t N, const float* counts, void* out,            \
                           void* stream);
 ENGINE_GPU_DECLARE(ENGINE_CROSS_ENTROPY_LAUNCHERS)
@@ -33,7 +33,7 @@ inline kprof::Cost cross_entropy_fused(gpu::Storage st, const void*, const int32
 inline kprof::Cost cross_entropy_scale_grad(gpu::Storage st, void*, const void*, int64_t n, void*) {
   return kprof::memory(2 * double(n) * gpu::storage_bytes(st), double(n));
 }
-inline kprof::Cost cross_entropy_count_valid(const int32_t*, int64_t N, int32_t, float*, void*) {
+inline kprof::Cost cross_entropy_count_valid(const int32_t*, int64_t N, int32_t, float, float*, void*) {
   return kprof::memory(4 * double(N) + 8, double(N));
 }
 inline kprof::Cost cross_entropy_mean(gpu::Storage st, const float*, int64_t N, const float*, void*, void*) {

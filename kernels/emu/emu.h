@@ -110,6 +110,12 @@ struct LaunchSpec {
 // the launch has been torn down.
 void launch(const LaunchSpec& spec, void (*thunk)(void*), void* ctx);
 
+// Tells a listening step profile (kernels/kernel_cost.h) of a launch; not
+// from inside a kernel, where this module's thread-local block holds the
+// shared-memory poison (the sink pointer is a thread_local; such a launch is
+// refused anyway: dynamic parallelism).
+void count_launch();
+
 // Stream capture (kernels/emu/graph.h), declared here for launch_kernel_at.
 bool capturing();
 void enqueue(std::function<void()> work);
@@ -150,7 +156,7 @@ void launch_kernel_at(const char* file, int line, const char* what, void (*kerne
   static_assert(sizeof...(Params) == sizeof...(Args), "LAUNCH_KERNEL: wrong number of kernel arguments");
   std::tuple<std::decay_t<Params>...> params{std::forward<Args>(args)...};
   const LaunchSpec spec{grid, block, smem_bytes, file, line, what, reinterpret_cast<std::uintptr_t>(kernel)};
-  ::eng::kprof::count_launch();
+  count_launch();
   // Under stream capture (graph.h) the launch is recorded with its own copy
   // of the parameters, as a CUDA graph kernel node keeps them, and runs at replay.
   auto run = [spec, kernel, params]() {

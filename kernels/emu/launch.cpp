@@ -375,6 +375,9 @@ std::atomic<bool> g_count_only{[] {
 }()};
 }  // namespace
 void set_count_only(bool on) { g_count_only = on; }
+void count_launch() {
+  if (detail::g_owner.load() != std::this_thread::get_id()) eng::kprof::count_launch();
+}
 bool count_only() { return g_count_only; }
 
 void launch(const LaunchSpec& spec, void (*thunk)(void*), void* ctx) {

@@ -46,16 +46,20 @@ void GpuTrainStep::enqueue(const std::function<MicroBatch(int64_t)>& batch) {
     losses_ = pipe_.step->run([&](int64_t m, const Tensor& in) { return pipe_.forward(in, batch(m)); }, pipe_.io, ddp_);
   for (int64_t m = 0; m < accum_ && !pipe_.step; ++m) {
     const MicroBatch b = batch(m);
+    // The loss is seeded with 1/accum, its mean over the micro-batches: a
+    // loss that computes its gradient in its forward (cross_entropy) folds
+    // the seed in there (ExpectedSeed), and no pass rescales it after.
+    const double seed = 1.0 / double(accum_);
     Tensor loss;
     {
       const profile::Range r("forward");
+      const ExpectedSeed expected(seed);
       loss = loss_(b.x, b.y);
     }
     losses_.push_back(loss.detach());
-    if (accum_ > 1) loss = scale(loss, 1.0 / double(accum_));
     if (ddp_) ddp_->set_sync(m == accum_ - 1);  // only the last micro-step communicates
     const profile::Range r("backward");
-    loss.backward();
+    run_backward(loss, seed);
   }
   {
     const profile::Range r("communication");

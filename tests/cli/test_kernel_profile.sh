@@ -8,9 +8,10 @@
 #            the model's shape (kernel_profile_check.py); the run's losses
 #            equal the same run without the profile, bit for bit.
 #   vit      the ViT on emu: every GEMM row's FLOPs from its shape, the totals.
-#   model    the GPT-2 124M step (B 8 x 1024, O3) on emu in count-only mode,
-#            modelled on an H100: within 25% of the step measured on an H100
-#            (docs/gpu.md: 42 ms with cuDNN's attention, 119 ms with ours).
+#   model    the GPT-2 124M step (B 8 x 1024, O3) on emu in count-only mode:
+#            its FLOPs as the gpt2 case checks them, on the real shapes. (The
+#            model's check against the H100's measured step is a unit test:
+#            "gpu model: GPT-2 124M's recorded step ...", tests/engine.)
 #   errors   a step outside the run, the cpu device, an unknown GPU: one line each.
 # Usage: test_kernel_profile.sh BUILD_DIR CASE
 set -euo pipefail
@@ -58,18 +59,13 @@ case $case_name in
     python3 "$check" "$work/vit/kernel_profile.json" totals
     ;;
   model)
+    # GPT-2 124M's step on emu in count-only mode (nothing runs, a launch is
+    # counted): the real shapes' GEMM and attention FLOPs as computed here.
     ENGINE_EMU_COUNT_ONLY=1 "$train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device emu \
       --precision O3 --grad_accum 1 --steps 2 --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 \
       --checkpoint_every 0 --kernel_profile 1 --out_dir "$work/m124" >"$work/log" || fail "124M: $(tail -3 "$work/log")"
-    python3 - "$work/m124/kernel_profile.json" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-for key, measured in (("model_ms_cudnn_attention", 42.0), ("model_ms", 119.0)):
-    m = p[key]
-    print(f"{key}: modelled {m:.1f} ms, measured on the H100 {measured} ms: {m / measured:.2f}x")
-    if not 0.75 * measured <= m <= 1.25 * measured:
-        sys.exit(f"FAIL: {key} {m:.1f} ms is not within 25% of the measured {measured} ms")
-EOF
+    grep -q "^emu: count-only" "$work/log" || fail "124M: count-only mode not said"
+    python3 "$check" "$work/m124/kernel_profile.json" gpt2 12 768 50257 8 1024 12 2 1
     ;;
   errors)
     source "$root/tests/cli/expect_error.sh"

@@ -2,6 +2,10 @@
 // arithmetic (engine/gpu_model.h), against figures computed here by hand.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "engine/gpu_model.h"
 #include "engine/kernel_profile.h"
 #include "engine/ops.h"
@@ -93,4 +97,46 @@ TEST_CASE("gpu model: a call's time from its bytes, FLOPs and launches", "[profi
 TEST_CASE("gpu model: an unknown GPU is a one-line error naming the choices", "[profile]") {
   CHECK(gpu_model("a100").peak->hbm_gbps == 2039);
   CHECK_THROWS_WITH(gpu_model("v100"), Catch::Contains("model_gpu 'v100': expected h100, h200 or a100"));
+}
+
+// The model's check against the one measured step: GPT-2 124M at B 8 x 1024,
+// O3, on the H100 (docs/gpu.md). The fixture holds that step's recorded
+// kernels (rows of calls of one name, each GEMM row one shape: modelling a
+// row's sums is modelling its calls); the model must land within 25% of the
+// measured times before it judges a change to the step.
+TEST_CASE("gpu model: GPT-2 124M's recorded step lands within 25% of the H100's measured step", "[profile]") {
+  std::ifstream f(std::string(ENGINE_FIXTURE_DIR) + "/kernel_profile_gpt2_124m_h100.json");
+  REQUIRE(f.good());
+  const nlohmann::json j = nlohmann::json::parse(f);
+  std::vector<KernelCall> calls;
+  for (const auto& r : j["rows"]) {
+    KernelCall c;
+    c.name = r["name"].get<std::string>();
+    const std::string kind = r["kind"].get<std::string>();
+    c.cost.kind = kind == "gemm"                 ? kprof::Kind::gemm
+                  : kind == "attention_forward"  ? kprof::Kind::attention_forward
+                  : kind == "attention_backward" ? kprof::Kind::attention_backward
+                  : kind == "host"               ? kprof::Kind::host
+                                                 : kprof::Kind::memory;
+    c.cost.bytes = r["bytes"].get<double>(), c.cost.flops = r["flops"].get<double>();
+    c.cost.elem_bytes = 2;  // O3: every GEMM in bf16
+    c.cost.aligned = c.name.find("unaligned") == std::string::npos;
+    c.launches = r["launches"].get<int64_t>();
+    calls.push_back(c);
+  }
+  const GpuModel h100 = gpu_model("h100");
+  auto step_ms = [&](ModelAttention a) {
+    double ms = 0;
+    for (const KernelRow& r : kernel_rows(calls, &h100, Precision::O3, a)) ms += r.model_ms;
+    return ms;
+  };
+  const double ours = step_ms(ModelAttention::as_run), cudnn = step_ms(ModelAttention::cudnn);
+  const double measured_ours = j["measured_ms"]["ours"].get<double>();
+  const double measured_cudnn = j["measured_ms"]["cudnn"].get<double>();
+  INFO("modelled " << ours << " ms (ours), " << cudnn << " ms (cuDNN); measured " << measured_ours << ", "
+                   << measured_cudnn);
+  CHECK(measured_ours == Approx(8192 / 68.9e3 * 1e3));  // docs/gpu.md: 68.9k and 195k tokens/s
+  CHECK(measured_cudnn == Approx(8192 / 195e3 * 1e3));
+  CHECK(std::abs(ours / measured_ours - 1) <= 0.25);
+  CHECK(std::abs(cudnn / measured_cudnn - 1) <= 0.25);
 }

@@ -5,9 +5,11 @@
 // every dtype), ignored targets including all of them, an incoming gradient
 // other than 1, inference without dlogits, and an unaligned view.
 // Tolerances: emu_check.h's per dtype. The loss is reduced in fp32 and the mean
-// in double on both sides; the emu loss tensor is then rounded to the logits'
-// dtype, which tol_for covers.
+// in double on both sides; the emu loss is fp32 whatever the logits' dtype.
+// The seed a training step announces (ExpectedSeed) is folded into the
+// forward's dlogits, and the backward from that seed rescales nothing.
 #include "engine/autograd.h"
+#include "engine/kernel_profile.h"
 #include "engine/ops.h"
 #include "tests/kernels/emu_check.h"
 
@@ -37,8 +39,8 @@ void check_against_cpu(const Tensor& logits, DType t, int ignore_every, double g
   Tensor xe = on_emu(logits, t).set_requires_grad(true);
   Tensor out = cross_entropy(xe, make_targets(N, V, ignore_every, kEmu), kIgnore);
   CHECK(out.device() == kEmu);
-  CHECK(out.dtype() == t);
-  out.backward(Tensor::full({}, g, t, kEmu));
+  CHECK(out.dtype() == DType::f32);
+  out.backward(Tensor::full({}, g, DType::f32, kEmu));
   CHECK_EMU_CLOSE(out, ref, t);
   CHECK_EMU_CLOSE(xe.grad(), xr.grad(), t);
 }
@@ -102,4 +104,36 @@ TEST_CASE("emu cross_entropy: targets are checked before the launch", "[emu][ker
                     Catch::Contains("target 5 at row 1 outside the vocabulary [0, 5)"));
   CHECK_THROWS_WITH(cross_entropy(x.to(DType::f64), Tensor::from_ints({0, 1, 1}, {3}, kEmu)),
                     Catch::Contains("dtype f64 not supported on " + kEmu.str()));
+}
+
+TEST_CASE("emu cross_entropy: the expected seed is folded into the forward, no rescale pass", "[emu][kernels]") {
+  const int64_t N = 7, V = 40;
+  const Tensor logits = Tensor::randn({N, V}, 21, 2.f);
+  for (DType t : {DType::f32, DType::bf16})
+    for (double seed : {1.0, 0.25}) {
+      INFO(dtype_name(t) << " seed " << seed);
+      Tensor xr = rounded(logits, t).set_requires_grad(true);
+      Tensor ref = cross_entropy(xr, make_targets(N, V, 3, kCPU), kIgnore);
+      ref.backward(Tensor::full({}, seed, DType::f32));
+      Tensor xe = on_emu(logits, t).set_requires_grad(true);
+      Tensor out;
+      {
+        const ExpectedSeed expected(seed);
+        out = cross_entropy(xe, make_targets(N, V, 3, kEmu), kIgnore);
+      }
+      KernelProfile prof(kEmu);
+      prof.start();
+      run_backward(out, seed);
+      prof.stop();
+      for (const KernelCall& c : prof.calls()) CHECK(c.name != "cross_entropy_scale_grad");
+      CHECK_EMU_CLOSE(xe.grad(), xr.grad(), t);
+      // Announced but seeded otherwise: rescaled by the seed over the announced one.
+      Tensor xe2 = on_emu(logits, t).set_requires_grad(true);
+      {
+        const ExpectedSeed expected(0.5);
+        out = cross_entropy(xe2, make_targets(N, V, 3, kEmu), kIgnore);
+      }
+      out.backward(Tensor::full({}, seed, DType::f32, kEmu));
+      CHECK_EMU_CLOSE(xe2.grad(), xr.grad(), t);
+    }
 }
