@@ -8,7 +8,8 @@
 // is mapped onto each layer's own AttentionMask here; backward uses the
 // forward's mask. AttentionImpl::cudnn is cuDNN's fused attention on the
 // cuda device (attention_cudnn.cpp). attention_qkv takes q, k, v packed in
-// one (B, T, 3C) tensor: on the cpu read in place, elsewhere split.
+// one (B, T, 3C) tensor, read in place (its gradient written in place) by
+// our kernels on every device and by cuDNN's (strides).
 #include "kernels/cuda/attention.h"
 
 #include <algorithm>
@@ -40,6 +41,35 @@ Tensor attention_gpu(const Tensor& q, const Tensor& k, const Tensor& v, DType t,
                     sv.data_ptr(), so.data_ptr(), lse.data<float>(), delta.data<float>(), dq.data_ptr(), dk.data_ptr(),
                     dv.data_ptr(), d, mask, nullptr);
     return std::vector<Tensor>{dq, dk, dv};
+  });
+  return out;
+}
+
+// attention_qkv on emu/cuda: q, k, v read in place from the packed (B, T,
+// 3C) qkv (rows 3C apart), and the backward writes dq | dk | dv into one
+// (B, T, 3C) gradient: no split copies, and no zeroed gradients summed.
+Tensor attention_gpu_packed(const Tensor& qkv, int64_t n_head, Causal causal) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  const gpu::AttentionDims d{B, T, T, n_head, C / n_head, 0, 3 * C};
+  const gpu::AttentionMask mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
+  const gpu::Storage st = storage_of(qkv.dtype());
+  const size_t es = dtype_size(qkv.dtype());
+  auto at = [es, C](const Tensor& t, int64_t part) { return static_cast<char*>(t.data_ptr()) + size_t(part * C) * es; };
+  Tensor out = Tensor::empty({B, T, n_head, C / n_head}, qkv.dtype(), qkv.device());
+  Tensor lse = Tensor::empty({B, n_head, T}, DType::f32, qkv.device());
+  ENGINE_GPU_CALL(qkv.device(), attention_forward, st, at(qkv, 0), at(qkv, 1), at(qkv, 2), out.data_ptr(),
+                  lse.data<float>(), d, mask, nullptr);
+  if (!needs_record({qkv})) return out;
+  Tensor sqkv = qkv.detach(), so = out.detach();
+  record("attention_qkv", out, {qkv}, [sqkv, so, lse, d, mask, st, at](const Tensor& g, const std::vector<bool>&) {
+    ENGINE_CHECK(g.dtype() == so.dtype() && g.shape() == so.shape(), "attention_qkv backward: gradient ", g.desc(),
+                 " does not match ", so.desc());
+    Tensor dqkv = empty_like(sqkv);  // every element written: dq, dk, dv each cover their third of a row
+    Tensor delta = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, g.device());
+    ENGINE_GPU_CALL(g.device(), attention_backward, st, g.data_ptr(), at(sqkv, 0), at(sqkv, 1), at(sqkv, 2),
+                    so.data_ptr(), lse.data<float>(), delta.data<float>(), at(dqkv, 0), at(dqkv, 1), at(dqkv, 2), d,
+                    mask, nullptr);
+    return std::vector<Tensor>{dqkv};
   });
   return out;
 }
@@ -127,7 +157,17 @@ Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, Attention
                " is not (B, T, 3 * ", n_head, " heads * head size)");
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
   const Shape heads{B, T, n_head, HS};
-  if (on_gpu(qkv) || impl != AttentionImpl::ours) {
+  if (on_gpu(qkv) && impl == AttentionImpl::ours) {
+    ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
+                 qkv.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", qkv.desc());
+    return attention_gpu_packed(qkv, n_head, causal);
+  }
+#if defined(ENGINE_HAVE_CUDA)
+  if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda) {
+    return attention_qkv_cudnn(qkv, n_head, causal);
+  }
+#endif
+  if (on_gpu(qkv) || impl != AttentionImpl::ours) {  // cuDNN off the cuda device: attention says why not
     const std::vector<Tensor> p = split(qkv, {C, C, C}, -1);
     return attention(p[0].reshape(heads), p[1].reshape(heads), p[2].reshape(heads), causal, impl);
   }

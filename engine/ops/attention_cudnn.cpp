@@ -1,7 +1,8 @@
-// attention(..., AttentionImpl::cudnn): cuDNN's fused attention
-// (kernels/cudnn/cudnn.h) as an engine op, CUDA builds only. The forward
-// saves q, k, v, out and cuDNN's fp32 stats (B, NH, T); the backward hands
-// them back to cuDNN. Workspaces come from the device's caching allocator
+// attention(..., AttentionImpl::cudnn) and attention_qkv's cuDNN path:
+// cuDNN's fused attention (kernels/cudnn/cudnn.h) as an engine op, CUDA
+// builds only; a packed qkv is read in place and its gradient written in
+// place (strides, no split). The forward saves q, k, v, out and cuDNN's fp32
+// stats (B, NH, T); the backward hands them back to cuDNN. Workspaces come from the device's caching allocator
 // (so inside a CUDA graph capture, from the graph's pool); the plans are
 // built by the first (eager) step and only executed after, which is what a
 // capture may contain.
@@ -15,44 +16,73 @@ using namespace detail;
 
 namespace detail {
 
-Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
-  SdpaShape s;
-  s.B = q.size(0), s.T = q.size(1), s.NH = q.size(2), s.HS = q.size(3);
-  s.st = storage_of(q.dtype());
-  s.mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
-  ENGINE_CHECK(q.dtype() == DType::bf16 || q.dtype() == DType::f16, "attention (cudnn): ", q.desc(),
+namespace {
+// The op for q, k, v given as ins (three tensors, (B, T, NH, HS)) or as one
+// packed (B, T, 3C) qkv whose thirds cuDNN reads and writes in place (s.packed).
+Tensor sdpa(const std::vector<Tensor>& ins, SdpaShape s) {
+  const Tensor& first = ins[0];
+  ENGINE_CHECK(first.dtype() == DType::bf16 || first.dtype() == DType::f16, "attention (cudnn): ", first.desc(),
                ": cuDNN's fused attention takes bf16 or f16 only (precision O2 or O3)");
+  s.st = storage_of(first.dtype());
   const std::string why = cudnn_sdpa_unsupported(s);
-  ENGINE_CHECK(why.empty(), "attention (cudnn): ", q.desc(), ": ", why);
-  CudnnContext& ctx = gpu_context(q.device().index).cudnn();  // throws if cuDNN cannot run here
-  Tensor out = empty_like(q);
-  Tensor stats = Tensor::empty({s.B, s.NH, s.T}, DType::f32, q.device());
+  ENGINE_CHECK(why.empty(), "attention (cudnn): ", first.desc(), ": ", why);
+  CudnnContext& ctx = gpu_context(first.device().index).cudnn();  // throws if cuDNN cannot run here
+  const size_t es = dtype_size(first.dtype());
+  const int64_t C = s.NH * s.HS;
+  // q, k or v (i = 0, 1, 2) of ts laid out as ins are.
+  auto part = [es, C](const std::vector<Tensor>& ts, int64_t i) -> void* {
+    return ts.size() == 1 ? static_cast<char*>(ts[0].data_ptr()) + size_t(i * C) * es : ts[size_t(i)].data_ptr();
+  };
+  Tensor out = Tensor::empty({s.B, s.T, s.NH, s.HS}, first.dtype(), first.device());
+  Tensor stats = Tensor::empty({s.B, s.NH, s.T}, DType::f32, first.device());
   // A step profile counts cuDNN's FLOPs and bytes as our kernels' (the same math, the same tensors).
-  const gpu::AttentionDims d{s.B, s.T, s.T, s.NH, s.HS, 0};
+  const gpu::AttentionDims d{s.B, s.T, s.T, s.NH, s.HS, 0, s.packed ? 3 * C : 0};
   {
-    const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(ctx, s, SdpaPass::forward), q.device());
+    const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(ctx, s, SdpaPass::forward), first.device());
     const kprof::Scope profiled("cudnn_sdpa_forward", kcost::attention_forward(s.st, nullptr, nullptr, nullptr, nullptr,
                                                                                nullptr, d, s.mask, nullptr));
-    cudnn_sdpa_forward(ctx, s, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), stats.data<float>(),
+    cudnn_sdpa_forward(ctx, s, part(ins, 0), part(ins, 1), part(ins, 2), out.data_ptr(), stats.data<float>(),
                        ws.data_ptr(), gpu::current_stream());
   }
-  if (!needs_record({q, k, v})) return out;
-  Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.detach();
-  record("attention_cudnn", out, {q, k, v}, [sq, sk, sv, so, stats, s, d](const Tensor& g, const std::vector<bool>&) {
-    ENGINE_CHECK(g.dtype() == sq.dtype() && g.shape() == sq.shape(), "attention (cudnn) backward: gradient ", g.desc(),
-                 " does not match ", sq.desc());
-    CudnnContext& c = gpu_context(g.device().index).cudnn();
-    Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
-    const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(c, s, SdpaPass::backward), g.device());
-    const kprof::Scope profiled("cudnn_sdpa_backward",
-                                kcost::attention_backward(s.st, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                                          nullptr, nullptr, nullptr, nullptr, d, s.mask, nullptr));
-    cudnn_sdpa_backward(c, s, sq.data_ptr(), sk.data_ptr(), sv.data_ptr(), so.data_ptr(), g.data_ptr(),
-                        stats.data<float>(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ws.data_ptr(),
-                        gpu::current_stream());
-    return std::vector<Tensor>{dq, dk, dv};
-  });
+  if (!needs_record(ins)) return out;
+  std::vector<Tensor> saved;
+  for (const Tensor& x : ins) saved.push_back(x.detach());
+  Tensor so = out.detach();
+  record(s.packed ? "attention_qkv_cudnn" : "attention_cudnn", out, ins,
+         [saved, so, stats, s, d, part](const Tensor& g, const std::vector<bool>&) {
+           ENGINE_CHECK(g.dtype() == so.dtype() && g.shape() == so.shape(), "attention (cudnn) backward: gradient ",
+                        g.desc(), " does not match ", so.desc());
+           CudnnContext& c = gpu_context(g.device().index).cudnn();
+           std::vector<Tensor> grads;  // laid out as the inputs: every element written
+           for (const Tensor& x : saved) grads.push_back(empty_like(x));
+           const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(c, s, SdpaPass::backward), g.device());
+           const kprof::Scope profiled(
+               "cudnn_sdpa_backward",
+               kcost::attention_backward(s.st, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                         nullptr, nullptr, d, s.mask, nullptr));
+           cudnn_sdpa_backward(c, s, part(saved, 0), part(saved, 1), part(saved, 2), so.data_ptr(), g.data_ptr(),
+                               stats.data<float>(), part(grads, 0), part(grads, 1), part(grads, 2), ws.data_ptr(),
+                               gpu::current_stream());
+           return grads;
+         });
   return out;
+}
+
+SdpaShape sdpa_shape(int64_t B, int64_t T, int64_t NH, int64_t HS, Causal causal, bool packed) {
+  SdpaShape s;
+  s.B = B, s.T = T, s.NH = NH, s.HS = HS, s.packed = packed;
+  s.mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
+  return s;
+}
+}  // namespace
+
+Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
+  return sdpa({q, k, v}, sdpa_shape(q.size(0), q.size(1), q.size(2), q.size(3), causal, false));
+}
+
+Tensor attention_qkv_cudnn(const Tensor& qkv, int64_t n_head, Causal causal) {
+  const int64_t C = qkv.size(2) / 3;
+  return sdpa({qkv}, sdpa_shape(qkv.size(0), qkv.size(1), n_head, C / n_head, causal, true));
 }
 
 }  // namespace detail

@@ -78,5 +78,7 @@ inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dt
 Tensor gelu_grad(const Tensor& x, const Tensor& g);
 // attention(..., AttentionImpl::cudnn) on a cuda tensor (attention_cudnn.cpp, CUDA builds).
 Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal);
+// attention_qkv(..., AttentionImpl::cudnn) on a cuda tensor: the packed qkv in place.
+Tensor attention_qkv_cudnn(const Tensor& qkv, int64_t n_head, Causal causal);
 
 }  // namespace eng::detail

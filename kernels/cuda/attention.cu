@@ -102,11 +102,13 @@ __device__ __forceinline__ float dot_rows(const float* a, const float* b) {
 struct AttnDims {
   int Tq, Tk, q_off, NH, hs, BH, q_tiles, k_tiles;  // BH = B*NH; q_tiles = ceil(Tq / kTile), k_tiles likewise
   float scale;
+  int64_t ld;  // rows of q, k, v (and dq, dk, dv) are ld apart: NH*hs, or 3 NH hs in a packed qkv
 };
-// Where head (b, h) starts in a (B, Tn, NH, HS) tensor.
-__device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh, int Tn) {
+// Where head (b, h) starts in a (B, Tn, rows ld apart) tensor: q, k, v and
+// their gradients with ld = a.ld, out and dout (always (B, Tn, NH, HS)) with NH*hs.
+__device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh, int Tn, int64_t ld) {
   const int b = bh / a.NH, h = bh % a.NH;
-  return (int64_t(b) * Tn * a.NH + h) * a.hs;
+  return int64_t(b) * Tn * ld + int64_t(h) * a.hs;
 }
 // Whether query i attends to key j: causal, keys 0..q_off+i; none, every key.
 // Keys past Tk, the zero rows of a ragged last tile, are never seen (a zero
@@ -155,7 +157,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_p[kTile][kTile + 1];
   constexpr int kD = kHS / kLanes;  // accumulator dims per lane
   const int bh = int(blockIdx.x) % a.BH, qt = a.q_tiles - 1 - int(blockIdx.x) / a.BH;
-  const int64_t qbase = head_base(a, bh, a.Tq), kbase = head_base(a, bh, a.Tk), row_stride = int64_t(a.NH) * a.hs;
+  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = head_base(a, bh, a.Tk, a.ld), row_stride = a.ld;
+  const int64_t o_stride = int64_t(a.NH) * a.hs, obase = head_base(a, bh, a.Tq, o_stride);
   const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int q0 = qt * kTile, i = q0 + r;
 
@@ -199,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (i < a.Tq) {
     const float inv = 1.f / l;
-    T* orow = out + qbase + int64_t(i) * row_stride;
+    T* orow = out + obase + int64_t(i) * o_stride;
 #pragma unroll
     for (int x = 0; x < kD; ++x) {
       const int d = lane + x * kLanes;
@@ -255,7 +258,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_lse[kTile], smem_delta[kTile];
   constexpr int kD = kHS / kLanes;
   const int bh = int(blockIdx.x) % a.BH, kt = int(blockIdx.x) / a.BH;
-  const int64_t qbase = head_base(a, bh, a.Tq), kbase = head_base(a, bh, a.Tk), row_stride = int64_t(a.NH) * a.hs;
+  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = head_base(a, bh, a.Tk, a.ld), row_stride = a.ld;
+  const int64_t o_stride = int64_t(a.NH) * a.hs, obase = head_base(a, bh, a.Tq, o_stride);
   const int c = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int k0 = kt * kTile, key = k0 + c;
 
@@ -267,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int qt = first_query_tile<kMask>(kt, a); qt < a.q_tiles; ++qt) {
     const int q0 = qt * kTile;
     load_tile<kHS>(smem_q, q + qbase, q0, a.Tq, row_stride, a.hs);
-    load_tile<kHS>(smem_do, dout + qbase, q0, a.Tq, row_stride, a.hs);
+    load_tile<kHS>(smem_do, dout + obase, q0, a.Tq, o_stride, a.hs);
     if (threadIdx.x < kTile) {
       const bool in = q0 + int(threadIdx.x) < a.Tq;
       smem_lse[threadIdx.x] = in ? lse[int64_t(bh) * a.Tq + q0 + threadIdx.x] : 0.f;
@@ -333,7 +337,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_ds[kTile][kTile + 1];
   constexpr int kD = kHS / kLanes;
   const int bh = int(blockIdx.x) % a.BH, qt = a.q_tiles - 1 - int(blockIdx.x) / a.BH;
-  const int64_t qbase = head_base(a, bh, a.Tq), kbase = head_base(a, bh, a.Tk), row_stride = int64_t(a.NH) * a.hs;
+  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = head_base(a, bh, a.Tk, a.ld), row_stride = a.ld;
+  const int64_t o_stride = int64_t(a.NH) * a.hs, obase = head_base(a, bh, a.Tq, o_stride);
   const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int q0 = qt * kTile, i = q0 + r;
   const bool row_in = i < a.Tq;
@@ -341,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float row_delta = row_in ? delta[int64_t(bh) * a.Tq + i] : 0.f;
 
   load_tile<kHS>(smem_q, q + qbase, q0, a.Tq, row_stride, a.hs);
-  load_tile<kHS>(smem_do, dout + qbase, q0, a.Tq, row_stride, a.hs);
+  load_tile<kHS>(smem_do, dout + obase, q0, a.Tq, o_stride, a.hs);
   float acc[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) acc[x] = 0.f;
@@ -414,9 +419,18 @@ AttnDims make_dims(const char* fn, const gpu::AttentionDims& d, gpu::AttentionMa
   const int64_t rows = d.B * d.Tk * d.NH;
   ENGINE_CHECK(d.B * d.NH * k_tiles <= INT_MAX && rows <= INT_MAX, fn, ": (B, T, NH) = (", d.B, ", ", d.Tk, ", ", d.NH,
                ") too large");
-  return AttnDims{int(d.Tq),    int(d.Tk),    int(d.q_offset),
-                  int(d.NH),    int(d.HS),    int(d.B * d.NH),
-                  int(q_tiles), int(k_tiles), 1.f / std::sqrt(float(d.HS))};
+  ENGINE_CHECK(d.ld_qkv == 0 || d.ld_qkv >= d.NH * d.HS, fn, ": rows of q, k, v ", d.ld_qkv, " apart overlap their ",
+               d.NH * d.HS, " elements");
+  return AttnDims{int(d.Tq),
+                  int(d.Tk),
+                  int(d.q_offset),
+                  int(d.NH),
+                  int(d.HS),
+                  int(d.B * d.NH),
+                  int(q_tiles),
+                  int(k_tiles),
+                  1.f / std::sqrt(float(d.HS)),
+                  d.ld_qkv ? d.ld_qkv : d.NH * d.HS};
 }
 }  // namespace
 

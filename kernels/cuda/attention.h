@@ -14,6 +14,10 @@ namespace eng::gpu {
 enum class AttentionMask : uint8_t { none, causal };
 struct AttentionDims {
   int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0;
+  // Rows (one per (b, t)) of q, k, v and of dq, dk, dv are ld_qkv elements
+  // apart; 0: NH * HS, each its own tensor. 3 NH HS: one packed (B, T, 3C)
+  // qkv read in place, its gradient written in place. out, dout: NH * HS.
+  int64_t ld_qkv = 0;
 };
 }  // namespace eng::gpu
 

@@ -50,7 +50,10 @@ struct SdpaShape {
   int64_t B = 0, T = 0, NH = 0, HS = 0;
   gpu::Storage st = gpu::Storage::bf16;
   gpu::AttentionMask mask = gpu::AttentionMask::causal;
-  std::string str() const;  // "B=2 T=1024 NH=12 HS=64 bf16 causal"
+  // q, k, v (and dq, dk, dv) in one packed (B, T, 3 NH HS) tensor, read and
+  // written in place (rows 3 NH HS apart); out and dout are (B, T, NH, HS).
+  bool packed = false;
+  std::string str() const;  // "B=2 T=1024 NH=12 HS=64 bf16 causal" (+ " packed qkv")
 };
 
 // Why cuDNN's fused attention does not take this shape, "" when it does as

@@ -27,30 +27,32 @@ std::shared_ptr<fe::graph::Graph> make_graph(const SdpaShape& s, SdpaPass pass, 
   g->set_io_data_type(s.st == gpu::Storage::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  // (B, T, NH, HS) row-major seen as cuDNN's (B, NH, T, HS): the strides do the permute.
-  const std::vector<int64_t> dims{s.B, s.NH, s.T, s.HS}, strides{s.T * s.NH * s.HS, s.HS, s.NH * s.HS, 1};
+  // (B, T, NH, HS) row-major seen as cuDNN's (B, NH, T, HS): the strides do
+  // the permute. Packed, q, k, v and their gradients are thirds of rows 3C apart.
+  const int64_t C = s.NH * s.HS, ld = s.packed ? 3 * C : C;
+  const std::vector<int64_t> dims{s.B, s.NH, s.T, s.HS}, strides{s.T * C, s.HS, C, 1};
+  const std::vector<int64_t> qkv_strides{s.T * ld, s.HS, ld, 1};
   const std::vector<int64_t> stats_dims{s.B, s.NH, s.T, 1}, stats_strides{s.NH * s.T, s.T, 1, 1};
-  auto input = [&](const char* name, int64_t uid) {
-    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
+  auto input = [&](const char* name, int64_t uid, const std::vector<int64_t>& st) {
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(st));
   };
-  auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes>& t, int64_t uid) {
-    t->set_output(true).set_uid(uid).set_dim(dims).set_stride(strides);
-  };
+  auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes>& t, int64_t uid,
+                    const std::vector<int64_t>& st) { t->set_output(true).set_uid(uid).set_dim(dims).set_stride(st); };
   const float scale = 1.f / std::sqrt(float(s.HS));
   const bool causal = s.mask == gpu::AttentionMask::causal;
-  const auto q = input("q", kQ), k = input("k", kK), v = input("v", kV);
+  const auto q = input("q", kQ, qkv_strides), k = input("k", kK, qkv_strides), v = input("v", kV, qkv_strides);
   if (pass == SdpaPass::forward) {
     auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale);
     opts.set_causal_mask(causal);
     auto [o, stats] = g->sdpa(q, k, v, opts);
-    output(o, kO);
+    output(o, kO, strides);
     stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
         .set_dim(stats_dims)
         .set_stride(stats_strides);
   } else {
-    const auto o = input("o", kO), dout = input("dO", kDO);
+    const auto o = input("o", kO, strides), dout = input("dO", kDO, strides);
     const auto stats = g->tensor(fe::graph::Tensor_attributes()
                                      .set_name("stats")
                                      .set_uid(kStats)
@@ -60,9 +62,9 @@ std::shared_ptr<fe::graph::Graph> make_graph(const SdpaShape& s, SdpaPass pass, 
     auto opts = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(scale);
     opts.set_causal_mask(causal);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
-    output(dq, kDQ);
-    output(dk, kDK);
-    output(dv, kDV);
+    output(dq, kDQ, qkv_strides);
+    output(dk, kDK, qkv_strides);
+    output(dv, kDV, qkv_strides);
   }
   return g;
 }

@@ -13,7 +13,7 @@ std::string SdpaShape::str() const {
      << (st == gpu::Storage::bf16  ? "bf16"
          : st == gpu::Storage::f16 ? "f16"
                                    : "f32")
-     << (mask == gpu::AttentionMask::causal ? " causal" : " full");
+     << (mask == gpu::AttentionMask::causal ? " causal" : " full") << (packed ? " packed qkv" : "");
   return os.str();
 }
 

@@ -242,6 +242,9 @@ TEST_CASE("cudnn: the attention graphs pass the cuDNN frontend's validation for 
           s.mask = mask;
           INFO("sm" << sm << " " << s.str() << (pass == SdpaPass::forward ? " forward" : " backward"));
           CHECK(cudnn_sdpa_validate(s, pass, sm) == "");
+          s.packed = true;  // GPT-2's qkv read in place, its gradient written in place
+          CHECK(cudnn_sdpa_validate(s, pass, sm) == "");
+          s.packed = false;
           s.T = 67;  // ragged
           s.HS = 128;
           CHECK(cudnn_sdpa_validate(s, pass, sm) == "");
