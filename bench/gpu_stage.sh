@@ -11,6 +11,7 @@
 #      the no-GPU form of it): the model's figures beside the measured ones.
 # Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
 set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 W=${W:-$(mktemp -d)}
 OUT=${OUT:-$W/out}
@@ -28,7 +29,7 @@ for attn in cudnn ours; do
     continue
   fi
   echo "+ train gpt2-124M O3 --attention $attn --kernel_profile 3 (limit ${t}s)"
-  timeout -k 5 "$t" "$B/models/train" --config configs/gpt2-124M.json "${data[@]}" --device cuda --precision O3 \
+  timeout -k 5 "$t" "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O3 \
     --grad_accum 1 --steps 5 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 \
     --attention "$attn" --kernel_profile 3 --out_dir "$W/profile-$attn" >"$W/profile-$attn.log" 2>&1
   case $? in

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "engine/cuda_runtime.h"
+#include "engine/graph.h"
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng {
@@ -27,6 +28,7 @@ void KernelProfile::stop() {
   if (!listening_) return;
   kprof::t_sink = nullptr;
   listening_ = false;
+  ENGINE_CHECK(depth_ == 0, "KernelProfile: stopped inside a launcher's scope");
   if (dev_.type != DeviceType::cuda || used_ == 0) return;
   cudart::event_synchronize(events_[used_ - 1]);
   for (size_t i = 0; i < calls_.size(); ++i)
@@ -40,6 +42,10 @@ void* KernelProfile::event() {
 
 void KernelProfile::begin(const char* name, const kprof::Cost& cost) {
   if (depth_++ > 0) return;
+  // Events recorded into a capture are graph nodes whose times cannot be
+  // read: a profiled step is eager (GpuTrainStep::set_eager_steps).
+  ENGINE_CHECK(dev_.type != DeviceType::cuda || !capturing(), "KernelProfile: '", name,
+               "' launched during a CUDA graph capture; profile an eager step");
   calls_.push_back({name, cost, 0, -1});
   if (dev_.type == DeviceType::cuda) cudart::event_record_on(event(), gpu::current_stream());
 }

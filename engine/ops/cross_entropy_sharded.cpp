@@ -60,9 +60,9 @@ Tensor sharded_gpu(const Tensor& logits, const Tensor& targets, ShardDims d, con
            // == 1 eagerly costs nothing, and captured the rescale is always recorded.
            const std::optional<double> known = known_seed(g);
            if (known ? *known != 1.0 : capturing() || g.to_f64_vector()[0] != 1.0) {
-             const Tensor gs = g.dtype() == dl.dtype() ? g : g.to(dl.dtype());
-             ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dl.dtype()), dl.data_ptr(), gs.data_ptr(),
-                             dl.numel(), nullptr);
+             const Tensor gs = g.to(DType::f32);  // the scale in fp32 whatever the storage
+             ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dl.dtype()), dl.data_ptr(),
+                             gs.data<float>(), dl.numel(), nullptr);
            }
            return std::vector<Tensor>{dl};
          });

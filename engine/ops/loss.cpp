@@ -41,9 +41,9 @@ static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int
     // The closure runs once (autograd frees it after), so rescaling the saved
     // tensor in place is safe; by g / seed, on the device.
     if (known_seed(g) != seed) {
-      const Tensor gs = scale(g, 1.0 / seed).to(dlogits.dtype());
+      const Tensor gs = scale(g.to(DType::f32), 1.0 / seed);
       ENGINE_GPU_CALL(g.device(), cross_entropy_scale_grad, storage_of(dlogits.dtype()), dlogits.data_ptr(),
-                      gs.data_ptr(), dlogits.numel(), nullptr);
+                      gs.data<float>(), dlogits.numel(), nullptr);
     }
     return std::vector<Tensor>{dlogits};
   });

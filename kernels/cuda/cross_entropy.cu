@@ -82,14 +82,15 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// d *= *scale_ptr in place (a device scalar in T): the backward of a loss
-// whose incoming gradient is not 1. Launch: 1-D grid-stride, 256 threads,
+// d *= *scale_ptr in place (a device fp32 scalar, so a loss scale of 65536
+// or a factor of 1/3 is not rounded to the storage type first): the backward
+// of a loss whose incoming gradient is not the one its forward assumed. Launch: 1-D grid-stride, 256 threads,
 // grid_for(n / pack); 16-byte packs when d is aligned, scalar tail.
 // bytes = 2 n sizeof(T), flops = n.
 template <typename T, bool kVec>
-__global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, const T* __restrict__ scale_ptr, int64_t n) {
+__global__ void cross_entropy_scale_grad_kernel(T* __restrict__ d, const float* __restrict__ scale_ptr, int64_t n) {
   constexpr int P = Pack128<T>::size;
-  const float scale = to_f32(*scale_ptr);
+  const float scale = *scale_ptr;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t vec_end = kVec ? n / P * P : 0;
@@ -160,11 +161,11 @@ void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* tar
   });
 }
 
-void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const void* scale, int64_t n, void* stream) {
+void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const float* scale, int64_t n, void* stream) {
   if (n == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     T* pd = static_cast<T*>(dlogits);
-    const T* scale_ptr = static_cast<const T*>(scale);
+    const float* scale_ptr = scale;
     const unsigned grid = grid_for(n / Pack128<T>::size + 1, 256);
     if (aligned16(dlogits))
       LAUNCH_KERNEL(cross_entropy_scale_grad_kernel<T, true>, grid, 256, 0, as_stream(stream), pd, scale_ptr, n);

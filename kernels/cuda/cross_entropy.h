@@ -10,7 +10,7 @@
 #define ENGINE_CROSS_ENTROPY_LAUNCHERS                                                                                \
   void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits, \
                            int64_t N, int64_t V, const float* dloss_scale, int32_t ignore_index, void* stream);       \
-  void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const void* scale, int64_t n, void* stream);          \
+  void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const float* scale, int64_t n, void* stream);         \
   void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float grad_scale,           \
                                  float* counts, void* stream);                                                        \
   void cross_entropy_mean(gpu::Storage st, const float* losses, int64_t N, const float* counts, void* out,            \
@@ -30,7 +30,7 @@ inline kprof::Cost cross_entropy_fused(gpu::Storage st, const void*, const int32
   const double nv = double(N) * double(V);
   return kprof::memory(nv * gpu::storage_bytes(st) * (dlogits ? 2 : 1) + 8 * double(N), nv * (dlogits ? 9 : 5));
 }
-inline kprof::Cost cross_entropy_scale_grad(gpu::Storage st, void*, const void*, int64_t n, void*) {
+inline kprof::Cost cross_entropy_scale_grad(gpu::Storage st, void*, const float*, int64_t n, void*) {
   return kprof::memory(2 * double(n) * gpu::storage_bytes(st), double(n));
 }
 inline kprof::Cost cross_entropy_count_valid(const int32_t*, int64_t N, int32_t, float, float*, void*) {

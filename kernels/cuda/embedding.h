@@ -15,7 +15,8 @@
 ENGINE_GPU_DECLARE(ENGINE_EMBEDDING_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h): forward: bytes = 2 n C sizeof(T) + 4 n,
-// flops = 0. backward (n = d_row_start[V], the positions, passed for this):
+// flops = 0. backward (n = d_row_start[V], the positions bucketed, passed for
+// this; a vocabulary shard's caller passes every position: an upper bound):
 // bytes = n C sizeof(T) (dout) + V C sizeof(T) (every row of dw written) +
 // 4 (n + V + 1) (the order and row starts), flops = n C.
 namespace eng::kcost {

@@ -106,11 +106,13 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
 
 Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "gpt2: targets ", targets.desc(), " do not match ids ", ids.desc());
-  // On emu/cuda the cross-entropy reads 16-bit logits as they are (fp32
-  // math inside, an fp32 loss): no widened copy of (B T, V) and no cast of its
-  // gradient back. The cpu's 16-bit storage is emulated: it takes fp32.
+  // On emu/cuda the cross-entropy reads bf16 logits as they are (fp32 math
+  // inside, an fp32 loss): no widened copy of (B T, V) and no cast of its
+  // gradient back. fp16 logits are widened: under loss scaling their
+  // gradient, written before the scale reaches it, would underflow in fp16.
+  // The cpu's 16-bit storage is emulated: it takes fp32.
   Tensor logits = forward(ids, recompute, ac);
-  if (logits.device().type == DeviceType::cpu) logits = ac.f32(logits);
+  if (logits.device().type == DeviceType::cpu || logits.dtype() == DType::f16) logits = ac.f32(logits);
   const profile::LayerRange r(gpt2_layers().loss);
   return cross_entropy(logits, targets.reshape({ids.numel()}));
 }

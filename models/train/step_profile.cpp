@@ -32,8 +32,14 @@ double total_model_ms(const std::vector<KernelRow>& rows) {
 }
 }  // namespace
 
-StepProfile::StepProfile(int64_t step, Device dev, Precision level, const std::string& model_gpu, std::string out_dir)
-    : step_(step), dev_(dev), level_(level), gpu_(gpu_model(model_gpu)), out_dir_(std::move(out_dir)) {}
+StepProfile::StepProfile(int64_t step, Device dev, Precision level, const std::string& model_gpu, std::string out_dir,
+                         bool writes)
+    : step_(step),
+      dev_(dev),
+      level_(level),
+      gpu_(gpu_model(model_gpu)),
+      out_dir_(std::move(out_dir)),
+      writes_(writes) {}
 
 void StepProfile::before(int64_t step) {
   if (step != step_) return;
@@ -77,7 +83,7 @@ std::string StepProfile::after(int64_t step) {
     if (measured) jr.back()["ms"] = r.measured_ms, measured_ms += r.measured_ms;
   }
   if (measured) j["measured_ms"] = measured_ms;
-  write_file_durably(out_dir_ + "/kernel_profile.json", j.dump(1) + "\n");
+  if (writes_) write_file_durably(out_dir_ + "/kernel_profile.json", j.dump(1) + "\n");
   profile_.reset();
   return out;
 }

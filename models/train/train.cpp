@@ -305,7 +305,7 @@ int run(int argc, char** argv) {
   // --kernel_profile N: step N's kernels (step_profile.h); at O3 step N runs
   // eagerly and the capture comes after it.
   StepProfile step_profile(cfg.i("kernel_profile") > start ? cfg.i("kernel_profile") : 0, dev, precision,
-                           cfg.s("model_gpu"), cfg.s("out_dir"));
+                           cfg.s("model_gpu"), cfg.s("out_dir"), lead);
   if (gpu_step && step_profile.active()) gpu_step->set_eager_steps(step_profile.step() - start);
   // Count-only emu: the numbers are meaningless, so their checks are off.
   const bool counting = dev.type == DeviceType::emu && emu::count_only();

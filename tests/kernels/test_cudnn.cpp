@@ -191,6 +191,29 @@ TEST_CASE("cuda: cuDNN attention matches ours and the cpu reference, forward and
     }
 }
 
+TEST_CASE("cuda: cuDNN attention on a packed qkv (read and written in place) equals split + attention", "[gpu]") {
+  if (!cudnn_or_skip()) return;
+  const int64_t B = 2, T = 67, NH = 3, HS = 64, C = NH * HS;
+  for (DType t : {DType::bf16, DType::f16})
+    for (Causal c : {Causal::yes, Causal::no}) {
+      INFO(dtype_name(t) << (c == Causal::yes ? " causal" : " full"));
+      const Tensor g = Tensor::randn({B, T, NH, HS}, 41).to(t).to(kCuda);
+      Tensor packed = Tensor::randn({B, T, 3 * C}, 40, 1.5f).to(t).to(kCuda).set_requires_grad(true);
+      Tensor split_in = packed.detach().set_requires_grad(true);
+      const Tensor a = attention_qkv(packed, NH, c, AttentionImpl::cudnn);
+      a.backward(g);
+      const std::vector<Tensor> p = split(split_in, {C, C, C}, -1);
+      const Shape heads{B, T, NH, HS};
+      const Tensor b =
+          attention(p[0].reshape(heads), p[1].reshape(heads), p[2].reshape(heads), c, AttentionImpl::cudnn);
+      b.backward(g);
+      // cuDNN's kernels may differ with the strides: within the dtype's tolerance.
+      const Tol ft = tol_for(t);
+      CHECK_CLOSE(values(a.to(kCPU)), values(b.to(kCPU)), ft.rtol, ft.rtol);
+      CHECK_CLOSE(values(packed.grad().to(kCPU)), values(split_in.grad().to(kCPU)), 4 * ft.rtol, 4 * ft.rtol);
+    }
+}
+
 TEST_CASE("cuda: cuDNN attention refuses f32 and odd head sizes with a one-line reason", "[gpu]") {
   if (!cudnn_or_skip()) return;
   const Shape s{1, 16, 2, 12};
