@@ -109,17 +109,16 @@ ModelledCall model_call(const GpuModel& gpu, const KernelCall& call, Precision l
   return m;
 }
 
-std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const GpuModel* gpu, Precision level,
+std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const GpuModel& gpu, Precision level,
                                    ModelAttention attention) {
   std::vector<KernelRow> rows;
   std::map<std::string, size_t> index;
   for (const KernelCall& c : calls) {
-    const std::string name =
-        attention == ModelAttention::cudnn && gpu &&
-                (c.cost.kind == kprof::Kind::attention_forward || c.cost.kind == kprof::Kind::attention_backward) &&
-                c.name.rfind("cudnn", 0) != 0
-            ? cat(c.name, " (modelled as cuDNN)")
-            : c.name;
+    const bool ours_as_cudnn =
+        attention == ModelAttention::cudnn &&
+        (c.cost.kind == kprof::Kind::attention_forward || c.cost.kind == kprof::Kind::attention_backward) &&
+        c.name.rfind("cudnn", 0) != 0;
+    const std::string name = ours_as_cudnn ? cat(c.name, " (modelled as cuDNN)") : c.name;
     auto [it, fresh] = index.emplace(name, rows.size());
     if (fresh) {
       rows.push_back({});
@@ -132,15 +131,11 @@ std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const G
     r.bytes += c.cost.bytes;
     r.flops += c.cost.flops;
     if (c.ms >= 0) r.measured_ms = std::max(r.measured_ms, 0.0) + c.ms;
-    if (gpu) {
-      const ModelledCall m = model_call(*gpu, c, level, attention);
-      r.model_ms = std::max(r.model_ms, 0.0) + m.ms;
-      if (r.basis.empty()) r.basis = m.basis;
-    }
+    const ModelledCall m = model_call(gpu, c, level, attention);
+    r.model_ms += m.ms;
+    if (r.basis.empty()) r.basis = m.basis;
   }
-  auto key = [](const KernelRow& r) {
-    return r.measured_ms >= 0 ? r.measured_ms : r.model_ms >= 0 ? r.model_ms : r.bytes;
-  };
+  auto key = [](const KernelRow& r) { return r.measured_ms >= 0 ? r.measured_ms : r.model_ms; };
   std::stable_sort(rows.begin(), rows.end(), [&](const KernelRow& a, const KernelRow& b) { return key(a) > key(b); });
   return rows;
 }
@@ -148,31 +143,29 @@ std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const G
 std::string kernel_table(const std::vector<KernelRow>& rows, const std::string& title) {
   KernelRow total;
   total.name = "total";
-  bool measured = false, modelled = false;
+  bool measured = false;
   for (const KernelRow& r : rows) {
     total.calls += r.calls, total.launches += r.launches, total.bytes += r.bytes, total.flops += r.flops;
+    total.model_ms += r.model_ms;
     if (r.measured_ms >= 0) measured = true, total.measured_ms = std::max(total.measured_ms, 0.0) + r.measured_ms;
-    if (r.model_ms >= 0) modelled = true, total.model_ms = std::max(total.model_ms, 0.0) + r.model_ms;
   }
-  // The time the rates and shares are of: measured where there is one.
-  const double step_ms = measured ? total.measured_ms : modelled ? total.model_ms : 0;
-  std::string out = title + "\n";
-  // Columns: the measured time where there is one, the modelled where there is a model.
   auto num = [](double v, const char* fmt) {
     char b[32];
     std::snprintf(b, sizeof b, fmt, v);
     return std::string(b);
   };
+  // The measured column only where there is one; rates and shares are of it, else of the model's time.
+  const double step_ms = measured ? total.measured_ms : total.model_ms;
+  std::string out = title + "\n";
   auto line = [&](const std::string& name, const std::string& calls, const std::string& launches, const std::string& mb,
                   const std::string& gflop, const std::string& ms, const std::string& model, const std::string& gbps,
                   const std::string& tflops, const std::string& share, const std::string& basis) {
     char b[640];
-    const char* fmt = measured && modelled ? "%-44s %6s %8s %10s %10s %9s %9s %8s %8s %6s  %s"
-                      : measured           ? "%-44s %6s %8s %10s %10s %9s%s %8s %8s %6s  %s"
-                                           : "%-44s %6s %8s %10s %10s%s %9s %8s %8s %6s  %s";
-    std::snprintf(b, sizeof b, fmt, name.c_str(), calls.c_str(), launches.c_str(), mb.c_str(), gflop.c_str(),
-                  measured ? ms.c_str() : "", modelled ? model.c_str() : "", gbps.c_str(), tflops.c_str(),
-                  share.c_str(), modelled ? basis.c_str() : "");
+    char ms_column[24] = "";
+    if (measured) std::snprintf(ms_column, sizeof ms_column, " %9s", ms.c_str());
+    std::snprintf(b, sizeof b, "%-44s %6s %8s %10s %10s%s %9s %8s %8s %6s  %s", name.c_str(), calls.c_str(),
+                  launches.c_str(), mb.c_str(), gflop.c_str(), ms_column, model.c_str(), gbps.c_str(), tflops.c_str(),
+                  share.c_str(), basis.c_str());
     std::string l = b;
     while (!l.empty() && l.back() == ' ') l.pop_back();
     out += l;
@@ -182,10 +175,10 @@ std::string kernel_table(const std::vector<KernelRow>& rows, const std::string& 
   auto add = [&](const KernelRow& r) {
     const double ms = measured ? r.measured_ms : r.model_ms;
     const double gbps = ms > 0 ? r.bytes / (ms * 1e-3) / 1e9 : 0, tflops = ms > 0 ? r.flops / (ms * 1e-3) / 1e12 : 0;
-    const std::string name = r.name.size() > 44 ? r.name.substr(0, 41) + "..." : r.name;
-    line(name, num(double(r.calls), "%.0f"), num(double(r.launches), "%.0f"), num(r.bytes / 1e6, "%.1f"),
-         num(r.flops / 1e9, "%.2f"), num(r.measured_ms, "%.3f"), num(r.model_ms, "%.3f"), num(gbps, "%.0f"),
-         num(tflops, "%.2f"), step_ms > 0 && ms >= 0 ? num(100.0 * ms / step_ms, "%.1f%%") : "", r.basis);
+    line(r.name.size() > 44 ? r.name.substr(0, 41) + "..." : r.name, num(double(r.calls), "%.0f"),
+         num(double(r.launches), "%.0f"), num(r.bytes / 1e6, "%.1f"), num(r.flops / 1e9, "%.2f"),
+         num(r.measured_ms, "%.3f"), num(r.model_ms, "%.3f"), num(gbps, "%.0f"), num(tflops, "%.2f"),
+         step_ms > 0 && ms >= 0 ? num(100.0 * ms / step_ms, "%.1f%%") : "", r.basis);
   };
   for (const KernelRow& r : rows) add(r);
   add(total);

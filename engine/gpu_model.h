@@ -46,12 +46,11 @@ struct KernelRow {
   int64_t calls = 0, launches = 0;
   double bytes = 0, flops = 0;
   double measured_ms = -1;  // the calls' sum on cuda; -1 none
-  double model_ms = -1;     // the calls' modelled sum; -1 no model
+  double model_ms = 0;      // the calls' modelled sum
   std::string basis;        // the model's basis (the first call's)
 };
-// Rows by name, the longest first (measured time, else modelled, else bytes);
-// gpu nullptr: no model.
-std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const GpuModel* gpu, Precision level,
+// Rows by name, the longest first (measured time, else modelled).
+std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const GpuModel& gpu, Precision level,
                                    ModelAttention attention);
 
 // The table train prints: a header naming the device and model, one line per

@@ -23,62 +23,43 @@ using namespace detail;
 
 namespace {
 
-Tensor attention_gpu(const Tensor& q, const Tensor& k, const Tensor& v, DType t, Causal causal, int64_t q_offset) {
-  const gpu::AttentionDims d{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), q_offset};
+// The emu/cuda path of attention and attention_qkv, q, k, v lying in ins as
+// for the cpu path below (three tensors, or one packed qkv whose rows
+// d.ld_qkv apart the kernels read in place): the fused FlashAttention-2
+// kernels, saving q, k, v, out and the logsumexp; the backward writes each
+// input's gradient laid out as the input (one packed dqkv: no split copies,
+// no zeroed gradients summed).
+Tensor attention_gpu(const char* name, const std::vector<Tensor>& ins, const std::array<int64_t, 3>& off,
+                     const Shape& out_shape, const gpu::AttentionDims& d, Causal causal) {
   const gpu::AttentionMask mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
-  Tensor out = empty_like(q);
-  Tensor lse = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, q.device());
-  ENGINE_GPU_CALL(q.device(), attention_forward, storage_of(t), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+  const Device dev = ins[0].device();
+  const gpu::Storage st = storage_of(ins[0].dtype());
+  Tensor out = Tensor::empty(out_shape, ins[0].dtype(), dev);
+  Tensor lse = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, dev);
+  ENGINE_GPU_CALL(dev, attention_forward, st, qkv_part(ins, off, 0), qkv_part(ins, off, 1), qkv_part(ins, off, 2),
                   out.data_ptr(), lse.data<float>(), d, mask, nullptr);
-  if (!needs_record({q, k, v})) return out;
-  Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.detach();
-  record("attention", out, {q, k, v}, [sq, sk, sv, so, lse, d, mask](const Tensor& g, const std::vector<bool>&) {
-    ENGINE_CHECK(g.dtype() == sq.dtype() && g.shape() == sq.shape(), "attention backward: gradient ", g.desc(),
-                 " does not match ", sq.desc());
-    Tensor dq = empty_like(sq), dk = empty_like(sk), dv = empty_like(sv);
-    Tensor delta = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, g.device());
-    ENGINE_GPU_CALL(g.device(), attention_backward, storage_of(g.dtype()), g.data_ptr(), sq.data_ptr(), sk.data_ptr(),
-                    sv.data_ptr(), so.data_ptr(), lse.data<float>(), delta.data<float>(), dq.data_ptr(), dk.data_ptr(),
-                    dv.data_ptr(), d, mask, nullptr);
-    return std::vector<Tensor>{dq, dk, dv};
-  });
-  return out;
-}
-
-// attention_qkv on emu/cuda: q, k, v read in place from the packed (B, T,
-// 3C) qkv (rows 3C apart), and the backward writes dq | dk | dv into one
-// (B, T, 3C) gradient: no split copies, and no zeroed gradients summed.
-Tensor attention_gpu_packed(const Tensor& qkv, int64_t n_head, Causal causal) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
-  const gpu::AttentionDims d{B, T, T, n_head, C / n_head, 0, 3 * C};
-  const gpu::AttentionMask mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
-  const gpu::Storage st = storage_of(qkv.dtype());
-  const size_t es = dtype_size(qkv.dtype());
-  auto at = [es, C](const Tensor& t, int64_t part) { return static_cast<char*>(t.data_ptr()) + size_t(part * C) * es; };
-  Tensor out = Tensor::empty({B, T, n_head, C / n_head}, qkv.dtype(), qkv.device());
-  Tensor lse = Tensor::empty({B, n_head, T}, DType::f32, qkv.device());
-  ENGINE_GPU_CALL(qkv.device(), attention_forward, st, at(qkv, 0), at(qkv, 1), at(qkv, 2), out.data_ptr(),
-                  lse.data<float>(), d, mask, nullptr);
-  if (!needs_record({qkv})) return out;
-  Tensor sqkv = qkv.detach(), so = out.detach();
-  record("attention_qkv", out, {qkv}, [sqkv, so, lse, d, mask, st, at](const Tensor& g, const std::vector<bool>&) {
-    ENGINE_CHECK(g.dtype() == so.dtype() && g.shape() == so.shape(), "attention_qkv backward: gradient ", g.desc(),
+  if (!needs_record(ins)) return out;
+  std::vector<Tensor> saved;
+  for (const Tensor& x : ins) saved.push_back(x.detach());
+  Tensor so = out.detach();
+  record(name, out, ins, [name, saved, off, so, lse, d, mask, st](const Tensor& g, const std::vector<bool>&) {
+    ENGINE_CHECK(g.dtype() == so.dtype() && g.shape() == so.shape(), name, " backward: gradient ", g.desc(),
                  " does not match ", so.desc());
-    Tensor dqkv = empty_like(sqkv);  // every element written: dq, dk, dv each cover their third of a row
+    std::vector<Tensor> grads;  // every element written
+    for (const Tensor& x : saved) grads.push_back(empty_like(x));
     Tensor delta = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, g.device());
-    ENGINE_GPU_CALL(g.device(), attention_backward, st, g.data_ptr(), at(sqkv, 0), at(sqkv, 1), at(sqkv, 2),
-                    so.data_ptr(), lse.data<float>(), delta.data<float>(), at(dqkv, 0), at(dqkv, 1), at(dqkv, 2), d,
-                    mask, nullptr);
-    return std::vector<Tensor>{dqkv};
+    ENGINE_GPU_CALL(g.device(), attention_backward, st, g.data_ptr(), qkv_part(saved, off, 0), qkv_part(saved, off, 1),
+                    qkv_part(saved, off, 2), so.data_ptr(), lse.data<float>(), delta.data<float>(),
+                    qkv_part(grads, off, 0), qkv_part(grads, off, 1), qkv_part(grads, off, 2), d, mask, nullptr);
+    return grads;
   });
   return out;
 }
 
-// q, k or v (i = 0, 1, 2) in ins, which holds the three tensors or one
-// packed qkv: ins[min(i, size - 1)] + off[i]. The same for their gradients.
+// q, k or v (i = 0, 1, 2) of the cpu path, typed (qkv_part, op_common.h).
 template <typename F>
 F* part(const std::vector<Tensor>& ins, const std::array<int64_t, 3>& off, size_t i) {
-  return ins[std::min(i, ins.size() - 1)].data<F>() + off[i];
+  return static_cast<F*>(qkv_part(ins, off, i));
 }
 
 // The cpu path of attention and attention_qkv (d.ld_qkv says how q, k, v lie
@@ -122,7 +103,7 @@ AttentionImpl parse_attention_impl(const std::string& name) {
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal, AttentionImpl impl,
                  int64_t q_offset) {
-  const DType t = check_float_inputs("attention", {q, k, v}, GpuKernel::yes);
+  check_float_inputs("attention", {q, k, v}, GpuKernel::yes);
   ENGINE_CHECK(q.ndim() == 4, "attention: q must be (B, T, NH, HS), got ", q.desc());
   ENGINE_CHECK(k.ndim() == 4 && k.size(0) == q.size(0) && k.size(2) == q.size(2) && k.size(3) == q.size(3) &&
                    v.shape() == k.shape(),
@@ -145,7 +126,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
   if (on_gpu(q)) {
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  q.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", q.desc());
-    return attention_gpu(q, k, v, t, causal, q_offset);
+    return attention_gpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
+                         gpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal);
   }
   return attention_cpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
                        cpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal);
@@ -160,7 +142,8 @@ Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, Attention
   if (on_gpu(qkv) && impl == AttentionImpl::ours) {
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  qkv.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", qkv.desc());
-    return attention_gpu_packed(qkv, n_head, causal);
+    return attention_gpu("attention_qkv", {qkv}, {0, C, 2 * C}, heads,
+                         gpu::AttentionDims{B, T, T, n_head, HS, 0, 3 * C}, causal);
   }
 #if defined(ENGINE_HAVE_CUDA)
   if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda) {

@@ -27,12 +27,8 @@ Tensor sdpa(const std::vector<Tensor>& ins, SdpaShape s) {
   const std::string why = cudnn_sdpa_unsupported(s);
   ENGINE_CHECK(why.empty(), "attention (cudnn): ", first.desc(), ": ", why);
   CudnnContext& ctx = gpu_context(first.device().index).cudnn();  // throws if cuDNN cannot run here
-  const size_t es = dtype_size(first.dtype());
   const int64_t C = s.NH * s.HS;
-  // q, k or v (i = 0, 1, 2) of ts laid out as ins are.
-  auto part = [es, C](const std::vector<Tensor>& ts, int64_t i) -> void* {
-    return ts.size() == 1 ? static_cast<char*>(ts[0].data_ptr()) + size_t(i * C) * es : ts[size_t(i)].data_ptr();
-  };
+  const std::array<int64_t, 3> off = s.packed ? std::array<int64_t, 3>{0, C, 2 * C} : std::array<int64_t, 3>{0, 0, 0};
   Tensor out = Tensor::empty({s.B, s.T, s.NH, s.HS}, first.dtype(), first.device());
   Tensor stats = Tensor::empty({s.B, s.NH, s.T}, DType::f32, first.device());
   // A step profile counts cuDNN's FLOPs and bytes as our kernels' (the same math, the same tensors).
@@ -41,15 +37,15 @@ Tensor sdpa(const std::vector<Tensor>& ins, SdpaShape s) {
     const Tensor ws = Tensor::scratch(cudnn_sdpa_workspace(ctx, s, SdpaPass::forward), first.device());
     const kprof::Scope profiled("cudnn_sdpa_forward", kcost::attention_forward(s.st, nullptr, nullptr, nullptr, nullptr,
                                                                                nullptr, d, s.mask, nullptr));
-    cudnn_sdpa_forward(ctx, s, part(ins, 0), part(ins, 1), part(ins, 2), out.data_ptr(), stats.data<float>(),
-                       ws.data_ptr(), gpu::current_stream());
+    cudnn_sdpa_forward(ctx, s, qkv_part(ins, off, 0), qkv_part(ins, off, 1), qkv_part(ins, off, 2), out.data_ptr(),
+                       stats.data<float>(), ws.data_ptr(), gpu::current_stream());
   }
   if (!needs_record(ins)) return out;
   std::vector<Tensor> saved;
   for (const Tensor& x : ins) saved.push_back(x.detach());
   Tensor so = out.detach();
   record(s.packed ? "attention_qkv_cudnn" : "attention_cudnn", out, ins,
-         [saved, so, stats, s, d, part](const Tensor& g, const std::vector<bool>&) {
+         [saved, so, stats, s, d, off](const Tensor& g, const std::vector<bool>&) {
            ENGINE_CHECK(g.dtype() == so.dtype() && g.shape() == so.shape(), "attention (cudnn) backward: gradient ",
                         g.desc(), " does not match ", so.desc());
            CudnnContext& c = gpu_context(g.device().index).cudnn();
@@ -60,9 +56,9 @@ Tensor sdpa(const std::vector<Tensor>& ins, SdpaShape s) {
                "cudnn_sdpa_backward",
                kcost::attention_backward(s.st, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                          nullptr, nullptr, d, s.mask, nullptr));
-           cudnn_sdpa_backward(c, s, part(saved, 0), part(saved, 1), part(saved, 2), so.data_ptr(), g.data_ptr(),
-                               stats.data<float>(), part(grads, 0), part(grads, 1), part(grads, 2), ws.data_ptr(),
-                               gpu::current_stream());
+           cudnn_sdpa_backward(c, s, qkv_part(saved, off, 0), qkv_part(saved, off, 1), qkv_part(saved, off, 2),
+                               so.data_ptr(), g.data_ptr(), stats.data<float>(), qkv_part(grads, off, 0),
+                               qkv_part(grads, off, 1), qkv_part(grads, off, 2), ws.data_ptr(), gpu::current_stream());
            return grads;
          });
   return out;

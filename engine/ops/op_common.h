@@ -2,6 +2,8 @@
 // Every error names the op and the tensors involved, e.g.
 //   "matmul: inner dimensions differ: f32(2, 3) on cpu @ f32(4, 5) on cpu"
 #pragma once
+#include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -80,5 +82,13 @@ Tensor gelu_grad(const Tensor& x, const Tensor& g);
 Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal);
 // attention_qkv(..., AttentionImpl::cudnn) on a cuda tensor: the packed qkv in place.
 Tensor attention_qkv_cudnn(const Tensor& qkv, int64_t n_head, Causal causal);
+
+// q, k or v (i = 0, 1, 2) of an attention's inputs, which hold the three
+// tensors or one packed (B, T, 3C) qkv: ins[min(i, size - 1)] + off[i]
+// elements. The same for their gradients, laid out as the inputs.
+inline void* qkv_part(const std::vector<Tensor>& ins, const std::array<int64_t, 3>& off, size_t i) {
+  const Tensor& t = ins[std::min(i, ins.size() - 1)];
+  return static_cast<char*>(t.data_ptr()) + size_t(off[i]) * dtype_size(t.dtype());
+}
 
 }  // namespace eng::detail

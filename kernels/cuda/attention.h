@@ -44,25 +44,26 @@ inline double attention_pairs(const gpu::AttentionDims& d, gpu::AttentionMask ma
   const double per_query = mask == gpu::AttentionMask::causal ? double(d.q_offset) + 0.5 * double(d.Tq) : double(d.Tk);
   return double(d.B) * double(d.NH) * double(d.Tq) * per_query;
 }
-inline kprof::Cost attention_forward(gpu::Storage st, const void*, const void*, const void*, void*, float*,
-                                     const gpu::AttentionDims& d, gpu::AttentionMask mask, void*) {
+// A pass that moves `io` (B, T, NH, HS) tensors of queries' rows and as
+// many of keys' rows, `f32` fp32 values a query row, and does `per_pair` FLOPs
+// per head dim and (query, key) pair.
+inline kprof::Cost attention_cost(kprof::Kind kind, gpu::Storage st, const gpu::AttentionDims& d,
+                                  gpu::AttentionMask mask, double io, double f32, double per_pair) {
   const double rows_q = double(d.B) * double(d.Tq) * double(d.NH), rows_k = double(d.B) * double(d.Tk) * double(d.NH);
   kprof::Cost c;
-  c.kind = kprof::Kind::attention_forward;
+  c.kind = kind;
   if (rows_q == 0) return c;  // nothing launched
-  c.bytes = gpu::storage_bytes(st) * double(d.HS) * (2 * rows_q + 2 * rows_k) + 4 * rows_q;
-  c.flops = 4 * double(d.HS) * attention_pairs(d, mask);
+  c.bytes = gpu::storage_bytes(st) * double(d.HS) * io * (rows_q + rows_k) + 4 * f32 * rows_q;
+  c.flops = per_pair * double(d.HS) * attention_pairs(d, mask);
   return c;
+}
+inline kprof::Cost attention_forward(gpu::Storage st, const void*, const void*, const void*, void*, float*,
+                                     const gpu::AttentionDims& d, gpu::AttentionMask mask, void*) {
+  return attention_cost(kprof::Kind::attention_forward, st, d, mask, 2, 1, 4);
 }
 inline kprof::Cost attention_backward(gpu::Storage st, const void*, const void*, const void*, const void*, const void*,
                                       const float*, float*, void*, void*, void*, const gpu::AttentionDims& d,
                                       gpu::AttentionMask mask, void*) {
-  const double rows_q = double(d.B) * double(d.Tq) * double(d.NH), rows_k = double(d.B) * double(d.Tk) * double(d.NH);
-  kprof::Cost c;
-  c.kind = kprof::Kind::attention_backward;
-  if (rows_q == 0) return c;  // nothing launched
-  c.bytes = gpu::storage_bytes(st) * double(d.HS) * (4 * rows_q + 4 * rows_k) + 12 * rows_q;
-  c.flops = 10 * double(d.HS) * attention_pairs(d, mask);
-  return c;
+  return attention_cost(kprof::Kind::attention_backward, st, d, mask, 4, 3, 10);
 }
 }  // namespace eng::kcost

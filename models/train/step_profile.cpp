@@ -51,8 +51,8 @@ std::string StepProfile::after(int64_t step) {
   if (step != step_ || !profile_) return "";
   profile_->stop();
   const std::vector<KernelCall>& calls = profile_->calls();
-  const std::vector<KernelRow> rows = kernel_rows(calls, &gpu_, level_, ModelAttention::as_run);
-  const std::vector<KernelRow> cudnn = kernel_rows(calls, &gpu_, level_, ModelAttention::cudnn);
+  const std::vector<KernelRow> rows = kernel_rows(calls, gpu_, level_, ModelAttention::as_run);
+  const std::vector<KernelRow> cudnn = kernel_rows(calls, gpu_, level_, ModelAttention::cudnn);
   const bool measured = dev_.type == DeviceType::cuda;
   std::string out =
       kernel_table(rows, cat("kernel profile of step ", step, " on ", dev_.str(), " at ", precision_name(level_),

@@ -39,7 +39,6 @@
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
-#include "engine/peaks.h"
 #include "engine/profile.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/emu/count_only.h"
@@ -50,6 +49,7 @@
 #include "models/train/gpt2_task.h"
 #include "models/train/loaded_checks.h"
 #include "models/train/memory_plan.h"
+#include "models/train/mfu_peak.h"
 #include "models/train/optimizer_option.h"
 #include "models/train/out_dir.h"
 #include "models/train/pipeline_step.h"
@@ -273,10 +273,7 @@ int run(int argc, char** argv) {
   Progress progress(out_dir + "/metrics.jsonl", cfg.i("log_every"), start, lead, task->unit(),
                     out.tensorboard_dir(cfg.s("tensorboard")));
   // MFU per device: the job's FLOP/s / world size / this device's peak.
-  const PeakGemm pg = task->peak_gemm();
-  DevicePeak peak = device_peak(dev, precision, pg.m, pg.n, pg.k);
-  progress.message("peak for MFU: " + peak.note);
-  bool peak_rechecked = false;
+  MfuPeak peak(dev, precision, task->peak_gemm(), progress);
   const double flops_per_step = task->flops_per_step();
   // On the cpu, the step's cached blocks go back to the system before a
   // validation or a sample: their tensors are other sizes, and the host's
@@ -507,23 +504,7 @@ int run(int argc, char** argv) {
     s.items_per_s = double(task->items_per_step()) / dt;
     s.flops_per_s = flops_per_step / dt;
     s.data = task->take_data_stats();
-    if (peak.flops > 0 && s.flops_per_s / double(world.size) > peak.flops && dev.type == DeviceType::cpu) {
-      // Above 100%: the measured peak is wrong (a cold or disturbed
-      // measurement). Measure again once; if still exceeded, no MFU.
-      const double again = measure_sgemm_flops(pg.m, pg.n, pg.k, 20);
-      if (!peak_rechecked && again > peak.flops) {
-        peak.flops = again;
-        progress.message(cat("peak for MFU re-measured: ", again / 1e9, " GFLOP/s"));
-      }
-      if (peak_rechecked || s.flops_per_s / double(world.size) > peak.flops) {
-        progress.message(cat("MFU off: the run's ", s.flops_per_s / double(world.size) / 1e9,
-                             " GFLOP/s per device exceed the measured peak ", peak.flops / 1e9,
-                             " GFLOP/s, so that peak is not a bound; FLOP/s shown instead"));
-        peak.flops = 0;
-      }
-      peak_rechecked = true;
-    }
-    s.mfu = peak.flops > 0 ? s.flops_per_s / double(world.size) / peak.flops : -1;  // per device
+    s.mfu = peak.mfu(s.flops_per_s / double(world.size));  // per device
     s.eta_s = step_time_avg * double(steps - step - 1);
     s.mem_bytes = allocator_for(dev).stats().peak_bytes;
     s.extra = mem_json;

@@ -83,7 +83,7 @@ TEST_CASE("gpu model: a call's time from its bytes, FLOPs and launches", "[profi
   CHECK(model_call(h100, attn, Precision::O3, ModelAttention::cudnn).ms == Approx(6e-3 + 1e11 / 126e12 * 1e3));
 
   // The rows: by name, times summed, the longest first; the cuDNN variant renames ours.
-  const std::vector<KernelRow> rows = kernel_rows({mem, attn, mem}, &h100, Precision::O3, ModelAttention::cudnn);
+  const std::vector<KernelRow> rows = kernel_rows({mem, attn, mem}, h100, Precision::O3, ModelAttention::cudnn);
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].name == "layernorm_backward");
   CHECK(rows[0].calls == 2);
@@ -127,7 +127,7 @@ TEST_CASE("gpu model: GPT-2 124M's recorded step lands within 25% of the H100's 
   const GpuModel h100 = gpu_model("h100");
   auto step_ms = [&](ModelAttention a) {
     double ms = 0;
-    for (const KernelRow& r : kernel_rows(calls, &h100, Precision::O3, a)) ms += r.model_ms;
+    for (const KernelRow& r : kernel_rows(calls, h100, Precision::O3, a)) ms += r.model_ms;
     return ms;
   };
   const double ours = step_ms(ModelAttention::as_run), cudnn = step_ms(ModelAttention::cudnn);
