@@ -46,7 +46,7 @@ static Case cross_entropy(int64_t N, int64_t V) {
                                     dlogits.data<float>(), N, V, -100);
       } else {
         ENGINE_GPU_CALL(dev, cross_entropy_fused, gpu::Storage::f32, logits.data_ptr(), targets.data<int32_t>(),
-                        loss.data<float>(), dlogits.data_ptr(), N, V, d_dloss.data<float>(), -100, nullptr);
+                        loss.data<float>(), dlogits.data_ptr(), N, V, V, d_dloss.data<float>(), -100, nullptr);
       }
     };
     return Runner{run, [=] { return concat({host(loss), host(dlogits)}); }};

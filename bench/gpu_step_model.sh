@@ -20,8 +20,8 @@ trap 'rm -rf "$work"' EXIT
 "$build/models/prepare_text" "$work/data" 0.1 /usr/share/games/fortunes >/dev/null
 ENGINE_EMU_COUNT_ONLY=1 "$build/models/train" --config "$root/configs/gpt2-124M.json" \
   --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin" --device emu --precision O3 --batch_size 8 \
-  --grad_accum 1 --steps 2 --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 --checkpoint_every 0 \
-  --kernel_profile 1 --model_gpu "$gpu" --out_dir "$work/run" "$@" >"$work/log"
+  --grad_accum 1 --steps 3 --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 --checkpoint_every 0 \
+  --kernel_profile 2 --model_gpu "$gpu" --out_dir "$work/run" "$@" >"$work/log"
 sed -n '/^kernel profile of step/,/^modelled step on/p' "$work/log"
 python3 - "$work/run/kernel_profile.json" "$gpu" <<'EOF'
 import json, sys

@@ -85,6 +85,11 @@ struct VocabShard {
 
 // Mean over non-ignored rows of -log softmax(logits)[target]; logits (N, V), targets i32 (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+// cross_entropy over the first `classes` columns of logits (N, W >= classes):
+// a vocabulary padded to W for aligned GEMMs. The padding takes no part
+// (never predicted; targets must be below classes) and gets zero gradient.
+Tensor cross_entropy_padded(const Tensor& logits, const Tensor& targets, int64_t classes,
+                            int32_t ignore_index = -100);
 // cross_entropy when the vocabulary is split over ranks (tensor parallel):
 // logits (N, V) are columns [start, start + V) of the full (N, padded) logits;
 // ids at or past `vocab` pad the vocabulary and take no part (never
@@ -115,6 +120,10 @@ Tensor concat(const std::vector<Tensor>& xs, int dim);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim);
 // Elements [start, start + length) of dim, copied (torch.narrow(...).contiguous()).
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
+// x (R, ...) in `dtype` with zero rows appended up to `rows` (>= R): a table
+// padded for aligned GEMMs, cast on the way (the cast kernel on emu/cuda).
+// Backward: the gradient's first R rows in x's dtype.
+Tensor pad_rows(const Tensor& x, int64_t rows, DType dtype);
 
 // Inverted dropout: keeps each element with probability 1-p and scales it by
 // 1/(1-p). The mask comes from a counter-based RNG at (seed, offset + index),

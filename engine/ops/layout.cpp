@@ -1,7 +1,8 @@
-// permute, transpose, concat, split and narrow: explicit copies (tensors stay
+// permute, transpose, concat, split, narrow and pad_rows: explicit copies (tensors stay
 // contiguous, as in llm.c), each with the inverse copy as its backward.
 // permute (and so transpose) also runs on emu/cuda (kernels/cuda/permute.cu),
 // and so do concat, split and narrow (kernels/cuda/concat.cu).
+#include <cstring>
 #include <numeric>
 
 #include "engine/ops/op_common.h"
@@ -105,6 +106,32 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   record("narrow", out, {x}, [full, outer, inner, d, start, length](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = Tensor::zeros(full, g.dtype(), g.device());
     copy_rows(g, 0, length * inner, dx, start * inner, full[size_t(d)] * inner, outer, length * inner);
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
+Tensor pad_rows(const Tensor& x, int64_t rows, DType dtype) {
+  check_float_inputs("pad_rows", {x}, GpuKernel::yes);
+  ENGINE_CHECK(x.ndim() >= 1 && rows >= x.size(0), "pad_rows: ", rows, " rows for ", x.desc());
+  const int64_t R = x.size(0);
+  Shape os = x.shape();
+  os[0] = rows;
+  Tensor out = Tensor::empty(os, dtype, x.device());
+  {
+    const NoGradGuard ng;  // the slices below are views of out, not recorded
+    out.slice(0, R).copy_from(x);  // on emu/cuda the cast kernel when the dtypes differ
+    Tensor tail = out.slice(R, rows);
+    if (tail.numel() > 0 && on_gpu(tail))
+      fill_(tail, 0.0);
+    else if (tail.numel() > 0)
+      std::memset(tail.data_ptr(), 0, tail.nbytes());
+  }
+  const Shape in_shape = x.shape();
+  const DType in_dtype = x.dtype();
+  record("pad_rows", out, {x}, [in_shape, in_dtype, R](const Tensor& g, const std::vector<bool>&) {
+    Tensor dx = Tensor::empty(in_shape, in_dtype, g.device());
+    dx.copy_from(g.slice(0, R));  // the padding's gradient is dropped
     return std::vector<Tensor>{dx};
   });
   return out;

@@ -20,8 +20,9 @@ using namespace detail;
 // rescales it in place otherwise. No logits or logsumexp are saved, and
 // probabilities never reach memory. 16-bit logits are read as they are
 // (fp32 math inside) and dlogits written in their storage; the loss is fp32.
-static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
-  const int64_t N = logits.size(0), V = logits.size(1);
+// V: the classes, the first V of each row of ld = logits.size(1).
+static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int32_t ignore_index, int64_t V) {
+  const int64_t N = logits.size(0), ld = logits.size(1);
   const Device dev = logits.device();
   const gpu::Storage st = storage_of(logits.dtype());
   const bool rec = needs_record({logits});
@@ -33,7 +34,7 @@ static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int
   ENGINE_GPU_CALL(dev, cross_entropy_count_valid, targets.data<int32_t>(), N, ignore_index, float(seed),
                   counts.data<float>(), nullptr);
   ENGINE_GPU_CALL(dev, cross_entropy_fused, st, logits.data_ptr(), targets.data<int32_t>(), losses.data<float>(),
-                  rec ? dlogits.data_ptr() : nullptr, N, V, counts.data<float>(), ignore_index, nullptr);
+                  rec ? dlogits.data_ptr() : nullptr, N, V, ld, counts.data<float>(), ignore_index, nullptr);
   Tensor out = Tensor::empty({}, DType::f32, dev);
   ENGINE_GPU_CALL(dev, cross_entropy_mean, gpu::Storage::f32, losses.data<float>(), N, counts.data<float>(),
                   out.data_ptr(), nullptr);
@@ -50,18 +51,24 @@ static Tensor cross_entropy_gpu(const Tensor& logits, const Tensor& targets, int
   return out;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
+// The classes are the first V columns of logits (N, W): all of them, or a
+// vocabulary padded to W (cross_entropy_padded).
+static Tensor cross_entropy_classes(const Tensor& logits, const Tensor& targets, int32_t ignore_index, int64_t V) {
   const DType t = check_float_inputs("cross_entropy", {logits}, GpuKernel::yes);
   ENGINE_CHECK(logits.ndim() == 2, "cross_entropy: logits must be (N, V), got ", logits.desc());
   check_ids("cross_entropy", targets, logits);
-  const int64_t N = logits.size(0), V = logits.size(1);
+  const int64_t N = logits.size(0);
+  ENGINE_CHECK(V > 0 && V <= logits.size(1), "cross_entropy: ", V, " classes in logits ", logits.desc());
   ENGINE_CHECK(targets.shape() == Shape{N}, "cross_entropy: targets ", targets.desc(), " do not match logits ",
                logits.desc());
+  // The cpu kernels take whole rows: the padding is narrowed off (a copy;
+  // its gradient lands in a zero tensor of the padded width).
+  if (!on_gpu(logits) && V < logits.size(1)) return cross_entropy(narrow(logits, 1, 0, V), targets, ignore_index);
   // Targets are validated on the host before any kernel reads them: emu
   // memory is host memory; cuda targets are copied back (N int32s). Not
   // inside a graph capture (no batch there yet): a captured step checks its
   // batches on the host before uploading them.
-  if (on_gpu(logits) && capturing()) return cross_entropy_gpu(logits, targets, ignore_index);
+  if (on_gpu(logits) && capturing()) return cross_entropy_gpu(logits, targets, ignore_index, V);
   const Tensor h_targets = targets.device().type == DeviceType::cuda ? targets.to(kCPU) : targets;
   const int32_t* tg = h_targets.data<int32_t>();
   int64_t valid = 0;
@@ -71,7 +78,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
                  " outside the vocabulary [0, ", V, ")");
     ++valid;
   }
-  if (on_gpu(logits)) return cross_entropy_gpu(logits, targets, ignore_index);
+  if (on_gpu(logits)) return cross_entropy_gpu(logits, targets, ignore_index, V);
   Tensor losses = Tensor::empty({N}, t, logits.device()), lse = Tensor::empty({N}, t, logits.device());
   double total = 0;
   dispatch_float(t, [&]<typename T>() {
@@ -96,6 +103,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
            return std::vector<Tensor>{dl};
          });
   return out;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
+  ENGINE_CHECK(logits.ndim() == 2, "cross_entropy: logits must be (N, V), got ", logits.desc());
+  return cross_entropy_classes(logits, targets, ignore_index, logits.size(1));
+}
+
+Tensor cross_entropy_padded(const Tensor& logits, const Tensor& targets, int64_t classes, int32_t ignore_index) {
+  return cross_entropy_classes(logits, targets, ignore_index, classes);
 }
 
 Tensor mse_loss(const Tensor& pred, const Tensor& target) {

@@ -5,7 +5,10 @@
 //   lse_r      = log sum_v exp(x_rv)                 (x = logits, row r)
 //   loss_r     = lse_r - x_r,target_r                (fp32, 0 for ignored rows)
 //   dlogits_rv = dloss_scale * (exp(x_rv - lse_r) - [v == target_r])
-// Rows whose target is ignore_index get loss 0 and dlogits 0. Because the loss
+// Rows whose target is ignore_index get loss 0 and dlogits 0. Rows are ld >= V
+// elements apart: a vocabulary padded to a multiple of 64 for the lm_head's
+// aligned GEMMs (models/gpt2) has V classes in rows of ld, and dlogits is 0
+// in the padding, so the GEMMs that read it add nothing there. Because the loss
 // is the graph's last op, the engine calls this in the forward pass with
 // dloss_scale = seed/valid (the seed the training step will backpropagate
 // from: 1/grad_accum) and keeps dlogits for the backward, which only
@@ -32,28 +35,28 @@ constexpr int kMaxThreads = 512;
 // (one read of the logits), the block merges them into lse; pass 2 reads the
 // row again and writes dlogits (skipped when dlogits is nullptr: inference).
 // Preconditions: targets in [0, V) or == ignore_index (checked by the engine);
-// kVec only if logits and dlogits are 16-byte aligned and V % pack == 0, so
-// that every row starts on a pack.
-// bytes = 2 N V sizeof(T) reads + N V sizeof(T) writes + 8 N (targets, losses);
+// kVec only if logits and dlogits are 16-byte aligned and ld % pack == 0, so
+// that every row starts on a pack (a tail of V % pack classes is scalar).
+// bytes = 2 N V sizeof(T) reads + N ld sizeof(T) writes + 8 N (targets, losses);
 //         N V sizeof(T) without dlogits.
 // flops ~ 5 N V (max/compare, exp, add) + 4 N V for dlogits (exp counted as 1 SFU op).
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(kMaxThreads)
     cross_entropy_fused_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
-                               float* __restrict__ losses, T* __restrict__ dlogits, int64_t N, int64_t V,
+                               float* __restrict__ losses, T* __restrict__ dlogits, int64_t N, int64_t V, int64_t ld,
                                const float* __restrict__ dloss_scale_ptr, int32_t ignore_index) {
   __shared__ MaxSum smem_part[32];
   const float dloss_scale = dlogits ? *dloss_scale_ptr : 0.f;
   constexpr int P = Pack128<T>::size;
   const int64_t vec_end = kVec ? V / P * P : 0;
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
-    const T* x = logits + r * V;
-    T* d = dlogits ? dlogits + r * V : nullptr;
+    const T* x = logits + r * ld;
+    T* d = dlogits ? dlogits + r * ld : nullptr;
     const int32_t target = targets[r];
     if (target == ignore_index) {  // the same for the whole block, so no thread skips a barrier alone
       if (threadIdx.x == 0) losses[r] = 0.f;
       if (d)
-        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) d[v] = from_f32<T>(0.f);
+        for (int64_t v = threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);
       continue;
     }
     MaxSum acc{-INFINITY, 0.f};
@@ -79,6 +82,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       const float onehot = v == target ? 1.f : 0.f;
       d[v] = from_f32<T>(dloss_scale * (expf(to_f32(x[v]) - lse) - onehot));
     }
+    for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);  // the padding
   }
 }
 
@@ -140,7 +144,8 @@ void cross_entropy_mean(gpu::Storage st, const float* losses, int64_t N, const f
 }
 
 void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits,
-                         int64_t N, int64_t V, const float* dloss_scale, int32_t ignore_index, void* stream) {
+                         int64_t N, int64_t V, int64_t ld, const float* dloss_scale, int32_t ignore_index,
+                         void* stream) {
   if (N == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     constexpr int P = Pack128<T>::size;
@@ -152,12 +157,12 @@ void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* tar
     const unsigned threads = unsigned(want >= kMaxThreads ? kMaxThreads : (want + 31) / 32 * 32);
     const unsigned block = threads < 32 ? 32 : threads;
     const unsigned grid = grid_for(N, 1);
-    if (aligned16(logits, dlogits) && V % P == 0)
+    if (aligned16(logits, dlogits) && ld % P == 0)
       LAUNCH_KERNEL(cross_entropy_fused_kernel<T, true>, grid, block, 0, as_stream(stream), px, targets, losses, pd, N,
-                    V, dloss_scale, ignore_index);
+                    V, ld, dloss_scale, ignore_index);
     else
       LAUNCH_KERNEL(cross_entropy_fused_kernel<T, false>, grid, block, 0, as_stream(stream), px, targets, losses, pd, N,
-                    V, dloss_scale, ignore_index);
+                    V, ld, dloss_scale, ignore_index);
   });
 }
 

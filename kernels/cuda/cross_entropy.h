@@ -3,13 +3,17 @@
 // in-place rescale of a saved dlogits by the loss's incoming gradient, and
 // the two scalars of the mean: 1/valid rows (counts = {1/valid, valid}) and
 // the mean loss. Scales and scalars are device pointers (no host round trip).
+// The fused kernel's rows are ld >= V elements apart (a vocabulary padded
+// for aligned GEMMs): the classes are the first V, and dlogits is written
+// over the whole ld, zero in the padding.
 // targets are int32 and losses fp32 whatever the storage dtype of the logits.
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
 #define ENGINE_CROSS_ENTROPY_LAUNCHERS                                                                                \
   void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits, \
-                           int64_t N, int64_t V, const float* dloss_scale, int32_t ignore_index, void* stream);       \
+                           int64_t N, int64_t V, int64_t ld, const float* dloss_scale, int32_t ignore_index,         \
+                           void* stream);                                                                            \
   void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const float* scale, int64_t n, void* stream);         \
   void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float grad_scale,           \
                                  float* counts, void* stream);                                                        \
@@ -17,7 +21,7 @@
                           void* stream);
 ENGINE_GPU_DECLARE(ENGINE_CROSS_ENTROPY_LAUNCHERS)
 
-// Costs (kernels/kernel_cost.h): fused: bytes = N V sizeof(T) (logits) + N V
+// Costs (kernels/kernel_cost.h): fused: bytes = N V sizeof(T) (logits) + N ld
 // sizeof(T) (dlogits, when written) + 8 N (targets, losses), flops ~ 5 N V
 // + 4 N V for dlogits; the logits counted once (the .cu counts pass 2's
 // re-read of the row too, which caches absorb for all but huge rows), and
@@ -26,9 +30,9 @@ ENGINE_GPU_DECLARE(ENGINE_CROSS_ENTROPY_LAUNCHERS)
 // bytes = 4 N + 4 + sizeof(T), flops = N.
 namespace eng::kcost {
 inline kprof::Cost cross_entropy_fused(gpu::Storage st, const void*, const int32_t*, float*, void* dlogits, int64_t N,
-                                       int64_t V, const float*, int32_t, void*) {
-  const double nv = double(N) * double(V);
-  return kprof::memory(nv * gpu::storage_bytes(st) * (dlogits ? 2 : 1) + 8 * double(N), nv * (dlogits ? 9 : 5));
+                                       int64_t V, int64_t ld, const float*, int32_t, void*) {
+  const double nv = double(N) * double(V), written = dlogits ? double(N) * double(ld) : 0;
+  return kprof::memory((nv + written) * gpu::storage_bytes(st) + 8 * double(N), nv * (dlogits ? 9 : 5));
 }
 inline kprof::Cost cross_entropy_scale_grad(gpu::Storage st, void*, const float*, int64_t n, void*) {
   return kprof::memory(2 * double(n) * gpu::storage_bytes(st), double(n));

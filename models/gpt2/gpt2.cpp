@@ -16,6 +16,7 @@ void GPT2Config::validate() const {
   ENGINE_CHECK(n_layer > 0, "gpt2 config: n_layer must be > 0, got ", n_layer);
   ENGINE_CHECK(n_head > 0 && n_embd > 0 && n_embd % n_head == 0, "gpt2 config: n_embd (", n_embd,
                ") must be a positive multiple of n_head (", n_head, ")");
+  ENGINE_CHECK(pad_vocab_to > 0, "gpt2 config: pad_vocab_to must be > 0, got ", pad_vocab_to);
 }
 
 double gpt2_flops_per_token(const GPT2Config& c, int64_t T) {
@@ -74,8 +75,21 @@ GPT2::GPT2(const GPT2Config& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) 
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, InitOptions{0, DType::f32, dev, 0.f}));
 }
 
+int64_t GPT2::head_width(const Autocast& ac, Device dev) const {
+  // Only where the head's weight is cast anyway (the padded copy costs
+  // nothing more) and the GEMMs care: fp32 and the cpu keep vocab_size.
+  const int64_t V = cfg_.vocab_size, m = cfg_.pad_vocab_to;
+  return ac.active() && dev.type != DeviceType::cpu ? (V + m - 1) / m * m : V;
+}
+
 Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
                      std::optional<AttentionImpl> attention) const {
+  Tensor logits = forward_padded(ids, recompute, ac, attention);
+  return logits.size(1) == cfg_.vocab_size ? logits : narrow(logits, 1, 0, cfg_.vocab_size);
+}
+
+Tensor GPT2::forward_padded(const Tensor& ids, Recompute recompute, const Autocast& ac,
+                            std::optional<AttentionImpl> attention) const {
   const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -101,7 +115,11 @@ Tensor GPT2::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
   }
   const profile::LayerRange r(gpt2_layers().lm_head);
   Tensor hf = ln_f->forward(x, ac).reshape({B * T, cfg_.n_embd});
-  return ac.cast(matmul(hf, ac.cast(wte->weight), Trans::N, Trans::T));  // lm_head tied to wte
+  // The lm_head is tied to wte: its compute-dtype copy, zero rows appended
+  // to the head's width (the logits' padding columns are then 0).
+  const int64_t W = head_width(ac, ids.device());
+  const Tensor w = W == cfg_.vocab_size ? ac.cast(wte->weight) : pad_rows(wte->weight, W, ac.policy().compute);
+  return ac.cast(matmul(hf, w, Trans::N, Trans::T));
 }
 
 Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
@@ -111,10 +129,10 @@ Tensor GPT2::loss(const Tensor& ids, const Tensor& targets, Recompute recompute,
   // gradient back. fp16 logits are widened: under loss scaling their
   // gradient, written before the scale reaches it, would underflow in fp16.
   // The cpu's 16-bit storage is emulated: it takes fp32.
-  Tensor logits = forward(ids, recompute, ac);
+  Tensor logits = forward_padded(ids, recompute, ac);
   if (logits.device().type == DeviceType::cpu || logits.dtype() == DType::f16) logits = ac.f32(logits);
   const profile::LayerRange r(gpt2_layers().loss);
-  return cross_entropy(logits, targets.reshape({ids.numel()}));
+  return cross_entropy_padded(logits, targets.reshape({ids.numel()}), cfg_.vocab_size);
 }
 
 bool gpt2_is_conv1d_weight(const std::string& name) {

@@ -30,7 +30,13 @@ struct GPT2Config {
   int64_t n_head = 4;
   int64_t n_embd = 128;
   AttentionImpl attention = AttentionImpl::ours;  // ours or cuDNN's fused attention (--attention)
-  void validate() const;                          // errors name the offending field
+  // On emu/cuda under O2/O3 the lm_head's GEMMs run over the vocabulary
+  // padded to a multiple of this (llm.c's Vp: 50257 -> 50304), so their rows
+  // are 16-byte aligned; the padding is zero rows of the head's bf16 weight
+  // copy, never a parameter (checkpoints and exports keep vocab_size rows).
+  // 1: no padding.
+  int64_t pad_vocab_to = 64;
+  void validate() const;  // errors name the offending field
 };
 
 // Multiply-adds per token for a forward pass, llm.c's accounting: 6*N per
@@ -65,6 +71,11 @@ class GPT2 : public Module {
   // where cuDNN's fused attention takes bf16/f16 and builds a plan per T).
   Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
                  std::optional<AttentionImpl> attention = std::nullopt) const;
+  // forward's logits as the head computes them: (B*T, head_width(ac, dev)),
+  // the vocabulary's columns first, then the padding's (GPT2Config::pad_vocab_to).
+  Tensor forward_padded(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
+                        std::optional<AttentionImpl> attention = std::nullopt) const;
+  int64_t head_width(const Autocast& ac, Device dev) const;
   // Mean cross-entropy of forward(ids) against targets (B, T) i32, computed in fp32.
   Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
               const Autocast& ac = Autocast()) const;

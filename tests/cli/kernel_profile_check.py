@@ -4,8 +4,9 @@ against figures computed here from the model's shape, not from the engine:
   totals      every row's launches >= calls, the totals the sums of the rows;
   gemm        each GEMM row's FLOPs = 2 M N K (x batch) x calls, M N K read
               from its name, and the step's GEMM FLOPs = 6 x tokens x the
-              weights of every Linear (GPT-2: 12 L C^2 + C V; each product
-              once forward, twice backward);
+              weights of every Linear (GPT-2: 12 L C^2 + C V, V the head's
+              width, padded at O2/O3 on emu/cuda; each product once
+              forward, twice backward);
   attention   forward FLOPs = L x 4 B NH T^2 HS / 2 (causal, the
               FlashAttention papers' count), backward 2.5 x forward;
   gelu        gelu_backward bytes = L x 3 x tokens x 4C x the element size

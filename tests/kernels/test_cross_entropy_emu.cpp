@@ -8,6 +8,8 @@
 // in double on both sides; the emu loss is fp32 whatever the logits' dtype.
 // The seed a training step announces (ExpectedSeed) is folded into the
 // forward's dlogits, and the backward from that seed rescales nothing.
+// A padded vocabulary (cross_entropy_padded: V classes in rows of W) equals
+// the loss on the first V columns, with dlogits 0 in the padding.
 #include "engine/autograd.h"
 #include "engine/kernel_profile.h"
 #include "engine/ops.h"
@@ -136,4 +138,44 @@ TEST_CASE("emu cross_entropy: the expected seed is folded into the forward, no r
       out.backward(Tensor::full({}, seed, DType::f32, kEmu));
       CHECK_EMU_CLOSE(xe2.grad(), xr.grad(), t);
     }
+}
+
+TEST_CASE("emu cross_entropy_padded: V classes in rows of W equal the loss on the first V columns",
+          "[emu][kernels]") {
+  // W = 64 and 48 keep 16-byte rows (the vector path) with a scalar tail of
+  // V % pack; W = 45 has unaligned rows (the scalar path). The padding holds
+  // large values: a kernel that read it would change the loss.
+  for (DType t : {DType::f32, DType::bf16})
+    for (auto [V, W] : {std::pair<int64_t, int64_t>{50, 64}, {37, 48}, {40, 45}, {64, 64}}) {
+      INFO(dtype_name(t) << " V = " << V << " W = " << W);
+      const int64_t N = 9;
+      Tensor full = Tensor::randn({N, W}, uint64_t(V * 100 + W), 2.f);
+      {
+        float* p = full.data<float>();
+        for (int64_t r = 0; r < N; ++r)
+          for (int64_t v = V; v < W; ++v) p[r * W + v] = 30.f;
+      }
+      Tensor xr = rounded(narrow(full, 1, 0, V), t).set_requires_grad(true);
+      Tensor ref = cross_entropy(xr, make_targets(N, V, 4, kCPU), kIgnore);
+      ref.backward(Tensor::full({}, 0.5, DType::f32));
+      Tensor xe = on_emu(full, t).set_requires_grad(true);
+      Tensor out = cross_entropy_padded(xe, make_targets(N, V, 4, kEmu), V, kIgnore);
+      out.backward(Tensor::full({}, 0.5, DType::f32, kEmu));
+      CHECK_EMU_CLOSE(out, ref, t);
+      CHECK_EMU_CLOSE(narrow(xe.grad(), 1, 0, V), xr.grad(), t);
+      const std::vector<double> g = values(xe.grad());
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t v = V; v < W; ++v) CHECK(g[size_t(r * W + v)] == 0.0);
+      // The cpu narrows the padding off: the same loss as the unpadded one.
+      Tensor xc = rounded(full, t).set_requires_grad(true);
+      Tensor outc = cross_entropy_padded(xc, make_targets(N, V, 4, kCPU), V, kIgnore);
+      outc.backward(Tensor::full({}, 0.5, DType::f32));
+      CHECK(outc.item() == ref.item());
+      CHECK(values(narrow(xc.grad(), 1, 0, V)) == values(xr.grad()));
+    }
+  const Tensor x = Tensor::randn({3, 8}, 1).to(kEmu);
+  CHECK_THROWS_WITH(cross_entropy_padded(x, Tensor::from_ints({0, 5, 1}, {3}, kEmu), 5),
+                    Catch::Contains("target 5 at row 1 outside the vocabulary [0, 5)"));
+  CHECK_THROWS_WITH(cross_entropy_padded(x, Tensor::from_ints({0, 5, 1}, {3}, kEmu), 9),
+                    Catch::Contains("9 classes in logits"));
 }

@@ -84,6 +84,9 @@ TEST_CASE("gradcheck: split, each piece and all pieces together", "[gradcheck]")
   CHECK(narrow(t3, 1, 3, 4).to_vector() == split(t3, sizes, 1)[2].to_vector());
   CHECK(narrow(t3, -1, 1, 1).shape() == Shape{3, 7, 1});
   CHECK_THROWS_WITH(narrow(t3, 1, 5, 3), Catch::Contains("narrow: [5, 8) is outside dim 1 of f32(3, 7, 2)"));
+  // pad_rows: zero rows after x's; the gradient is the first rows' (f64 to f64).
+  CHECK_GRADCHECK([](const Inputs& x) { return mul(pad_rows(x[0], 5, DType::f64), x[1]); },
+                  {leaf({3, 2}, 45), leaf({5, 2}, 46)});
   // A zero-sized piece and a piece covering the whole dim.
   CHECK_GRADCHECK([](const Inputs& x) { return split(x[0], {0, 3}, 1)[1]; }, {leaf({2, 3}, 42)});
   // split then concat in another order: a permutation of rows.
