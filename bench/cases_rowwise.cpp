@@ -153,14 +153,14 @@ static Case residual_layernorm_fwd(int64_t N, int64_t C) {
 }
 
 // layernorm.cu: backward bytes = N C (3 sizeof(T)) + 8 N + C sizeof(T) + grid 2 C 4,
-// grid = min(N, kLayernormBackwardMaxBlocks); flops ~ 14 N C.
+// grid = layernorm_backward_blocks(N, C) (the warp kernel's or one a row); flops ~ 15 N C.
 static Case layernorm_bwd(int64_t N, int64_t C) {
   Case c;
   c.name = "layernorm_bwd";
   c.shape = nc(N, C);
-  const double grid = double(std::min(N, gpu::kLayernormBackwardMaxBlocks));
+  const double grid = double(gpu::layernorm_backward_blocks(N, C, gpu::Storage::f32));
   c.bytes = 12.0 * double(N * C) + 8.0 * double(N) + 4.0 * double(C) + grid * 8.0 * double(C);
-  c.flops = 14.0 * double(N * C);
+  c.flops = 15.0 * double(N * C);
   // dw/db sum N rows in a different order (per-block partials): looser than elementwise.
   c.atol = 1e-4;
   c.rtol = 1e-4;
@@ -177,9 +177,9 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
         cpu::layernorm_backward(dout.data<float>(), t.x.data<float>(), t.w.data<float>(), t.mean.data<float>(),
                                 t.rstd.data<float>(), dx.data<float>(), dw.data<float>(), db.data<float>(), N, C);
       else
-        ENGINE_GPU_CALL(dev, layernorm_backward, gpu::Storage::f32, dout.data_ptr(), t.x.data_ptr(), t.w.data_ptr(),
-                        t.mean.data<float>(), t.rstd.data<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
-                        scratch.data<float>(), N, C, nullptr);
+        ENGINE_GPU_CALL(dev, fused_residual_layernorm_backward, gpu::Storage::f32, dout.data_ptr(), t.x.data_ptr(),
+                        t.w.data_ptr(), t.mean.data<float>(), t.rstd.data<float>(), nullptr, dx.data_ptr(),
+                        dw.data_ptr(), db.data_ptr(), scratch.data<float>(), N, C, nullptr);
     };
     return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };

@@ -98,6 +98,22 @@ thread_local double t_known_value = 0;
 thread_local double t_expected_seed = 1.0;
 }  // namespace
 
+namespace {
+// The node whose backward runs, and which of its inputs' pending gradients
+// that backward took (take_pending_grad); saved and restored around each
+// backward, so a nested one (a checkpoint's) has its own.
+thread_local Node* t_running = nullptr;
+thread_local std::vector<char>* t_taken = nullptr;
+}  // namespace
+
+Tensor take_pending_grad(size_t input) {
+  if (!t_running || input >= t_running->next.size()) return Tensor();
+  const Edge& e = t_running->next[input];
+  if (!e.fn || !e.fn->grad_out.defined()) return Tensor();
+  (*t_taken)[input] = 1;
+  return e.fn->grad_out;
+}
+
 std::optional<double> known_seed(const Tensor& g) {
   if (g.defined() && g.impl() == t_known_seed) return t_known_value;
   return std::nullopt;
@@ -198,17 +214,24 @@ static void backward_from(const Tensor& root, const Tensor& grad, std::optional<
     std::vector<bool> needs;
     for (const Edge& e : n->next) needs.push_back(e.live());
     std::vector<Tensor> grads;
+    std::vector<char> taken(n->next.size(), 0);
     {
       // Only the root's node sees its seed as known: further down a gradient
       // may be the seed passed through and summed into in place.
       struct Known {
         const TensorImpl* prev_seed = t_known_seed;
         double prev_value = t_known_value;
-        ~Known() { t_known_seed = prev_seed, t_known_value = prev_value; }
+        Node* prev_running = t_running;
+        std::vector<char>* prev_taken = t_taken;
+        ~Known() {
+          t_known_seed = prev_seed, t_known_value = prev_value;
+          t_running = prev_running, t_taken = prev_taken;
+        }
       } restore_known;
       const bool root_node = n == root.impl()->grad_fn;
       t_known_seed = root_node && known ? n->grad_out.impl() : nullptr;
       t_known_value = known.value_or(0);
+      t_running = n.get(), t_taken = &taken;
       grads = n->backward(n->grad_out, needs);
     }
     if (n->nested_backward && --checkpoints_left == 0 && !nested) flush();
@@ -224,7 +247,7 @@ static void backward_from(const Tensor& root, const Tensor& grad, std::optional<
                    "': gradient ", g.desc(), " for input ", i, " of shape ", shape_str(e.shape));
       if (e.fn) {
         Node* up = e.fn.get();
-        if (!up->grad_out.defined())
+        if (!up->grad_out.defined() || taken[i])  // taken: g already holds the pending gradient
           up->grad_out = g;
         else if (sole_owner(up->grad_out))
           add_(up->grad_out, g);

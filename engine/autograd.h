@@ -89,6 +89,17 @@ void run_backward(const Tensor& root, double seed);
 // nothing anywhere else, where a gradient may have been summed in place.
 std::optional<double> known_seed(const Tensor& g);
 
+// Inside a node's backward: the gradient already summed for its input
+// `input` from the other consumers of that input (a residual stream's
+// gradient, where the block's branch reaches the layernorm last), or an
+// undefined tensor when none has arrived yet, the input is a leaf or needs
+// no gradient. A backward that adds it inside its own kernel (layernorm's
+// dx on emu/cuda) takes it and returns the sum as that input's gradient;
+// autograd then keeps the returned tensor in place of the pending one
+// instead of adding the two (one pass less, no in-place add). It is only
+// read: the pending tensor may be shared with other nodes.
+Tensor take_pending_grad(size_t input);
+
 // The seed the loss computed in its scope will be backpropagated from
 // (1 by default): set around the forward by a training step that seeds its
 // loss with 1/grad_accum, read by the losses that fold their backward into

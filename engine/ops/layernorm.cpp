@@ -1,6 +1,8 @@
 // layernorm over the last dim, and add_layernorm (the residual add fused with
 // the layernorm that follows it). Both save x (or the sum), mean and rstd for
 // backward: per row, in the input's dtype on the cpu, in fp32 on emu/cuda.
+// On emu/cuda the backward also adds x's pending gradient (the residual
+// stream's) into dx in its kernel.
 // On emu/cuda: kernels/cuda/layernorm.cu; on the cpu: kernels/cpu/layernorm.cpp.
 #include <algorithm>
 
@@ -31,10 +33,14 @@ void record_layernorm(const char* name, Tensor& out, const Tensor& x, const Tens
   record(name, out, {x, w, b}, [sx, sw, mean, rstd, N, C](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = empty_like(sx), dw = empty_like(sw), db = empty_like(sw);
     if (on_gpu(g)) {
+      // The gradient x's producer already holds (the residual stream's, from
+      // the residual add's other branch) is added in the kernel: dx is then
+      // x's whole gradient (take_pending_grad), no in-place add after.
+      const Tensor dres = take_pending_grad(0);
       Tensor scratch = Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C)}, DType::f32, g.device());
-      ENGINE_GPU_CALL(g.device(), layernorm_backward, storage_of(g.dtype()), g.data_ptr(), sx.data_ptr(), sw.data_ptr(),
-                      mean.data<float>(), rstd.data<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
-                      scratch.data<float>(), N, C, nullptr);
+      ENGINE_GPU_CALL(g.device(), fused_residual_layernorm_backward, storage_of(g.dtype()), g.data_ptr(), sx.data_ptr(),
+                      sw.data_ptr(), mean.data<float>(), rstd.data<float>(), dres.defined() ? dres.data_ptr() : nullptr,
+                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), scratch.data<float>(), N, C, nullptr);
     } else {
       dispatch_float(g.dtype(), [&]<typename T>() {
         cpu::layernorm_backward(g.data<T>(), sx.data<T>(), sw.data<T>(), mean.data<T>(), rstd.data<T>(), dx.data<T>(),

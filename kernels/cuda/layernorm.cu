@@ -1,6 +1,6 @@
-// LayerNorm over the last dim, forward and backward, and the residual add
-// fused with the forward (llm.c's layernorm_forward / fused_residual_forward /
-// layernorm_backward). Reference: kernels/cpu/layernorm.cpp; walk-through from
+// LayerNorm over the last dim, forward and backward, the residual add fused
+// with the forward and the residual's gradient added in the backward
+// (llm.c's layernorm_forward / fused_residual_forward / layernorm_backward). Reference: kernels/cpu/layernorm.cpp; walk-through from
 // the naive kernel: docs/kernels/layernorm.md.
 //   out  = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(var + eps)
 //   dx   = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,
@@ -10,8 +10,9 @@
 // fp32, one per row; statistics and sums always in fp32 (two passes, never a
 // 16-bit accumulator). dx, dw and db are written (=), not accumulated.
 // Determinism: dw/db never use float atomics. Each backward block sums its
-// rows into its own row of an fp32 scratch buffer, and a second kernel adds
-// those rows up in block order, so the result is the same bits on every run.
+// rows into its own row of an fp32 scratch buffer (its warps in warp order),
+// and a second kernel adds those rows up in block order, so the result is
+// the same bits on every run.
 #include <climits>
 
 #include "kernels/cuda/layernorm.h"
@@ -24,6 +25,7 @@ using rowwise::warp_sum;
 
 namespace {
 constexpr int kWarpsPerBlock = 8;  // forward: 8 rows per block, one per warp
+constexpr int kBackwardWarps = 8;  // the warp backward: 8 warps a block, a row per warp at a time
 }  // namespace
 
 // layernorm_forward_kernel: one warp per row, grid-stride over rows.
@@ -117,19 +119,101 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
   }
 }
 
-// layernorm_backward_kernel: one block per row, grid-stride over rows; writes
-// dx, and block b's dw/db partial sums to partial[b][0, C) and [C, 2C).
+// layernorm_backward_warp_kernel (rows up to 32 V kIters wide): one warp
+// per row, grid-stride over rows; no block barrier inside the row loop.
+// Lane l owns elements l V + j 32 V (+ 0..V-1), j < kIters, of every row its
+// warp visits and sums their dw/db in registers, in row order. Per row: one
+// sweep of dout and x for sum(g) and sum(g xhat) (warp shuffles), a second
+// (L1/L2 hits) for dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual.
+// At the end the block's warps add their registers into shared memory one
+// warp after the other (warp order: fixed bits), and the block writes its
+// row of partial. Launch: kBackwardWarps warps, grid <= kLayernormBackwardWarpBlocks,
+// dynamic smem 2 C floats. Preconditions: C <= 32 V kIters; V > 1 only if
+// all rows are 16-byte aligned and C % V == 0.
+// bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
+template <typename T, int V, int kIters>
+__global__ void __launch_bounds__(32 * kBackwardWarps)
+    layernorm_backward_warp_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
+                                   const float* __restrict__ mean, const float* __restrict__ rstd,
+                                   const T* __restrict__ dresidual, T* __restrict__ dx, float* __restrict__ partial,
+                                   int64_t N, int C) {
+  DYNAMIC_SMEM(float, smem);  // [0, C): dw, [C, 2C): db, the block's sums
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), nwarps = int(blockDim.x / 32);
+  float adw[kIters][V], adb[kIters][V];
+  for (int j = 0; j < kIters; ++j)
+    for (int k = 0; k < V; ++k) adw[j][k] = adb[j][k] = 0.f;
+  float dv[V], xv[V], wv[V], o[V];  // o: dresidual, then dx
+  for (int64_t row = int64_t(blockIdx.x) * nwarps + warp; row < N; row += int64_t(gridDim.x) * nwarps) {
+    const T* dr = dout + row * C;
+    const T* xr = x + row * C;
+    const float m = mean[row], rs = rstd[row];
+    float sg = 0.f, sgx = 0.f;
+    for (int j = 0; j < kIters; ++j) {
+      const int i = (lane + 32 * j) * V;
+      if (i < C) {
+        load_vec<V>(dr + i, dv);
+        load_vec<V>(xr + i, xv);
+        load_vec<V>(w + i, wv);
+        for (int k = 0; k < V; ++k) {
+          // g rounded on its own, as in the block kernel below (no FMA: exact 0 for C = 1).
+          const float g = __fmul_rn(dv[k], wv[k]);
+          sg += g;
+          sgx += g * ((xv[k] - m) * rs);
+        }
+      }
+    }
+    const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+    for (int j = 0; j < kIters; ++j) {
+      const int i = (lane + 32 * j) * V;
+      if (i < C) {
+        load_vec<V>(dr + i, dv);
+        load_vec<V>(xr + i, xv);
+        load_vec<V>(w + i, wv);
+        if (dresidual)
+          load_vec<V>(dresidual + row * C + i, o);
+        else
+          for (int k = 0; k < V; ++k) o[k] = 0.f;
+        for (int k = 0; k < V; ++k) {
+          const float xhat = (xv[k] - m) * rs;
+          o[k] += rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx);
+          adw[j][k] += dv[k] * xhat;
+          adb[j][k] += dv[k];
+        }
+        store_vec<V>(dx + row * C + i, o);
+      }
+    }
+  }
+  for (int wp = 0; wp < nwarps; ++wp) {  // one warp at a time, in order
+    if (warp == wp)
+      for (int j = 0; j < kIters; ++j) {
+        const int i = (lane + 32 * j) * V;
+        if (i < C)
+          for (int k = 0; k < V; ++k) {
+            smem[i + k] = wp == 0 ? adw[j][k] : smem[i + k] + adw[j][k];
+            smem[C + i + k] = wp == 0 ? adb[j][k] : smem[C + i + k] + adb[j][k];
+          }
+      }
+    __syncthreads();
+  }
+  float* const prow = partial + int64_t(blockIdx.x) * 2 * C;
+  for (int i = int(threadIdx.x); i < 2 * C; i += int(blockDim.x)) prow[i] = smem[i];
+}
+
+// layernorm_backward_kernel (any row up to kLayernormBackwardMaxC): one
+// block per row, grid-stride over rows; writes dx (+ dresidual when given),
+// and block b's dw/db partial sums to partial[b][0, C) and [C, 2C).
 // Thread t owns elements t*V + k*blockDim*V (+ 0..V-1) of every row; it
 // accumulates their dw/db in shared memory that no other thread touches, in
 // row order, so the partial sums need neither atomics nor barriers.
 // Launch: blockDim a multiple of 32 (<= 256), grid <= kLayernormBackwardMaxBlocks,
 // dynamic smem = (2 C + 64) floats. Preconditions: C >= 1, C <=
 // kLayernormBackwardMaxC; V > 1 only if all rows are 16-byte aligned.
-// bytes = N C (3 sizeof(T)) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~14 N C.
+// bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
 template <typename T, int V>
 __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                           const float* __restrict__ mean, const float* __restrict__ rstd,
-                                          T* __restrict__ dx, float* __restrict__ partial, int64_t N, int C) {
+                                          const T* __restrict__ dresidual, T* __restrict__ dx,
+                                          float* __restrict__ partial, int64_t N, int C) {
   DYNAMIC_SMEM(float, smem);
   float* const smem_dw = smem;
   float* const smem_db = smem + C;
@@ -177,9 +261,11 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
       load_vec<V>(dr + i, dv);
       load_vec<V>(xr + i, xv);
       load_vec<V>(w + i, wv);
+      float rv[V] = {};
+      if (dresidual) load_vec<V>(dresidual + row * C + i, rv);
       for (int k = 0; k < V; ++k) {
         const float xhat = (xv[k] - m) * rs;
-        o[k] = rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx);
+        o[k] = rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx) + rv[k];
         smem_dw[i + k] += dv[k] * xhat;
         smem_db[i + k] += dv[k];
       }
@@ -255,34 +341,59 @@ void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void
   });
 }
 
-void layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w, const float* mean,
-                        const float* rstd, void* dx, void* dw, void* db, float* scratch, int64_t N, int64_t C,
-                        void* stream) {
+void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,
+                                       const float* mean, const float* rstd, const void* dresidual, void* dx, void* dw,
+                                       void* db, float* scratch, int64_t N, int64_t C, void* stream) {
   if (C == 0) return;
-  ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, "layernorm_backward: rows of ", C, " elements exceed the ",
-               gpu::kLayernormBackwardMaxC, " the shared-memory dweight/dbias accumulators hold");
+  ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, "fused_residual_layernorm_backward: rows of ", C,
+               " elements exceed the ", gpu::kLayernormBackwardMaxC, " the shared-memory dweight/dbias accumulators hold");
   dispatch_storage(st, [&]<typename T>() {
     const T* pd = static_cast<const T*>(dout);
     const T* px = static_cast<const T*>(x);
     const T* pw = static_cast<const T*>(w);
+    const T* pr = static_cast<const T*>(dresidual);
     T* pdx = static_cast<T*>(dx);
     constexpr int P = Pack128<T>::size;
-    const bool vec = rowwise::rows_vectorizable<T>(C, dout, x, dx) && aligned16(w);
-    const int64_t per_thread = vec ? P : 1;
-    // One thread per V elements of a row, rounded up to whole warps, at most 256.
-    const int64_t threads_needed = (C + per_thread - 1) / per_thread;
-    const unsigned threads = unsigned(threads_needed >= 256 ? 256 : (threads_needed + 31) / 32 * 32);
-    const int64_t max_blocks =
-        kMaxGrid < gpu::kLayernormBackwardMaxBlocks ? kMaxGrid : gpu::kLayernormBackwardMaxBlocks;
-    const int nblocks = int(N < max_blocks ? N : max_blocks);
+    const bool vec = rowwise::rows_vectorizable<T>(C, dout, x, dx) && aligned16(w, dresidual);
+    const int64_t per_lane = vec ? P : 1;
+    const int64_t iters = (C + 32 * per_lane - 1) / (32 * per_lane);  // a lane's elements of a row, in packs
     const size_t smem = size_t(2 * C + 64) * sizeof(float);
-    if (nblocks > 0) {
+    int nblocks = 0;
+    if (N > 0 && iters <= 8) {
+      // The warp kernel: the row's share of each lane in registers.
+      const int64_t want = (N + kBackwardWarps - 1) / kBackwardWarps;
+      const int64_t cap = kMaxGrid < gpu::kLayernormBackwardWarpBlocks ? kMaxGrid : gpu::kLayernormBackwardWarpBlocks;
+      nblocks = int(want < cap ? want : cap);
+      auto launch = [&]<int V, int kIters>() {
+        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters>), unsigned(nblocks), 32 * kBackwardWarps, smem,
+                      as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
+      };
+      auto by_iters = [&]<int V>() {
+        // No kIters = 1: ptxas (CUDA 13, sm_90) spills 12 bytes in the f32
+        // instantiation at 48 registers; rows of one pack a lane take 2.
+        if (iters <= 2)
+          launch.template operator()<V, 2>();
+        else if (iters <= 4)
+          launch.template operator()<V, 4>();
+        else
+          launch.template operator()<V, 8>();
+      };
+      if (vec)
+        by_iters.template operator()<P>();
+      else
+        by_iters.template operator()<1>();
+    } else if (N > 0) {
+      // Wider rows: a block per row, a thread per V elements (at most 256).
+      const int64_t threads_needed = (C + per_lane - 1) / per_lane;
+      const unsigned threads = unsigned(threads_needed >= 256 ? 256 : (threads_needed + 31) / 32 * 32);
+      const int64_t cap = kMaxGrid < gpu::kLayernormBackwardMaxBlocks ? kMaxGrid : gpu::kLayernormBackwardMaxBlocks;
+      nblocks = int(N < cap ? N : cap);
       if (vec)
         LAUNCH_KERNEL(layernorm_backward_kernel<T, P>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
-                      mean, rstd, pdx, scratch, N, int(C));
+                      mean, rstd, pr, pdx, scratch, N, int(C));
       else
         LAUNCH_KERNEL(layernorm_backward_kernel<T, 1>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
-                      mean, rstd, pdx, scratch, N, int(C));
+                      mean, rstd, pr, pdx, scratch, N, int(C));
     }
     LAUNCH_KERNEL(layernorm_param_grad_reduce_kernel<T>, grid_for(C, 256), 256, 0, as_stream(stream),
                   static_cast<const float*>(scratch), static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C));

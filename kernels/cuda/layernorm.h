@@ -1,20 +1,38 @@
 // Launchers of kernels/cuda/layernorm.cu: layernorm over the last dim (C) of
 // N rows, forward (saving fp32 mean and rstd per row), the residual add fused
-// with the forward, and the backward (dx, dweight, dbias; deterministic).
+// with the forward, and the backward (dx, dweight, dbias; deterministic),
+// which adds the residual stream's pending gradient into dx when given one
+// (dresidual; nullptr: the plain backward).
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
-// layernorm_backward sums dweight/dbias per block into an fp32 scratch
-// buffer of this many floats (2 C per block, at most this many blocks), then
-// reduces the blocks' partial sums in a fixed order.
+// fused_residual_layernorm_backward sums dweight/dbias per block into an
+// fp32 scratch buffer of this many floats (2 C per block, at most this many
+// blocks), then reduces the blocks' partial sums in a fixed order. Rows up to
+// 256 (fp32: 128, unaligned: 32) 16-byte packs wide take the warp-per-row
+// kernel on at most kLayernormBackwardWarpBlocks blocks (8 warps each),
+// wider rows a block per row.
 inline constexpr int64_t kLayernormBackwardMaxBlocks = 1024;
+inline constexpr int64_t kLayernormBackwardWarpBlocks = 256;
 inline int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C) {
   return 2 * C * (N < kLayernormBackwardMaxBlocks ? N : kLayernormBackwardMaxBlocks);
 }
-// The widest row layernorm_backward takes: 2 C fp32 accumulators per block
+// The widest row fused_residual_layernorm_backward takes: 2 C fp32 accumulators per block
 // must fit the 48 KiB of shared memory a kernel gets without opting in.
 inline constexpr int64_t kLayernormBackwardMaxC = 6000;
+// The blocks the backward of N rows of C launches on a GPU (the emulator
+// caps every grid lower): the warp kernel's, or one a row for wide rows.
+// The warp kernel takes rows of up to 8 x 32 lanes x 16-byte packs; the
+// vector path needs C % pack == 0 (the launcher also checks alignment).
+inline int64_t layernorm_backward_blocks(int64_t N, int64_t C, Storage st) {
+  const int64_t pack = int64_t(16 / storage_bytes(st)), per_lane = C % pack == 0 ? pack : 1;
+  if ((C + 32 * per_lane - 1) / (32 * per_lane) <= 8) {
+    const int64_t want = (N + 7) / 8;
+    return want < kLayernormBackwardWarpBlocks ? want : kLayernormBackwardWarpBlocks;
+  }
+  return N < kLayernormBackwardMaxBlocks ? N : kLayernormBackwardMaxBlocks;
+}
 }  // namespace eng::gpu
 
 #define ENGINE_LAYERNORM_LAUNCHERS                                                                                   \
@@ -23,17 +41,18 @@ inline constexpr int64_t kLayernormBackwardMaxC = 6000;
   void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void* r, const void* w, const void* b, \
                                         void* residual, void* out, float* mean, float* rstd, int64_t N, int64_t C,   \
                                         double eps, void* stream);                                                   \
-  void layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w, const float* mean,        \
-                          const float* rstd, void* dx, void* dw, void* db, float* scratch, int64_t N, int64_t C,     \
-                          void* stream);
+  void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,            \
+                                         const float* mean, const float* rstd, const void* dresidual, void* dx,       \
+                                         void* dw, void* db, float* scratch, int64_t N, int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h): forward: bytes = N C (2 sizeof(T)) + 2 C
 // sizeof(T) + 8 N, flops ~ 8 N C; fused residual: bytes = N C (4 sizeof(T))
-// + 2 C sizeof(T) + 8 N, flops ~ 9 N C; backward: bytes = N C (3 sizeof(T))
-// + 8 N + C sizeof(T) + blocks 2 C 4 (the partials written), then blocks 2 C
-// 4 + 2 C sizeof(T) (read, dw and db written), flops ~ 14 N C + 2 blocks C,
-// blocks = min(N, kLayernormBackwardMaxBlocks) (the CUDA grid).
+// + 2 C sizeof(T) + 8 N, flops ~ 9 N C; backward: bytes = N C ((3 +
+// [dresidual]) sizeof(T)) + 8 N + C sizeof(T) + blocks 2 C 4 (the partials
+// written), then blocks 2 C 4 + 2 C sizeof(T) (read, dw and db written),
+// flops ~ 15 N C + 2 blocks C, blocks the grid of the kernel the row width
+// takes (layernorm_backward_blocks).
 namespace eng::kcost {
 inline kprof::Cost layernorm_forward(gpu::Storage st, const void*, const void*, const void*, void*, float*, float*,
                                      int64_t N, int64_t C, double, void*) {
@@ -45,11 +64,12 @@ inline kprof::Cost fused_residual_layernorm_forward(gpu::Storage st, const void*
   const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
   return kprof::memory(4 * nc * t + 2 * double(C) * t + 8 * double(N), 9 * nc);
 }
-inline kprof::Cost layernorm_backward(gpu::Storage st, const void*, const void*, const void*, const float*,
-                                      const float*, void*, void*, void*, float*, int64_t N, int64_t C, void*) {
+inline kprof::Cost fused_residual_layernorm_backward(gpu::Storage st, const void*, const void*, const void*,
+                                                     const float*, const float*, const void* dresidual, void*, void*,
+                                                     void*, float*, int64_t N, int64_t C, void*) {
   const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
-  const double blocks = double(N < gpu::kLayernormBackwardMaxBlocks ? N : gpu::kLayernormBackwardMaxBlocks);
-  return kprof::memory(3 * nc * t + 8 * double(N) + 3 * double(C) * t + 16 * blocks * double(C),
-                       14 * nc + 2 * blocks * double(C));
+  const double blocks = double(gpu::layernorm_backward_blocks(N, C, st));
+  return kprof::memory((dresidual ? 4 : 3) * nc * t + 8 * double(N) + 3 * double(C) * t + 16 * blocks * double(C),
+                       15 * nc + 2 * blocks * double(C));
 }
 }  // namespace eng::kcost

@@ -138,13 +138,16 @@ case $case_name in
     close_ok "ZeRO 8-bit np2 -> plain np1 resume" "$work/z8.2/metrics.jsonl" "$work/s8/metrics.jsonl" 1e-4
     # On emu through the NCCL look-alike at O3: the sharded 8-bit step captured
     # and replayed. (Not bit for bit here: the device sums the clip norm's
-    # squares per shard in fp32, so the clip factor differs in its last bits.)
+    # squares per shard in fp32, so the clip factor differs in its last bits,
+    # which move bf16 weights by an ulp here and there: by step 4 the losses
+    # differ by about 1e-4, 2e-5 of the loss. A lost or misplaced shard
+    # update moves them by orders of magnitude more.)
     emu=(--device emu --n_layer 1 --n_embd 64 --block_size 16 --seq_len 16 --steps 4 --val_every 0 --precision O3
          --comm nccl --optimizer adamw8bit)
     mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --out_dir "$work/e8d" >/dev/null
     mpi -np 2 "$train" "${common[@]}" "${emu[@]}" --zero 1 --check_replicas 1 --out_dir "$work/e8z" >"$work/log" ||
       fail "emu O3 zero adamw8bit failed: $(tail -3 "$work/log")"
-    close_ok "emu O3 nccl: ZeRO-1 adamw8bit vs DDP" "$work/e8d/metrics.jsonl" "$work/e8z/metrics.jsonl" 1e-4
+    close_ok "emu O3 nccl: ZeRO-1 adamw8bit vs DDP" "$work/e8d/metrics.jsonl" "$work/e8z/metrics.jsonl" 5e-4
     # Tensor parallel 8-bit: each tp rank quantizes its shard in its own blocks,
     # so tp 2 drifts from tp 1 (where a block spans what two shards hold): the
     # bound tested is 1e-3 in the loss over these 10 steps (observed ~3e-5;

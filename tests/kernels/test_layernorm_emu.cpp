@@ -5,8 +5,12 @@
 // the storage rounding of each output dominates). Sizes: one row; C = 1, 3,
 // 5, 33, 100 (no multiple of a warp, odd ones never vectorised), C = 64 (the
 // 128-bit path for every dtype); 37 rows, more than one pass of the emulator's
-// capped grid (32 rows per forward pass, 4 per backward pass); and unaligned
-// views (the scalar path).
+// capped grid (32 rows per pass of the forward and of the warp backward, 4
+// of the block backward); rows too wide for the warp backward's registers
+// (C = 300 scalar, 1100 in f32 packs: the block-per-row kernel); unaligned
+// views (the scalar path); and the residual stream's pending gradient added
+// in the backward kernel (no in-place add after it).
+#include "engine/kernel_profile.h"
 #include "tests/kernels/emu_check.h"
 
 using namespace eng;
@@ -47,6 +51,54 @@ TEST_CASE("emu layernorm: forward and backward match the cpu reference", "[emu][
         INFO(dtype_name(t) << " N = " << N << " C = " << C);
         check_layernorm(Tensor::randn({N, C}, uint64_t(N * 1000 + C), 2.f), t);
       }
+}
+
+TEST_CASE("emu layernorm: rows too wide for the warp backward take the block-per-row kernel", "[emu][kernels]") {
+  // f32 at C = 1100 is 9 packs of 4 a lane (the warp kernel holds 8); bf16
+  // at C = 300 is scalar (300 % 8 != 0), 10 elements a lane.
+  check_layernorm(Tensor::randn({5, 1100}, 8, 2.f), DType::f32);
+  check_layernorm(Tensor::randn({5, 300}, 9, 2.f), DType::bf16);
+}
+
+TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the backward kernel",
+          "[emu][kernels]") {
+  // A pre-LN residual block, h = x + layernorm(x) W: x's gradient is the
+  // residual's (from h) plus the layernorm's. The residual's arrives first;
+  // the layernorm's backward takes it (take_pending_grad) and adds it in its
+  // kernel, so no in-place add runs, and x's gradient equals the cpu's.
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(t));
+    const int64_t N = 37, C = 64;
+    const Tensor a0 = Tensor::randn({N, C}, 51), b0 = Tensor::randn({N, C}, 52), w0 = Tensor::randn({C}, 53);
+    const Tensor bias0 = Tensor::randn({C}, 54), W0 = Tensor::randn({C, C}, 55, 0.2f), g0 = Tensor::randn({N, C}, 56);
+    auto run = [&](auto&& make, const Tensor& g, std::vector<Tensor>& leaves, KernelProfile* prof) {
+      leaves = {make(a0), make(b0), make(w0), make(bias0), make(W0)};
+      for (Tensor& l : leaves) l.set_requires_grad(true);
+      const Tensor x = add(leaves[0], leaves[1]);  // a node: x's gradient is summed at it
+      const Tensor h = add(x, matmul(layernorm(x, leaves[2], leaves[3]), leaves[4]));
+      if (prof) prof->start();
+      h.backward(g);
+      if (prof) prof->stop();
+    };
+    std::vector<Tensor> lr, le;
+    run([&](const Tensor& v) { return rounded(v, t); }, rounded(g0, t), lr, nullptr);
+    KernelProfile prof(kEmu);
+    run([&](const Tensor& v) { return on_emu(v, t); }, on_emu(g0, t), le, &prof);
+    int fused = 0;
+    for (const KernelCall& c : prof.calls()) {
+      CHECK(c.name != "axpy_inplace");
+      fused += c.name == "fused_residual_layernorm_backward";
+    }
+    CHECK(fused == 1);
+    const Tol tol = tol_for(t);
+    const double k = t == DType::f32 ? 1.0 : 4.0;
+    // x's two leaves and the layernorm's parameters (W's gradient is the
+    // GEMM's, with its own bf16 tests).
+    for (size_t i = 0; i < 4; ++i) {
+      INFO("grad of leaf " << i);
+      CHECK_CLOSE(values(le[i].grad().to(kCPU)), values(lr[i].grad()), k * tol.atol, k * tol.rtol);
+    }
+  }
 }
 
 TEST_CASE("emu layernorm: 3-d input, large mean, unaligned views", "[emu][kernels]") {
