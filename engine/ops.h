@@ -88,8 +88,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
 // cross_entropy over the first `classes` columns of logits (N, W >= classes):
 // a vocabulary padded to W for aligned GEMMs. The padding takes no part
 // (never predicted; targets must be below classes) and gets zero gradient.
-Tensor cross_entropy_padded(const Tensor& logits, const Tensor& targets, int64_t classes,
-                            int32_t ignore_index = -100);
+Tensor cross_entropy_padded(const Tensor& logits, const Tensor& targets, int64_t classes, int32_t ignore_index = -100);
 // cross_entropy when the vocabulary is split over ranks (tensor parallel):
 // logits (N, V) are columns [start, start + V) of the full (N, padded) logits;
 // ids at or past `vocab` pad the vocabulary and take no part (never

@@ -2,6 +2,9 @@
 #include "engine/precision.h"
 
 #include "base/error.h"
+#include "engine/autograd.h"
+#include "engine/compute_copies.h"
+#include "engine/ops.h"
 
 #if defined(ENGINE_HAVE_CUDA)
 #include "engine/gpu_context.h"
@@ -80,12 +83,40 @@ void apply_precision(Precision p, Device dev) {
 #endif
 }
 
-Autocast::Autocast(Precision p) : policy_(precision_policy(p)) {}
+Autocast::Autocast(Precision p, ComputeCopies* copies) : policy_(precision_policy(p)), copies_(copies) {
+  ENGINE_CHECK(!copies || policy_.compute == DType::bf16, "Autocast: kept weight copies are bf16, precision ",
+               precision_name(p), " computes in ", dtype_name(policy_.compute));
+}
+
+namespace {
+// The kept copy of a master as an autograd op: the forward reads the copy (no
+// launch); the backward casts the gradient's first rows back to the master's
+// fp32, as the cast it replaces.
+Tensor use_copy(const Tensor& master, const Tensor& copy) {
+  Tensor out = copy.detach();
+  const Shape shape = master.shape();
+  const int64_t rows = master.size(0);
+  record("cast", out, {master}, [shape, rows](const Tensor& g, const std::vector<bool>&) {
+    Tensor dx = Tensor::empty(shape, DType::f32, g.device());
+    dx.copy_from(g.slice(0, rows));
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+}  // namespace
 
 Tensor Autocast::cast(const Tensor& x) const {
   if (!x.defined() || !active() || x.dtype() != DType::f32) return x;
   if (x.device().type == DeviceType::cpu) return x.to(policy_.compute).to(DType::f32);
+  if (copies_ && copies_->holds(x) && x.ndim() >= 1) return use_copy(x, copies_->get(x, x.size(0)));
   return x.to(policy_.compute);
+}
+
+Tensor Autocast::cast_rows(const Tensor& x, int64_t rows) const {
+  ENGINE_CHECK(active() && x.device().type != DeviceType::cpu && x.dtype() == DType::f32 && x.ndim() >= 1,
+               "Autocast::cast_rows: pads an fp32 table on emu/cuda under O2/O3, got ", x.desc());
+  if (copies_ && copies_->holds(x)) return use_copy(x, copies_->get(x, rows));
+  return rows == x.size(0) ? x.to(policy_.compute) : pad_rows(x, rows, policy_.compute);
 }
 
 Tensor Autocast::f32(const Tensor& x) const {

@@ -59,10 +59,14 @@ std::string precision_summary(Precision p, Device dev);
 // Applies a policy to a forward pass. Models call cast() at the points where
 // a GPU run stores activations in the compute dtype (GEMM inputs and outputs,
 // block boundaries) and on weights before using them; f32() before a loss.
+class ComputeCopies;
+
 class Autocast {
  public:
   Autocast() = default;  // O0 on the cpu: every call is the identity
-  explicit Autocast(Precision p);
+  // copies (nullable, bf16 compute on emu/cuda): a master weight's cast reads
+  // its kept copy (engine/compute_copies.h) instead of casting it again.
+  explicit Autocast(Precision p, ComputeCopies* copies = nullptr);
   const PrecisionPolicy& policy() const { return policy_; }
   bool active() const { return policy_.compute != DType::f32; }
 
@@ -71,11 +75,16 @@ class Autocast {
   // Identity for O0/O1 and for non-f32 tensors (on emu/cuda: tensors already
   // cast). On the cpu a second rounding of a rounded value changes nothing.
   Tensor cast(const Tensor& x) const;
+  // cast(x) with zero rows appended up to `rows` (>= x's; a table padded for
+  // aligned GEMMs, pad_rows); the gradient reaches x's own rows. On emu/cuda
+  // with an active policy only (the cpu and fp32 do not pad).
+  Tensor cast_rows(const Tensor& x, int64_t rows) const;
   // Back to f32 for statistics (the loss); identity when already f32.
   Tensor f32(const Tensor& x) const;
 
  private:
   PrecisionPolicy policy_;
+  ComputeCopies* copies_ = nullptr;
 };
 
 }  // namespace eng

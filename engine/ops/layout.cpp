@@ -119,7 +119,7 @@ Tensor pad_rows(const Tensor& x, int64_t rows, DType dtype) {
   os[0] = rows;
   Tensor out = Tensor::empty(os, dtype, x.device());
   {
-    const NoGradGuard ng;  // the slices below are views of out, not recorded
+    const NoGradGuard ng;          // the slices below are views of out, not recorded
     out.slice(0, R).copy_from(x);  // on emu/cuda the cast kernel when the dtypes differ
     Tensor tail = out.slice(R, rows);
     if (tail.numel() > 0 && on_gpu(tail))

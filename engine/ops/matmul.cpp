@@ -208,10 +208,12 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
         continue;
       }
 #endif
-      ENGINE_CHECK(!dbias.defined(), "matmul: the bias-gradient epilogue is a cuda-device path");
+      // bgrad writes dbias through the bias pointer (cuBLASLt's convention).
       ENGINE_GPU_CALL(out.device(), tiled_gemm, storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
-                      bias.defined() ? bias.data_ptr() : nullptr, epi, aux.defined() ? aux.data_ptr() : nullptr,
-                      nullptr);
+                      epi == Epilogue::bgrad ? dbias.data_ptr()
+                      : bias.defined()       ? bias.data_ptr()
+                                             : nullptr,
+                      epi, aux.defined() ? aux.data_ptr() : nullptr, nullptr);
     }
     return;
   }
@@ -247,10 +249,10 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
     grads[0] = empty_like(sa);
     run_plan(plan_grad_a(d, ta, tb), sa, sb, g, grads[0]);
   }
-  // On cuda, a linear layer's bias gradient comes out of the dW GEMM's
-  // epilogue (BGRADB) instead of a second pass over G.
+  // On emu/cuda, a linear layer's bias gradient comes out of the dW GEMM's
+  // epilogue (cuBLASLt's BGRADB; ours on emu) instead of a second pass over G.
   const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
-  const bool fuse_dbias = needs[1] && needs[2] && g.device().type == DeviceType::cuda && bias_grad_fusable(grad_b, d);
+  const bool fuse_dbias = needs[1] && needs[2] && on_gpu(g) && bias_grad_fusable(grad_b, d);
   if (needs[2]) grads[2] = Tensor::empty({d.N}, g.dtype(), g.device());
   if (needs[1]) {
     grads[1] = empty_like(sb);

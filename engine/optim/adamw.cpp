@@ -2,13 +2,15 @@
 // cpu parameters: one kernels/cpu/optim.cpp loop per tensor. emu/cuda
 // parameters (fp32 master weights): all of them in ONE launch of the fused
 // multi-tensor kernel (kernels/cuda/adamw.cu), from a descriptor array built
-// here and copied to the device each step. The step can be captured in a
+// here and copied to the device each step; the kernel also rewrites each
+// master's kept bf16 copy when there is one (set_compute_copies). The step can be captured in a
 // CUDA graph (engine/graph.h): see step(grad_scale) and prepare_replay().
 #include <cmath>
 #include <cstring>
 
 #include "base/error.h"
 #include "engine/autograd.h"
+#include "engine/compute_copies.h"
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "engine/optim/descriptors.h"
@@ -74,8 +76,8 @@ void AdamW::step_impl(const Tensor* grad_scale) {
         if (!capture) ++step_[i];
         if (p.numel() == 0) continue;
         const int64_t begin = fused.empty() ? 0 : fused.back().chunk_begin + gpu::chunks_of(fused.back().n);
-        fused.push_back({p.data<float>(), grad.data<float>(), m_[i].data<float>(), v_[i].data<float>(), nullptr,
-                         p.numel(), begin, 0.f, 0.f, 0.f, 0.f});
+        fused.push_back({p.data<float>(), grad.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                         copies_ ? copies_->written_by_optimizer(p) : nullptr, p.numel(), begin, 0.f, 0.f, 0.f, 0.f});
         // Captured, the constants are placeholders: prepare_replay() writes each replay's.
         set_step_scalars(fused.back(), g, step_[i]);
         fused_index.emplace_back(i, gi);
@@ -101,6 +103,15 @@ void AdamW::step_impl(const Tensor* grad_scale) {
   Tensor d_desc = detail::upload_descriptors(fused, gpu_dev, capture ? &replay_desc_ : nullptr);
   if (capture) replay_params_ = fused_index, replay_d_desc_ = d_desc;  // the graph reads it at every replay
   const int64_t chunks = fused.back().chunk_begin + gpu::chunks_of(fused.back().n);
+  // The step profile's cost: the kernel's twin's, plus the bf16 copies it
+  // writes (2 bytes an element), which the twin cannot see (the descriptors
+  // are on the device).
+  kprof::Scope profiled;
+  if (kprof::listening()) {
+    kprof::Cost cost = kcost::adamw_multi_tensor(nullptr, int(fused.size()), chunks, 0.f, 0.f, 0.f, nullptr, nullptr);
+    for (const gpu::AdamWTensor& d : fused) cost.bytes += d.param_bf16 ? 2.0 * double(d.n) : 0.0;
+    profiled.begin("adamw_multi_tensor", cost);
+  }
   ENGINE_GPU_CALL(gpu_dev, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(d_desc.data_ptr()),
                   int(fused.size()), chunks, float(beta1_), float(beta2_), float(eps_),
                   grad_scale ? grad_scale->data<float>() : nullptr, nullptr);

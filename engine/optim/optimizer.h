@@ -14,6 +14,7 @@
 #include "kernels/cuda/adamw.h"
 
 namespace eng {
+class ComputeCopies;  // engine/compute_copies.h
 
 struct ParamGroup {
   std::vector<Tensor> params;
@@ -81,11 +82,16 @@ class AdamW : public Optimizer {
   std::string state_note() const override { return "fp32 exp_avg + exp_avg_sq"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state) override;
+  // emu/cuda: also write each updated master into its kept bf16 copy, if it
+  // has one (engine/compute_copies.h), from the same register: the next
+  // forward reads the copy without a cast. Set before the first step.
+  void set_compute_copies(const ComputeCopies* copies) { copies_ = copies; }
 
  private:
   void init_state();
   void step_impl(const Tensor* grad_scale);
   void set_step_scalars(gpu::AdamWTensor& d, const ParamGroup& g, int64_t t) const;
+  const ComputeCopies* copies_ = nullptr;
   double beta1_, beta2_, eps_;
   std::vector<Tensor> m_, v_;  // flat over groups, in order
   std::vector<int64_t> step_;  // per parameter, as torch: a step without a gradient does not count

@@ -57,15 +57,13 @@ inline int64_t chunks_of(int64_t n) { return (n + kMultiTensorChunk - 1) / kMult
 ENGINE_GPU_DECLARE(ENGINE_ADAMW_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h): AdamW bytes = 28 n (read p, g, m, v; write
-// p, m, v; fp32), flops ~ 15 n; sum of squares bytes = n sizeof(T) + 4 grid
-// (the partials) + 4 grid + 4 (the partials summed into the result), flops =
-// 2 n + grid; clip coefficient bytes = 12, flops ~ 4. n is not known on the
-// host (the descriptors live in device memory): num_chunks x
-// kMultiTensorChunk, an upper bound (each tensor's last chunk is partial).
-// Not counted, being in the descriptors too: AdamW's bf16 copy (+ 2 n where
-// a tensor has one); the sum of squares counts 4 bytes an element, also a
-// bound (a tensor's storage may be 16-bit). grid: one block per chunk, at
-// most the 1024 partials of the scratch (the CUDA grid cap).
+// p, m, v; fp32), flops ~ 15 n (engine/optim/adamw.cpp adds the 2 bytes an
+// element of the bf16 copies, whose pointers lie in the device's descriptors); sum of squares bytes = n sizeof(T) + 4
+// grid (the partials) + 4 grid + 4 (the partials summed into the result), flops = 2 n + grid; clip coefficient bytes =
+// 12, flops ~ 4. n is not known on the host (the descriptors live in device memory): num_chunks x kMultiTensorChunk, an
+// upper bound (each tensor's last chunk is partial). Not counted, being in the descriptors too: AdamW's bf16 copy (+ 2
+// n where a tensor has one); the sum of squares counts 4 bytes an element, also a bound (a tensor's storage may be
+// 16-bit). grid: one block per chunk, at most the 1024 partials of the scratch (the CUDA grid cap).
 namespace eng::kcost {
 inline kprof::Cost adamw_multi_tensor(const gpu::AdamWTensor*, int num_tensors, int64_t num_chunks, float, float, float,
                                       const float*, void*) {

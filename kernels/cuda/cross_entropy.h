@@ -12,8 +12,8 @@
 
 #define ENGINE_CROSS_ENTROPY_LAUNCHERS                                                                                \
   void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits, \
-                           int64_t N, int64_t V, int64_t ld, const float* dloss_scale, int32_t ignore_index,         \
-                           void* stream);                                                                            \
+                           int64_t N, int64_t V, int64_t ld, const float* dloss_scale, int32_t ignore_index,          \
+                           void* stream);                                                                             \
   void cross_entropy_scale_grad(gpu::Storage st, void* dlogits, const float* scale, int64_t n, void* stream);         \
   void cross_entropy_count_valid(const int32_t* targets, int64_t N, int32_t ignore_index, float grad_scale,           \
                                  float* counts, void* stream);                                                        \

@@ -80,14 +80,23 @@ __device__ __forceinline__ void stage_tile(const T* __restrict__ p, int64_t ld, 
 // reads C; C does not alias A or B; ragged edges of M, N, K are bounds-checked
 // (out-of-range operands load as 0); bias is nullptr for Epilogue::none and
 // set otherwise; aux is set exactly for gelu_aux_bias and aliases nothing.
+// Epilogue::bgrad (a linear layer's dW = G^T X; cuBLASLt's BGRADB, our A
+// its B): dbias is written (bias is nullptr), dbias[m] = sum over k of
+// op(A)[m, k] (G's column sums), by the blocks of the first column tile as
+// they stream A's tiles through shared memory, in k order (deterministic);
+// only for TA == T and batch 1.
 // bytes (per batch, with tile reuse) = sizeof(T) * (M K ceil(N/64) + K N ceil(M/64)
-//   + M N (beta != 0 ? 2 : 1) + N (bias) + M N (aux));
-// flops = 2 M N K per batch (+ ~20 M N for GELU).
+//   + M N (beta != 0 ? 2 : 1) + N (bias) + M (dbias) + M N (aux));
+// flops = 2 M N K per batch (+ ~20 M N for GELU, + M K for the bias gradient).
 template <typename T, Trans TA, Trans TB>
 __global__ void __launch_bounds__(kThreads)
     tiled_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, const T* __restrict__ bias,
-                      Epilogue epi, T* __restrict__ aux, GemmCall c) {
+                      Epilogue epi, T* __restrict__ aux, T* __restrict__ dbias, GemmCall c) {
   const bool gelu = epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias;
+  // bgrad: thread t of a first-column block sums row m0 + t of op(A).
+  const bool bgrad = dbias != nullptr && blockIdx.x == 0;
+  static_assert(kThreads == kBM, "bgrad: one thread per row of the block's tile");
+  float row_sum = 0.f;
   __shared__ float smem_a[kBK][kBM + kPad];  // op(A) tile, k-major: smem_a[k][m]
   __shared__ float smem_b[kBK][kBN + kPad];  // op(B) tile: smem_b[k][n]
   const int t = int(threadIdx.x), tx = t % kThreadsX, ty = t / kThreadsX;
@@ -110,7 +119,9 @@ __global__ void __launch_bounds__(kThreads)
       else
         stage_tile<kBN, kBK, Into::transposed>(b + n0 * c.ldb + k0, c.ldb, n_left, k_left, smem_b);
       __syncthreads();
-      // Register blocking: kTM + kTN shared loads feed kTM * kTN FMAs.
+      if (bgrad)  // elements past K load as 0
+        for (int kk = 0; kk < kBK; ++kk) row_sum += smem_a[kk][t];
+          // Register blocking: kTM + kTN shared loads feed kTM * kTN FMAs.
 #pragma unroll
       for (int kk = 0; kk < kBK; ++kk) {
         float ra[kTM], rb[kTN];
@@ -146,6 +157,7 @@ __global__ void __launch_bounds__(kThreads)
         *p = gelu ? from_f32<T>(gelu_f(to_f32(pre))) : pre;
       }
     }
+    if (bgrad && m0 + t < c.M) dbias[m0 + t] = from_f32<T>(row_sum);
   }
 }
 
@@ -184,9 +196,11 @@ template <typename T, Trans TA, Trans TB>
 void launch_gemm(const GemmCall& c, const void* A, const void* B, void* C, const void* bias, Epilogue epi, void* aux,
                  void* stream) {
   const dim3 grid(ceil_div(c.N, kBN), ceil_div(c.M, kBM), unsigned(c.batch < 65535 ? c.batch : 65535));
+  // bgrad writes the launcher's bias pointer (cuBLASLt's convention): the kernel's dbias.
+  const bool bgrad = epi == Epilogue::bgrad;
   LAUNCH_KERNEL(tiled_gemm_kernel<T, TA, TB>, grid, kThreads, 0, as_stream(stream), static_cast<const T*>(A),
-                static_cast<const T*>(B), static_cast<T*>(C), static_cast<const T*>(bias), epi, static_cast<T*>(aux),
-                c);
+                static_cast<const T*>(B), static_cast<T*>(C), bgrad ? nullptr : static_cast<const T*>(bias), epi,
+                static_cast<T*>(aux), bgrad ? static_cast<T*>(const_cast<void*>(bias)) : nullptr, c);
 }
 }  // namespace
 
@@ -194,7 +208,8 @@ void tiled_gemm(gpu::Storage st, const GemmCall& c, const void* A, const void* B
                 Epilogue epi, void* aux, void* stream) {
   ENGINE_CHECK(c.M >= 0 && c.N >= 0 && c.K >= 0 && c.batch >= 0, "tiled_gemm: negative size (M ", c.M, ", N ", c.N,
                ", K ", c.K, ", batch ", c.batch, ")");
-  ENGINE_CHECK(epi != Epilogue::bgrad, "tiled_gemm: no bias-gradient epilogue (bias_backward computes it)");
+  ENGINE_CHECK(epi != Epilogue::bgrad || (c.ta == Trans::T && c.batch == 1),
+               "tiled_gemm: the bias-gradient epilogue sums op(A)'s rows: A transposed, one batch");
   ENGINE_CHECK(epi == Epilogue::none || bias != nullptr, "tiled_gemm: the epilogue needs a bias pointer");
   ENGINE_CHECK((epi == Epilogue::gelu_aux_bias) == (aux != nullptr),
                "tiled_gemm: an aux pointer goes with the gelu_aux_bias epilogue, and only with it");

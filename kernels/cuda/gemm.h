@@ -7,7 +7,9 @@
 //                  none; bias (+ bias[n] on every row); gelu_bias (gelu of
 //                  that); gelu_aux_bias (the same, and the pre-activation,
 //                  rounded to st, into aux, laid out as C: ldc, stride_c).
-//                  bgrad is cuBLASLt's alone. GELU is computed from the
+//                  bgrad (a linear layer's dW = G^T X, A transposed, one
+//                  batch): bias is written with op(A)'s row sums (G's
+//                  column sums), as cuBLASLt's BGRADB. GELU is computed from the
 //                  rounded pre-activation, so it equals gelu_forward applied
 //                  after the GEMM bit for bit. fp32 accumulation,
 //                  A/B/C/bias/aux all in storage st.
@@ -30,7 +32,8 @@ ENGINE_GPU_DECLARE(ENGINE_GEMM_LAUNCHERS)
 // count the tile re-reads, A once per column tile of C and B once per row
 // tile, which caches absorb: the kernel's efficiency, not its bytes). A
 // GEMM is timed by its shape, so the GELU epilogue's ~20 M N flops are left
-// out. bias_backward: bytes = sizeof(T) (rows cols + cols), flops = rows cols.
+// out; bgrad adds M elements written (its flops, M K, are the GEMM's
+// shadow). bias_backward: bytes = sizeof(T) (rows cols + cols), flops = rows cols.
 namespace eng::kcost {
 // A GEMM's cost, also the ladder's (ladder.h): the shape and its elements.
 inline kprof::Cost gemm_cost(const GemmCall& c, int elem_bytes, double epilogue_elems) {
@@ -51,7 +54,7 @@ inline kprof::Cost gemm_cost(const GemmCall& c, int elem_bytes, double epilogue_
 inline kprof::Cost tiled_gemm(gpu::Storage st, const GemmCall& call, const void*, const void*, void*, const void*,
                               Epilogue epi, void*, void*) {
   const bool has_bias = epi == Epilogue::bias || epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias;
-  const double bias = has_bias ? double(call.N) : 0;
+  const double bias = has_bias ? double(call.N) : epi == Epilogue::bgrad ? double(call.M) : 0;
   const double aux = epi == Epilogue::gelu_aux_bias ? double(call.batch) * double(call.M) * double(call.N) : 0;
   return gemm_cost(call, int(gpu::storage_bytes(st)), bias + aux);
 }

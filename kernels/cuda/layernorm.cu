@@ -1,7 +1,8 @@
 // LayerNorm over the last dim, forward and backward, the residual add fused
 // with the forward and the residual's gradient added in the backward
-// (llm.c's layernorm_forward / fused_residual_forward / layernorm_backward). Reference: kernels/cpu/layernorm.cpp; walk-through from
-// the naive kernel: docs/kernels/layernorm.md.
+// (llm.c's layernorm_forward / fused_residual_forward / layernorm_backward).
+// Reference: kernels/cpu/layernorm.cpp; walk-through from the naive kernel:
+// docs/kernels/layernorm.md.
 //   out  = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(var + eps)
 //   dx   = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,
 //          xhat = (x - mean) * rstd
@@ -346,7 +347,8 @@ void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const 
                                        void* db, float* scratch, int64_t N, int64_t C, void* stream) {
   if (C == 0) return;
   ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, "fused_residual_layernorm_backward: rows of ", C,
-               " elements exceed the ", gpu::kLayernormBackwardMaxC, " the shared-memory dweight/dbias accumulators hold");
+               " elements exceed the ", gpu::kLayernormBackwardMaxC,
+               " the shared-memory dweight/dbias accumulators hold");
   dispatch_storage(st, [&]<typename T>() {
     const T* pd = static_cast<const T*>(dout);
     const T* px = static_cast<const T*>(x);

@@ -42,7 +42,7 @@ inline int64_t layernorm_backward_blocks(int64_t N, int64_t C, Storage st) {
                                         void* residual, void* out, float* mean, float* rstd, int64_t N, int64_t C,   \
                                         double eps, void* stream);                                                   \
   void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,            \
-                                         const float* mean, const float* rstd, const void* dresidual, void* dx,       \
+                                         const float* mean, const float* rstd, const void* dresidual, void* dx,      \
                                          void* dw, void* db, float* scratch, int64_t N, int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 

@@ -37,7 +37,7 @@ struct GemmCall {
 //   gelu_bias:     C = gelu_tanh(t + bias[n])
 //   gelu_aux_bias: the same, and aux = t + bias[n] (the pre-activation GELU's
 //                  backward needs), aux laid out as C (ldc, stride_c)
-//   bgrad:         C = t, and bias[i] = sum_k op(A)[i, k] (cuBLASLt only)
+//   bgrad:         C = t, and bias[i] = sum_k op(A)[i, k] (cuBLASLt; ours for A transposed, one batch)
 // Shared by both executors so that they take the same arguments.
 enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad };
 

@@ -118,7 +118,7 @@ Tensor GPT2::forward_padded(const Tensor& ids, Recompute recompute, const Autoca
   // The lm_head is tied to wte: its compute-dtype copy, zero rows appended
   // to the head's width (the logits' padding columns are then 0).
   const int64_t W = head_width(ac, ids.device());
-  const Tensor w = W == cfg_.vocab_size ? ac.cast(wte->weight) : pad_rows(wte->weight, W, ac.policy().compute);
+  const Tensor w = W == cfg_.vocab_size ? ac.cast(wte->weight) : ac.cast_rows(wte->weight, W);
   return ac.cast(matmul(hf, w, Trans::N, Trans::T));
 }
 

@@ -33,6 +33,7 @@
 #include "comm/world.h"
 #include "comm/zero.h"
 #include "engine/autograd.h"
+#include "engine/compute_copies.h"
 #include "engine/gpu_model.h"
 #include "engine/memory_report.h"
 #include "engine/ops.h"
@@ -239,7 +240,14 @@ int run(int argc, char** argv) {
           double(model.num_parameters()) * optimizer_bytes_per_param(cfg) / 1048576.0);
     std::printf("blas: %s; exp: libmvec %s\n", cpu::blas_info().c_str(), cpu::vmath_isa());
   }
-  const Autocast ac(precision);
+  // The weights' bf16 copies kept between steps (engine/compute_copies.h):
+  // only where the fused AdamW is the one writer of the masters.
+  ComputeCopies copies(model.parameters());
+  AdamW* const fused_adamw = zero ? nullptr : dynamic_cast<AdamW*>(&opt);
+  const bool keep_copies =
+      dev.type != DeviceType::cpu && fused_adamw && precision_policy(precision).compute == DType::bf16;
+  if (keep_copies) fused_adamw->set_compute_copies(&copies);
+  const Autocast ac(precision, keep_copies ? &copies : nullptr);
   apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda
   if (lead) std::printf("%s\n", precision_summary(precision, dev).c_str());
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).

@@ -140,8 +140,7 @@ TEST_CASE("emu cross_entropy: the expected seed is folded into the forward, no r
     }
 }
 
-TEST_CASE("emu cross_entropy_padded: V classes in rows of W equal the loss on the first V columns",
-          "[emu][kernels]") {
+TEST_CASE("emu cross_entropy_padded: V classes in rows of W equal the loss on the first V columns", "[emu][kernels]") {
   // W = 64 and 48 keep 16-byte rows (the vector path) with a scalar tail of
   // V % pack; W = 45 has unaligned rows (the scalar path). The padding holds
   // large values: a kernel that read it would change the loss.

@@ -1,7 +1,8 @@
 // kernels/cuda/gemm.cu under the emulator against the cpu reference
 // (OpenBLAS on inputs rounded to the storage dtype): the tiled_gemm launcher
 // directly (every transpose, ragged M/N/K against the 64x64x16 tile, alpha,
-// beta = 1 accumulation, the bias epilogue), bias_backward, and matmul/linear
+// beta = 1 accumulation, the bias epilogue, the bias-gradient epilogue),
+// bias_backward, and matmul/linear
 // forward and backward on emu (batched, shared B, bias) in f32, bf16, f16.
 // Tolerances, |x - ref| <= atol + rtol |ref|:
 //   GEMM outputs: atol = tol_for(t).atol * sqrt(K), rtol = tol_for(t).rtol.
@@ -104,6 +105,39 @@ TEST_CASE("emu bias_backward: column sums match the cpu and are deterministic", 
         CHECK_TOL(db, ref, gemm_tol(t, rows));
         CHECK(values(db.to(kCPU)) == values(db2.to(kCPU)));
       }
+}
+
+TEST_CASE("emu tiled_gemm: the bias-gradient epilogue writes op(A)'s row sums beside the product", "[emu][kernels]") {
+  // dW = G^T X as a linear layer's backward plans it: A = G stored (K, M),
+  // transposed. M = 70 and 130 rows of dbias (ragged row tiles), N = 5 and 130
+  // (one and three column tiles: only the first writes dbias), K = 37 (a
+  // ragged last k tile, whose padding loads as 0).
+  for (DType t : {DType::f32, DType::bf16})
+    for (int64_t M : {70, 130})
+      for (int64_t N : {5, 130}) {
+        INFO(dtype_name(t) << " M " << M << " N " << N);
+        const int64_t K = 37;
+        GemmCall c;
+        c.ta = Trans::T, c.tb = Trans::N, c.M = M, c.N = N, c.K = K, c.lda = M, c.ldb = N, c.ldc = N;
+        const Tensor G = Tensor::randn({K, M}, uint64_t(M + N)), X = Tensor::randn({K, N}, uint64_t(M + N + 1));
+        Tensor ref = Tensor::zeros({M * N}), ref_db = Tensor::empty({M});
+        reference_gemm(c, rounded(G, t), rounded(X, t), Tensor(), ref);
+        cpu::bias_backward<float>(rounded(G, t).data<float>(), ref_db.data<float>(), K, M);
+        Tensor out = Tensor::full({M * N}, NAN, t, kEmu), db = Tensor::full({M}, NAN, t, kEmu);
+        const Tensor eg = on_emu(G, t), ex = on_emu(X, t);
+        ENGINE_GPU_CALL(kEmu, tiled_gemm, gpu::storage_of(t), c, eg.data_ptr(), ex.data_ptr(), out.data_ptr(),
+                        db.data_ptr(), Epilogue::bgrad, nullptr, nullptr);
+        CHECK_TOL(out, ref, gemm_tol(t, K));
+        CHECK_TOL(db, ref_db, gemm_tol(t, K));
+      }
+  GemmCall nt;
+  nt.ta = Trans::N, nt.M = 4, nt.N = 4, nt.K = 4, nt.lda = 4, nt.ldb = 4, nt.ldc = 4;
+  const Tensor z = Tensor::zeros({16}, DType::f32, kEmu), zb = Tensor::zeros({4}, DType::f32, kEmu);
+  auto bad = [&] {
+    ENGINE_GPU_CALL(kEmu, tiled_gemm, gpu::Storage::f32, nt, z.data_ptr(), z.data_ptr(), z.data_ptr(), zb.data_ptr(),
+                    Epilogue::bgrad, nullptr, nullptr);
+  };
+  CHECK_THROWS_WITH(bad(), Catch::Contains("A transposed, one batch"));
 }
 
 namespace {

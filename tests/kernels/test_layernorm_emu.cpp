@@ -60,8 +60,7 @@ TEST_CASE("emu layernorm: rows too wide for the warp backward take the block-per
   check_layernorm(Tensor::randn({5, 300}, 9, 2.f), DType::bf16);
 }
 
-TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the backward kernel",
-          "[emu][kernels]") {
+TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the backward kernel", "[emu][kernels]") {
   // A pre-LN residual block, h = x + layernorm(x) W: x's gradient is the
   // residual's (from h) plus the layernorm's. The residual's arrives first;
   // the layernorm's backward takes it (take_pending_grad) and adds it in its

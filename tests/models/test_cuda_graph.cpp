@@ -9,8 +9,13 @@
 //  - capture runs nothing, replay runs it again each time;
 //  - host work that cannot be captured (a synchronous copy) is an error
 //    naming the copy, and the capture can be abandoned cleanly;
-//  - memory allocated in a capture is never handed to tensors outside it.
+//  - memory allocated in a capture is never handed to tensors outside it;
+//  - the weights' kept bf16 copies (engine/compute_copies.h, AdamW writing
+//    them) train bit for bit as the per-forward casts, eager and captured,
+//    and leave the forward without a cast.
+#include "engine/compute_copies.h"
 #include "engine/graph.h"
+#include "engine/kernel_profile.h"
 #include "engine/ops.h"
 #include "kernels/rng.h"
 #include "models/gpt2/gpt2.h"
@@ -36,14 +41,18 @@ struct Run {
   int64_t opt_steps = 0;
 };
 
-Run train(bool use_graph, Recompute recompute) {
+// copies: the weights' kept bf16 copies; casts: the cast_storage launches
+// of the third step (eager when use_graph is false).
+Run train(bool use_graph, Recompute recompute, bool copies = false, int64_t* casts = nullptr) {
   GPT2Config c;
-  c.vocab_size = 37, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
+  c.vocab_size = 37, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;  // the head pads 37 to 64
   GPT2 model(c, 5, kEmu);
   AdamW opt(decay_groups(model.parameters(), 0.1), 1e-2, 0.9, 0.95);
   const int64_t B = 2, T = 11, accum = 2;
+  ComputeCopies kept(model.parameters());
+  if (copies) opt.set_compute_copies(&kept);
   // grad_clip 0.5 so that clipping really scales the gradients in some steps.
-  const Autocast ac(Precision::O3);
+  const Autocast ac(Precision::O3, copies ? &kept : nullptr);
   GpuTrainStep step(
       model.parameters(), opt, accum, [&](const Tensor& x, const Tensor& y) { return model.loss(x, y, recompute, ac); },
       0.5, use_graph);
@@ -54,11 +63,18 @@ Run train(bool use_graph, Recompute recompute) {
       xs.push_back(host_ids(B, T, c.vocab_size, uint64_t(100 * s + 2 * m)));
       ys.push_back(host_ids(B, T, c.vocab_size, uint64_t(100 * s + 2 * m + 1)));
     }
+    KernelProfile prof(kEmu);
+    if (s == 2 && casts) prof.start();
     const GpuTrainStep::Result res = step.run(
         [&](int64_t m) {
           return MicroBatch{xs[size_t(m)], ys[size_t(m)]};
         },
         1e-2 / double(s + 1));
+    if (s == 2 && casts) {
+      prof.stop();
+      *casts = 0;
+      for (const KernelCall& k : prof.calls()) *casts += k.name == "cast_storage";
+    }
     r.losses.insert(r.losses.end(), res.losses.begin(), res.losses.end());
     r.norms.push_back(res.grad_norm);
     r.replayed.push_back(res.replayed);
@@ -84,6 +100,26 @@ TEST_CASE("cuda graph (emu): a captured GPT-2 step replays exactly like the eage
     CHECK(graph.losses[2] != graph.losses[4]);
     CHECK(graph.norms[1] != graph.norms[2]);
   }
+}
+
+TEST_CASE("cuda graph (emu): the weights' kept bf16 copies train bit for bit as casting them, without forward casts",
+          "[emu][graph][gpt2]") {
+  int64_t casts = 0, casts_kept = 0;
+  const Run cast = train(false, Recompute::no, false, &casts);
+  const Run kept = train(false, Recompute::no, true, &casts_kept), kept_graph = train(true, Recompute::no, true);
+  CHECK(kept_graph.replayed == std::vector<bool>{false, true, true, true});
+  for (const Run* r : {&kept, &kept_graph}) {
+    CHECK(r->losses == cast.losses);
+    CHECK(r->norms == cast.norms);
+    REQUIRE(r->params.size() == cast.params.size());
+    for (size_t i = 0; i < cast.params.size(); ++i) CHECK(r->params[i] == cast.params[i]);
+  }
+  // The forward's casts of the weights are gone: every parameter but wpe's
+  // (the embeddings gather from the fp32 tables; the tied head casts wte),
+  // once per micro-batch (2). Their gradients' casts back remain, and so do
+  // the activations' casts (the embeddings' sum).
+  CHECK(casts > 0);
+  CHECK(casts - casts_kept == 2 * (int64_t(cast.params.size()) - 1));
 }
 
 TEST_CASE("cuda graph (emu): capture runs nothing, every replay runs the work again", "[emu][graph]") {

@@ -7,7 +7,8 @@
 // than OpenBLAS and the serial cpu loops). T = 13 is not a multiple of the
 // attention tile (16), so the ragged tile path runs inside the model too.
 // The padded vocabulary (GPT2Config::pad_vocab_to) at O2 equals the
-// unpadded model: logits, loss and every gradient.
+// unpadded model: the logits bit for bit, the loss and every gradient to
+// the last bits of a reordered sum.
 #include "engine/precision.h"
 #include "kernels/rng.h"
 #include "models/gpt2/gpt2.h"
@@ -59,10 +60,13 @@ TEST_CASE("gpt2: the vocabulary padded for the lm_head's GEMMs changes no logit,
     for (int64_t r = 0; r < B * T; ++r)
       for (int64_t v = 37; v < 64; ++v) CHECK(w[size_t(r * 64 + v)] == 0.0);
   }
+  // The cross-entropy folds a padded row's 16-byte packs where the unpadded
+  // row (37 wide) goes element by element: the same sums in another order,
+  // so the loss may move in its last bits and a bf16 dlogit by an ulp.
   const Tensor loss_padded = padded_model.loss(ids, targets, Recompute::no, o2);
   const Tensor loss_plain = plain_model.loss(ids, targets, Recompute::no, o2);
-  CHECK(test::values(loss_padded.to(kCPU)) == test::values(loss_plain.to(kCPU)));
+  CHECK_CLOSE(test::values(loss_padded.to(kCPU)), test::values(loss_plain.to(kCPU)), 1e-6, 1e-6);
   loss_padded.backward();
   loss_plain.backward();
-  test::check_same_grads(plain_model, padded_model, 0, 0);
+  test::check_same_grads(plain_model, padded_model, 1e-5, 1e-2);
 }
