@@ -8,7 +8,10 @@
 #      after it), each call timed with CUDA events, and the replayed step's
 #      time beside it; the JSON tables are copied to OUT;
 #   2. the same step modelled from the emulator (bench/gpu_step_model.sh is
-#      the no-GPU form of it): the model's figures beside the measured ones.
+#      the no-GPU form of it): the model's figures beside the measured ones;
+#   3. tokens/s at the config's micro-batch (64 x 1024, grad_accum 8: 524,288
+#      tokens a step; bench/gpu_microbatch_model.sh chose it), cuDNN's
+#      attention, O3: the metrics file is copied to OUT.
 # Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +33,8 @@ for attn in cudnn ours; do
   fi
   echo "+ train gpt2-124M O3 --attention $attn --kernel_profile 3 (limit ${t}s)"
   timeout -k 5 "$t" "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O3 \
-    --grad_accum 1 --steps 5 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 \
+    --batch_size 8 --grad_accum 1 --steps 5 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 \
+    --checkpoint_every 0 \
     --attention "$attn" --kernel_profile 3 --out_dir "$W/profile-$attn" >"$W/profile-$attn.log" 2>&1
   case $? in
     0) ;;
@@ -41,4 +45,20 @@ for attn in cudnn ours; do
   tail -3 "$W/profile-$attn.log"
   cp "$W/profile-$attn/kernel_profile.json" "$OUT/kernel_profile_$attn.json" 2>/dev/null || true
 done
+t=$(left)
+if ((t < 60)); then
+  echo "note: no time left for the throughput run"
+else
+  echo "+ train gpt2-124M O3 --attention cudnn at the config's micro-batch (limit ${t}s)"
+  timeout -k 5 "$t" "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O3 \
+    --steps 8 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 --log_every 1 \
+    --attention cudnn --out_dir "$W/throughput" >"$W/throughput.log" 2>&1
+  case $? in
+    0) ;;
+    124 | 137) echo "note: the throughput run hit its limit" ;;
+    *) rc=1 ;;
+  esac
+  grep -E "^memory plan|^step " "$W/throughput.log" | tail -6
+  cp "$W/throughput/metrics.jsonl" "$OUT/throughput_metrics.jsonl" 2>/dev/null || true
+fi
 exit $rc

@@ -64,7 +64,7 @@ case $case_name in
     # The lm_head's GEMMs run over the vocabulary padded to 50304 (a
     # multiple of 64: GPT2Config::pad_vocab_to), so no GEMM is unaligned.
     ENGINE_EMU_COUNT_ONLY=1 "$train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device emu \
-      --precision O3 --grad_accum 1 --steps 2 --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 \
+      --precision O3 --batch_size 8 --grad_accum 1 --steps 2 --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 \
       --checkpoint_every 0 --kernel_profile 1 --out_dir "$work/m124" >"$work/log" || fail "124M: $(tail -3 "$work/log")"
     grep -q "^emu: count-only" "$work/log" || fail "124M: count-only mode not said"
     python3 "$check" "$work/m124/kernel_profile.json" gpt2 12 768 50304 8 1024 12 2 1
