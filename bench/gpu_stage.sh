@@ -25,39 +25,36 @@ corpus=/usr/share/games/fortunes
 "$B/models/prepare_text" "$W/stage-data" 0.1 "$corpus" >/dev/null || { echo "prepare_text failed"; exit 1; }
 data=(--train_bin "$W/stage-data/train.bin" --val_bin "$W/stage-data/val.bin")
 rc=0
-for attn in cudnn ours; do
+# train_124m NAME MIN_SECONDS ARGS...: GPT-2 124M at O3 on cuda with what is
+# left before the deadline (at least MIN_SECONDS, else a note), into
+# $W/NAME and $W/NAME.log; a run stopped at its limit is a note, a failure
+# sets rc. Returns 1 when it did not run.
+train_124m() {
+  local name=$1 min=$2 t
+  shift 2
   t=$(left)
-  if ((t < 40)); then
-    echo "note: no time left for the $attn profile"
-    continue
+  if ((t < min)); then
+    echo "note: no time left for the $name run"
+    return 1
   fi
-  echo "+ train gpt2-124M O3 --attention $attn --kernel_profile 3 (limit ${t}s)"
+  echo "+ train gpt2-124M O3 $* (limit ${t}s)"
   timeout -k 5 "$t" "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O3 \
-    --batch_size 8 --grad_accum 1 --steps 5 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 \
-    --checkpoint_every 0 \
-    --attention "$attn" --kernel_profile 3 --out_dir "$W/profile-$attn" >"$W/profile-$attn.log" 2>&1
+    --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 "$@" --out_dir "$W/$name" \
+    >"$W/$name.log" 2>&1
   case $? in
     0) ;;
-    124 | 137) echo "note: the $attn profile hit its limit" ;;
+    124 | 137) echo "note: the $name run hit its limit" ;;
     *) rc=1 ;;
   esac
+}
+for attn in cudnn ours; do
+  train_124m "profile-$attn" 40 --batch_size 8 --grad_accum 1 --steps 5 --attention "$attn" --kernel_profile 3 || continue
   sed -n '/^kernel profile of step/,/^modelled step on/p; /graph replay of the same step/p' "$W/profile-$attn.log"
   tail -3 "$W/profile-$attn.log"
   cp "$W/profile-$attn/kernel_profile.json" "$OUT/kernel_profile_$attn.json" 2>/dev/null || true
 done
-t=$(left)
-if ((t < 60)); then
-  echo "note: no time left for the throughput run"
-else
-  echo "+ train gpt2-124M O3 --attention cudnn at the config's micro-batch (limit ${t}s)"
-  timeout -k 5 "$t" "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O3 \
-    --steps 8 --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 --log_every 1 \
-    --attention cudnn --out_dir "$W/throughput" >"$W/throughput.log" 2>&1
-  case $? in
-    0) ;;
-    124 | 137) echo "note: the throughput run hit its limit" ;;
-    *) rc=1 ;;
-  esac
+# The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
+if train_124m throughput 60 --steps 8 --log_every 1 --attention cudnn; then
   grep -E "^memory plan|^step " "$W/throughput.log" | tail -6
   cp "$W/throughput/metrics.jsonl" "$OUT/throughput_metrics.jsonl" 2>/dev/null || true
 fi

@@ -9,7 +9,7 @@
 namespace eng {
 
 ComputeCopies::ComputeCopies(const std::vector<Tensor>& masters) {
-  for (const Tensor& m : masters) masters_[m.impl()] = true;
+  for (const Tensor& m : masters) masters_.insert(m.impl());
 }
 
 bool ComputeCopies::holds(const Tensor& x) const { return x.defined() && masters_.count(x.impl()) > 0; }

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -37,7 +38,7 @@ class ComputeCopies {
 
  private:
   std::unordered_map<const TensorImpl*, Tensor> copies_;  // made so far
-  std::unordered_map<const TensorImpl*, bool> masters_;
+  std::unordered_set<const TensorImpl*> masters_;
 };
 
 }  // namespace eng

@@ -120,6 +120,47 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
   }
 }
 
+// The backward's two steps on one pack of a row (i: its first element),
+// shared by both backward kernels. backward_sums adds the pack's share of
+// sum(g) and sum(g xhat), g = dout w rounded on its own (no FMA into the sums
+// or the output below), so g - mean(g) is exactly 0 where the row has one
+// element: an FMA keeps g's unrounded product, and rstd (1/sqrt(eps) there)
+// scales the rounding error to ~1e-5 (seen on an H100).
+template <int V, typename T>
+__device__ __forceinline__ void backward_sums(const T* dr, const T* xr, const T* w, int i, float m, float rs, float& sg,
+                                              float& sgx) {
+  float dv[V], xv[V], wv[V];
+  load_vec<V>(dr + i, dv);
+  load_vec<V>(xr + i, xv);
+  load_vec<V>(w + i, wv);
+  for (int k = 0; k < V; ++k) {
+    const float g = __fmul_rn(dv[k], wv[k]);
+    sg += g;
+    sgx += g * ((xv[k] - m) * rs);
+  }
+}
+// backward_pack writes the pack of dx = rstd (g - mg - xhat mgx) + dresidual
+// (dres: the row's, or nullptr) and adds its dw, db terms into adw, adb.
+template <int V, typename T>
+__device__ __forceinline__ void backward_pack(const T* dr, const T* xr, const T* w, const T* dres, T* dxr, int i,
+                                              float m, float rs, float mg, float mgx, float* adw, float* adb) {
+  float dv[V], xv[V], wv[V], o[V];
+  load_vec<V>(dr + i, dv);
+  load_vec<V>(xr + i, xv);
+  load_vec<V>(w + i, wv);
+  if (dres)
+    load_vec<V>(dres + i, o);
+  else
+    for (int k = 0; k < V; ++k) o[k] = 0.f;
+  for (int k = 0; k < V; ++k) {
+    const float xhat = (xv[k] - m) * rs;
+    o[k] += rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx);
+    adw[k] += dv[k] * xhat;
+    adb[k] += dv[k];
+  }
+  store_vec<V>(dxr + i, o);
+}
+
 // layernorm_backward_warp_kernel (rows up to 32 V kIters wide): one warp
 // per row, grid-stride over rows; no block barrier inside the row loop.
 // Lane l owns elements l V + j 32 V (+ 0..V-1), j < kIters, of every row its
@@ -143,46 +184,20 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
   float adw[kIters][V], adb[kIters][V];
   for (int j = 0; j < kIters; ++j)
     for (int k = 0; k < V; ++k) adw[j][k] = adb[j][k] = 0.f;
-  float dv[V], xv[V], wv[V], o[V];  // o: dresidual, then dx
   for (int64_t row = int64_t(blockIdx.x) * nwarps + warp; row < N; row += int64_t(gridDim.x) * nwarps) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
     const float m = mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
-    for (int j = 0; j < kIters; ++j) {
-      const int i = (lane + 32 * j) * V;
-      if (i < C) {
-        load_vec<V>(dr + i, dv);
-        load_vec<V>(xr + i, xv);
-        load_vec<V>(w + i, wv);
-        for (int k = 0; k < V; ++k) {
-          // g rounded on its own, as in the block kernel below (no FMA: exact 0 for C = 1).
-          const float g = __fmul_rn(dv[k], wv[k]);
-          sg += g;
-          sgx += g * ((xv[k] - m) * rs);
-        }
-      }
-    }
+#pragma unroll
+    for (int j = 0; j < kIters; ++j)
+      if ((lane + 32 * j) * V < C) backward_sums<V>(dr, xr, w, (lane + 32 * j) * V, m, rs, sg, sgx);
     const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
-    for (int j = 0; j < kIters; ++j) {
-      const int i = (lane + 32 * j) * V;
-      if (i < C) {
-        load_vec<V>(dr + i, dv);
-        load_vec<V>(xr + i, xv);
-        load_vec<V>(w + i, wv);
-        if (dresidual)
-          load_vec<V>(dresidual + row * C + i, o);
-        else
-          for (int k = 0; k < V; ++k) o[k] = 0.f;
-        for (int k = 0; k < V; ++k) {
-          const float xhat = (xv[k] - m) * rs;
-          o[k] += rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx);
-          adw[j][k] += dv[k] * xhat;
-          adb[j][k] += dv[k];
-        }
-        store_vec<V>(dx + row * C + i, o);
-      }
-    }
+    const T* dres = dresidual ? dresidual + row * C : nullptr;
+#pragma unroll
+    for (int j = 0; j < kIters; ++j)
+      if ((lane + 32 * j) * V < C)
+        backward_pack<V>(dr, xr, w, dres, dx + row * C, (lane + 32 * j) * V, m, rs, mg, mgx, adw[j], adb[j]);
   }
   for (int wp = 0; wp < nwarps; ++wp) {  // one warp at a time, in order
     if (warp == wp)
@@ -223,26 +238,12 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
   const int step = int(blockDim.x) * V;
   for (int i = tid * V; i < C; i += step)
     for (int k = 0; k < V; ++k) smem_dw[i + k] = smem_db[i + k] = 0.f;
-  float dv[V], xv[V], wv[V], o[V];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
     const float m = mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
-    for (int i = tid * V; i < C; i += step) {
-      load_vec<V>(dr + i, dv);
-      load_vec<V>(xr + i, xv);
-      load_vec<V>(w + i, wv);
-      for (int k = 0; k < V; ++k) {
-        // g rounded on its own (no FMA into the sums or the output below), so
-        // g - mean(g) is exactly 0 where the row has one element: an FMA
-        // keeps g's unrounded product, and rstd (1/sqrt(eps) there) scales the
-        // rounding error to ~1e-5 (seen on an H100).
-        const float g = __fmul_rn(dv[k], wv[k]);
-        sg += g;
-        sgx += g * (xv[k] - m) * rs;
-      }
-    }
+    for (int i = tid * V; i < C; i += step) backward_sums<V>(dr, xr, w, i, m, rs, sg, sgx);
     sg = warp_sum(sg);
     sgx = warp_sum(sgx);
     __syncthreads();  // the previous row's readers of smem_red are done
@@ -258,20 +259,9 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
       sgx += smem_red[32 + j];
     }
     const float mg = sg / float(C), mgx = sgx / float(C);
-    for (int i = tid * V; i < C; i += step) {
-      load_vec<V>(dr + i, dv);
-      load_vec<V>(xr + i, xv);
-      load_vec<V>(w + i, wv);
-      float rv[V] = {};
-      if (dresidual) load_vec<V>(dresidual + row * C + i, rv);
-      for (int k = 0; k < V; ++k) {
-        const float xhat = (xv[k] - m) * rs;
-        o[k] = rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx) + rv[k];
-        smem_dw[i + k] += dv[k] * xhat;
-        smem_db[i + k] += dv[k];
-      }
-      store_vec<V>(dx + row * C + i, o);
-    }
+    const T* dres = dresidual ? dresidual + row * C : nullptr;
+    for (int i = tid * V; i < C; i += step)
+      backward_pack<V>(dr, xr, w, dres, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i);
   }
   float* const prow = partial + int64_t(blockIdx.x) * 2 * C;
   for (int i = tid * V; i < C; i += step)
