@@ -68,9 +68,19 @@ static bool sole_owner(const Tensor& t) {
          i->storage->bytes == size_t(t.numel()) * dtype_size(t.dtype());
 }
 
+// A leaf may also keep a gradient that is the leading rows of a storage no
+// one else holds, a little larger than it (a GEMM output padded by a few
+// rows: the lm_head's, engine/precision.cpp), instead of copying them.
+static bool keepable(const Tensor& t) {
+  const TensorImpl* i = t.impl();
+  const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
+  return t.impl_ptr().use_count() == 1 && i->storage.use_count() == 1 && i->offset == 0 && !i->grad_fn && !i->grad &&
+         i->storage->bytes >= bytes && i->storage->bytes - bytes <= bytes / 8;
+}
+
 static void accumulate_leaf(TensorImpl* leaf, Tensor g) {
   if (!leaf->grad) {
-    leaf->grad = sole_owner(g) ? g.impl_ptr() : copy_of(g).impl_ptr();
+    leaf->grad = keepable(g) ? g.impl_ptr() : copy_of(g).impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     add_(acc, g);
@@ -112,6 +122,35 @@ Tensor take_pending_grad(size_t input) {
   if (!e.fn || !e.fn->grad_out.defined()) return Tensor();
   (*t_taken)[input] = 1;
   return e.fn->grad_out;
+}
+
+// The producer of input `input` of the running node, when the running node
+// is the only one that contributes to its gradient: no other consumer is
+// left (pending 1: this one) and none has contributed (grad_out empty).
+static Node* sole_contributor_of(size_t input) {
+  if (!t_running || input >= t_running->next.size()) return nullptr;
+  const Edge& e = t_running->next[input];
+  if (!e.fn || e.fn->pending != 1 || e.fn->grad_out.defined()) return nullptr;
+  return e.fn.get();
+}
+
+bool takes_wide_grad(size_t input) {
+  const Node* up = sole_contributor_of(input);
+  return up && up->accepts_wide_grad;
+}
+
+void accept_wide_grad(const Tensor& out) {
+  if (out.impl()->grad_fn) out.impl()->grad_fn->accepts_wide_grad = true;
+}
+
+GradEpilogue* offered_grad_epilogue(size_t input) {
+  Node* up = sole_contributor_of(input);
+  return up ? up->grad_epilogue.get() : nullptr;
+}
+
+void offer_grad_epilogue(const Tensor& out, std::shared_ptr<GradEpilogue> offer) {
+  ENGINE_CHECK(out.impl()->grad_fn, "offer_grad_epilogue: ", out.desc(), " was not recorded");
+  out.impl()->grad_fn->grad_epilogue = std::move(offer);
 }
 
 std::optional<double> known_seed(const Tensor& g) {
@@ -236,6 +275,7 @@ static void backward_from(const Tensor& root, const Tensor& grad, std::optional<
     }
     if (n->nested_backward && --checkpoints_left == 0 && !nested) flush();
     n->backward = nullptr;  // frees the saved tensors now, not at the end
+    n->grad_epilogue = nullptr;
     n->grad_out = Tensor();
     ENGINE_CHECK(grads.size() == n->next.size(), "backward of '", n->name, "' returned ", grads.size(),
                  " gradients for ", n->next.size(), " inputs");
@@ -243,10 +283,16 @@ static void backward_from(const Tensor& root, const Tensor& grad, std::optional<
       Edge& e = n->next[i];
       if (!e.live()) continue;
       const Tensor& g = grads[i];
-      ENGINE_CHECK(g.defined() && g.shape() == e.shape && g.dtype() == e.dtype, "backward of '", n->name,
-                   "': gradient ", g.desc(), " for input ", i, " of shape ", shape_str(e.shape));
+      // A cast of fp32 takes an fp32 gradient too (takes_wide_grad).
+      const bool wide = e.fn && e.fn->accepts_wide_grad && g.dtype() == DType::f32;
+      ENGINE_CHECK(g.defined() && g.shape() == e.shape && (g.dtype() == e.dtype || wide), "backward of '", n->name,
+                   "': gradient ", g.desc(), " for input ", i, " of shape ", shape_str(e.shape), " (",
+                   dtype_name(e.dtype), ")");
       if (e.fn) {
         Node* up = e.fn.get();
+        ENGINE_CHECK(!up->grad_out.defined() || taken[i] || up->grad_out.dtype() == g.dtype(), "backward of '", n->name,
+                     "': an ", dtype_name(g.dtype()), " gradient for input ", i, " adds to an ",
+                     dtype_name(up->grad_out.dtype()), " one (takes_wide_grad: a sole contributor only)");
         if (!up->grad_out.defined() || taken[i])  // taken: g already holds the pending gradient
           up->grad_out = g;
         else if (sole_owner(up->grad_out))

@@ -16,6 +16,18 @@
 
 namespace eng {
 
+// An offer by an op whose backward begins with an elementwise step on its
+// output's gradient: that step can be the epilogue of the GEMM that
+// computes the gradient, in the op that consumes its output. linear_gelu
+// offers GELU's derivative at its saved pre-activation (cuBLASLt's DGELU):
+// the next layer's input-gradient GEMM applies it and sets `applied`, and
+// linear_gelu's backward then takes its gradient as dpre, with no
+// gelu_backward pass.
+struct GradEpilogue {
+  Tensor gelu_pre;  // gradient -> gradient * gelu'(gelu_pre)
+  bool applied = false;
+};
+
 // grad: gradient of the op's output; needs[i]: whether input i wants a
 // gradient. Returns one tensor per input (undefined where needs[i] is false).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<bool>& needs)>;
@@ -38,6 +50,12 @@ struct Node {
   // adds into leaves the outer graph has no edges to.
   bool nested_backward = false;
   int layer = 0;  // the profiler's layer it was recorded in (engine/profile.h; 0: none)
+  // A cast of fp32 to 16 bits (autocast's): its backward takes an fp32
+  // gradient as well as one in its output's dtype (takes_wide_grad).
+  bool accepts_wide_grad = false;
+  // What this node offers to have done to its output's gradient by the
+  // GEMM that computes it (offered_grad_epilogue); dropped once it has run.
+  std::shared_ptr<GradEpilogue> grad_epilogue;
 };
 
 bool grad_enabled();
@@ -99,6 +117,25 @@ std::optional<double> known_seed(const Tensor& g);
 // instead of adding the two (one pass less, no in-place add). It is only
 // read: the pending tensor may be shared with other nodes.
 Tensor take_pending_grad(size_t input);
+
+// Inside a node's backward: whether input `input`'s gradient may be
+// returned in fp32 although the input is 16-bit. True for a cast of fp32 to
+// 16 bits (autocast's copy of a master weight: its node accepts_wide_grad)
+// when this backward is the only one to contribute to its gradient: a GEMM
+// that writes a weight gradient in fp32 then leaves nothing for the cast's
+// backward to do. False anywhere else.
+bool takes_wide_grad(size_t input);
+// Marks out's node (a cast of fp32 to 16 bits) as taking fp32 gradients; its
+// backward must then pass an fp32 gradient through as it is.
+void accept_wide_grad(const Tensor& out);
+
+// Inside a node's backward: the epilogue input `input`'s producer offers for
+// its gradient (GradEpilogue), when this backward is the only one to
+// contribute to that gradient; nullptr otherwise. A backward that applies
+// it returns the transformed gradient and sets `applied`.
+GradEpilogue* offered_grad_epilogue(size_t input);
+// Attaches the offer to out's node (out must have been recorded).
+void offer_grad_epilogue(const Tensor& out, std::shared_ptr<GradEpilogue> offer);
 
 // The seed the loss computed in its scope will be backpropagated from
 // (1 by default): set around the forward by a training step that seeds its

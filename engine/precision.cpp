@@ -91,16 +91,19 @@ Autocast::Autocast(Precision p, ComputeCopies* copies) : policy_(precision_polic
 namespace {
 // The kept copy of a master as an autograd op: the forward reads the copy (no
 // launch); the backward casts the gradient's first rows back to the master's
-// fp32, as the cast it replaces.
+// fp32, as the cast it replaces, or passes an fp32 gradient (a GEMM's or
+// kernel's that wrote it wide: autograd's takes_wide_grad) through as it is.
 Tensor use_copy(const Tensor& master, const Tensor& copy) {
   Tensor out = copy.detach();
   const Shape shape = master.shape();
   const int64_t rows = master.size(0);
   record("cast", out, {master}, [shape, rows](const Tensor& g, const std::vector<bool>&) {
+    if (g.dtype() == DType::f32) return std::vector<Tensor>{g.size(0) == rows ? g : g.slice(0, rows)};
     Tensor dx = Tensor::empty(shape, DType::f32, g.device());
     dx.copy_from(g.slice(0, rows));
     return std::vector<Tensor>{dx};
   });
+  accept_wide_grad(out);
   return out;
 }
 }  // namespace

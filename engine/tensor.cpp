@@ -236,9 +236,13 @@ Tensor Tensor::to(DType t) const {
   Tensor out = empty(shape(), t, device());
   out.copy_from(*this);
   const DType src = dtype();
-  if (is_floating(t) && is_floating(src))
+  if (is_floating(t) && is_floating(src)) {
+    // An fp32 gradient of a narrowing cast from fp32 passes through as it is
+    // (g.to(f32) of an fp32 g): autograd may hand one (takes_wide_grad).
     record("to_dtype", out, {*this},
            [src](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.to(src)}; });
+    if (src == DType::f32 && dtype_size(t) == 2) accept_wide_grad(out);
+  }
   return out;
 }
 

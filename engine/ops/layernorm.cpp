@@ -31,17 +31,23 @@ void record_layernorm(const char* name, Tensor& out, const Tensor& x, const Tens
   const bool rec = needs_record({x, w, b});
   Tensor sx = rec ? x.detach() : Tensor(), sw = rec ? w.detach() : Tensor();
   record(name, out, {x, w, b}, [sx, sw, mean, rstd, N, C](const Tensor& g, const std::vector<bool>&) {
-    Tensor dx = empty_like(sx), dw = empty_like(sw), db = empty_like(sw);
+    Tensor dx = empty_like(sx), dw, db;
     if (on_gpu(g)) {
       // The gradient x's producer already holds (the residual stream's, from
       // the residual add's other branch) is added in the kernel: dx is then
       // x's whole gradient (take_pending_grad), no in-place add after.
       const Tensor dres = take_pending_grad(0);
+      // dw and db in fp32 when w and b are autocast's copies of fp32 masters
+      // (takes_wide_grad): no casts back after the kernel.
+      const bool wide = dtype_size(sw.dtype()) == 2 && takes_wide_grad(1) && takes_wide_grad(2);
+      dw = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
+      db = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
       Tensor scratch = Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C)}, DType::f32, g.device());
       ENGINE_GPU_CALL(g.device(), fused_residual_layernorm_backward, storage_of(g.dtype()), g.data_ptr(), sx.data_ptr(),
                       sw.data_ptr(), mean.data<float>(), rstd.data<float>(), dres.defined() ? dres.data_ptr() : nullptr,
-                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), scratch.data<float>(), N, C, nullptr);
+                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), wide, scratch.data<float>(), N, C, nullptr);
     } else {
+      dw = empty_like(sw), db = empty_like(sw);
       dispatch_float(g.dtype(), [&]<typename T>() {
         cpu::layernorm_backward(g.data<T>(), sx.data<T>(), sw.data<T>(), mean.data<T>(), rstd.data<T>(), dx.data<T>(),
                                 dw.data<T>(), db.data<T>(), N, C);

@@ -7,7 +7,10 @@
 // the fused op saves at least a read and a write of the (rows, out)
 // activation per call. It rounds r + b first and then adds the product, not
 // as linear then add do (the sum in another order).
-// emu and cuda: linear then add, the same values as the two ops.
+// emu and cuda: one GEMM whose epilogue adds r and b (Epilogue::
+// bias_residual: cuBLASLt's C = r with beta 1 into a separate D, the BIAS
+// epilogue), one rounding: unfused, linear writes C and add reads it back
+// with r, 3 (rows, out) passes where the GEMM's read of r is one.
 // Backward: matmul's for x, W and b (engine/ops/matmul.cpp); r's gradient
 // is g itself.
 #include "engine/ops/matmul_plan.h"
@@ -30,15 +33,18 @@ Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const 
   const MatmulDims d = matmul_dims(x, w, Trans::N, Trans::T);
   ENGINE_CHECK(r.shape() == d.out_shape, "linear_residual: residual ", r.desc(), " does not match the output ",
                shape_str(d.out_shape), " of ", x.desc(), " @ ", w.desc(), "^T");
-  if (on_gpu(x)) return add(r, linear(x, w, b));
   Tensor out = Tensor::empty(d.out_shape, t, x.device());
   const GemmPlan plan = plan_forward(d, Trans::N, Trans::T);
   ENGINE_CHECK(plan.size() == 1 && plan[0].call.batch == 1, "linear_residual: a shared weight is one GEMM");
-  const GemmCall& c = plan[0].call;
-  dispatch_float(t, [&]<typename T>() {
-    cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x.data<T>(), c.lda, w.data<T>(), c.ldb, b.data<T>(), r.data<T>(),
-                      c.ldc, out.data<T>(), c.ldc);
-  });
+  if (on_gpu(x)) {
+    run_plan(plan, x, w, Tensor(), out, {.bias = b, .residual = r});
+  } else {
+    const GemmCall& c = plan[0].call;
+    dispatch_float(t, [&]<typename T>() {
+      cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x.data<T>(), c.lda, w.data<T>(), c.ldb, b.data<T>(), r.data<T>(),
+                        c.ldc, out.data<T>(), c.ldc);
+    });
+  }
   const bool rec = needs_record({x, w, b, r});
   Tensor sx = rec ? x.detach() : Tensor(), sw = rec ? w.detach() : Tensor();
   record("linear_residual", out, {x, w, b, r}, [sx, sw, d](const Tensor& g, const std::vector<bool>& needs) {

@@ -135,13 +135,13 @@ bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d) {
 namespace {
 #if defined(ENGINE_HAVE_CUDA)
 // One plan step on the cuda device through its cuBLASLt context, into `out`
-// (a tensor in the plan's storage). `bias` is read (bias, gelu_aux_bias) or
-// written (bgrad); `aux` is gelu_aux_bias's. K = 0 (C = beta C + bias,
-// nothing to multiply) is left to the hand-written GEMM, which handles it;
-// cuBLASLt rejects empty reductions.
-void cublaslt_step(const Tensor& out, const GemmCall& call, const void* x, const void* y, const void* bias,
-                   Epilogue epi, void* aux = nullptr) {
-  const gpu::Storage st = storage_of(out.dtype());
+// (a tensor in the plan's storage st, or fp32 for out_f32). `bias` is read
+// (bias, gelu_aux_bias, bias_residual) or written (bgrad); `aux` is the
+// epilogue's matrix. K = 0 (C = beta C + bias, nothing to multiply) is left
+// to the hand-written GEMM, which handles it; cuBLASLt rejects empty
+// reductions.
+void cublaslt_step(gpu::Storage st, const Tensor& out, const GemmCall& call, const void* x, const void* y,
+                   const void* bias, Epilogue epi, void* aux = nullptr) {
   if (call.M == 0 || call.N == 0 || call.batch == 0) return;
   if (call.K == 0) {
     ENGINE_CHECK(epi != Epilogue::bgrad, "matmul: no bias gradient of an empty product");
@@ -153,8 +153,8 @@ void cublaslt_step(const Tensor& out, const GemmCall& call, const void* x, const
   gemm(ctx.cublaslt(), call, st, x, y, out.data_ptr(), bias, epi, aux, mode, gpu::current_stream());
 }
 
-// Whether cuBLASLt can write this step's GELU aux matrix (kernels/gemm/
-// cublaslt.h: ld and batch stride multiples of 8); empty steps trivially can.
+// Whether cuBLASLt can read or write this step's GELU aux matrix (kernels/
+// gemm/cublaslt.h: ld and batch stride multiples of 8); empty steps trivially can.
 bool lt_takes_aux(const GemmCall& c) {
   return c.M == 0 || c.N == 0 || c.K == 0 || c.batch == 0 || lt_aux_ok(plan_cublaslt(c));
 }
@@ -163,82 +163,108 @@ bool lt_takes_aux(const GemmCall& c) {
 // A step profile's name for one GEMM (kernels/kernel_cost.h): its shape, so
 // the table shows each class apart (lm_head's unaligned products above all).
 std::string gemm_name(const GemmCall& c, Epilogue epi, const kprof::Cost& cost) {
-  static const char* const kEpi[] = {"", " +bias", " +bias+gelu", " +bias+gelu", " +dbias"};
+  static const char* const kEpi[] = {"",        " +bias",          " +bias+gelu", " +bias+gelu",
+                                     " +dbias", " +bias+residual", " +dgelu"};
   return cat("gemm ", c.M, "x", c.N, "x", c.K, c.batch > 1 ? cat(" x", c.batch) : "", kEpi[int(epi)],
-             cost.aligned ? "" : " unaligned");
+             c.out_f32 ? " f32out" : "", cost.aligned ? "" : " unaligned");
 }
 }  // namespace
 
 namespace detail {
+bool wide_output_ok(const GemmPlan& plan, Device dev) {
+  if (dev.type == DeviceType::cpu) return false;
+  for (const GemmStep& s : plan)
+    if (s.call.ta != Trans::T || s.call.tb != Trans::N) return false;
+  return !plan.empty();
+}
+
 void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
-              const Tensor& bias, const Tensor& dbias, const Tensor& aux) {
-  ENGINE_CHECK(!bias.defined() || (plan.size() == 1 && plan[0].call.beta == 0.f),
-               "matmul: a bias needs a one-GEMM plan that overwrites its output");
-  ENGINE_CHECK(!aux.defined() || bias.defined(), "matmul: the GELU epilogue needs a bias");
+              const PlanEpilogue& e) {
+  const bool one_step = plan.size() == 1 && plan[0].call.beta == 0.f;
+  ENGINE_CHECK(!e.bias.defined() || one_step, "matmul: a bias needs a one-GEMM plan that overwrites its output");
+  ENGINE_CHECK((!e.gelu_pre.defined() && !e.residual.defined()) || e.bias.defined(),
+               "matmul: the GELU and residual epilogues need a bias");
+  ENGINE_CHECK((!e.residual.defined() && !e.dgelu_pre.defined()) || (one_step && on_gpu(out)),
+               "matmul: the residual and GELU-gradient epilogues are one GEMM on emu/cuda");
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
-  const Epilogue epi = dbias.defined()  ? Epilogue::bgrad
-                       : aux.defined()  ? Epilogue::gelu_aux_bias
-                       : bias.defined() ? Epilogue::bias
-                                        : Epilogue::none;
+  const Epilogue epi = e.dbias.defined()       ? Epilogue::bgrad
+                       : e.gelu_pre.defined()  ? Epilogue::gelu_aux_bias
+                       : e.residual.defined()  ? Epilogue::bias_residual
+                       : e.dgelu_pre.defined() ? Epilogue::dgelu
+                       : e.bias.defined()      ? Epilogue::bias
+                                               : Epilogue::none;
+  const Tensor& aux = e.gelu_pre.defined() ? e.gelu_pre : e.residual.defined() ? e.residual : e.dgelu_pre;
+  for (const Tensor* t : {&aux, &e.bias})
+    ENGINE_CHECK(!t->defined() || t->dtype() == out.dtype(), "matmul: an epilogue operand ", t->desc(),
+                 " is not in the output's dtype ", dtype_name(out.dtype()));
   if (on_gpu(out)) {
-    const size_t es = dtype_size(out.dtype());
-    for (const GemmStep& s : plan) {
+    // The operands' storage; the output's is fp32 where a weight gradient is written wide.
+    const DType in_t = plan.empty() ? out.dtype() : pick(plan[0].first).dtype();
+    const bool wide = out.dtype() != in_t;
+    ENGINE_CHECK(!wide || (out.dtype() == DType::f32 && wide_output_ok(plan, out.device()) &&
+                           (epi == Epilogue::none || epi == Epilogue::bgrad)),
+                 "matmul: an ", dtype_name(out.dtype()), " output of ", dtype_name(in_t),
+                 " operands is an fp32 weight gradient (G^T X) only");
+    ENGINE_CHECK(!e.dbias.defined() || e.dbias.dtype() == out.dtype(), "matmul: the bias gradient ", e.dbias.desc(),
+                 " is not in the output's dtype");
+    const gpu::Storage st = storage_of(in_t);
+    const size_t es = dtype_size(in_t);
+    // bgrad writes dbias through the bias pointer (cuBLASLt's convention).
+    const void* bias = epi == Epilogue::bgrad ? e.dbias.data_ptr() : e.bias.defined() ? e.bias.data_ptr() : nullptr;
+    void* aux_p = aux.defined() ? aux.data_ptr() : nullptr;
+    for (GemmStep s : plan) {
+      s.call.out_f32 = wide;
       const char* x = static_cast<const char*>(pick(s.first).data_ptr()) + s.offset_first * int64_t(es);
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
       // The step profile sees one GEMM whichever executor runs it (cuBLASLt, or ours on emu).
       kprof::Scope profiled;
       if (kprof::listening()) {
-        const kprof::Cost cost = kcost::tiled_gemm(storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
-                                                   bias.defined() ? bias.data_ptr() : nullptr, epi,
-                                                   aux.defined() ? aux.data_ptr() : nullptr, nullptr);
+        const kprof::Cost cost = kcost::tiled_gemm(st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
         profiled.begin(gemm_name(s.call, epi, cost).c_str(), cost);
       }
 #if defined(ENGINE_HAVE_CUDA)
       if (out.device().type == DeviceType::cuda) {
-        if (epi == Epilogue::bgrad) {
-          cublaslt_step(out, s.call, x, y, dbias.data_ptr(), epi);
-        } else if (epi == Epilogue::gelu_aux_bias && !lt_takes_aux(s.call)) {
+        if (epi == Epilogue::gelu_aux_bias && !lt_takes_aux(s.call)) {
           // cuBLASLt cannot lay out this aux: the bias epilogue into aux, then GELU.
-          cublaslt_step(aux, s.call, x, y, bias.data_ptr(), Epilogue::bias);
-          cudak::gelu_forward(storage_of(out.dtype()), aux.data_ptr(), out.data_ptr(), out.numel(), nullptr);
+          cublaslt_step(st, aux, s.call, x, y, bias, Epilogue::bias);
+          cudak::gelu_forward(st, aux.data_ptr(), out.data_ptr(), out.numel(), nullptr);
+        } else if (epi == Epilogue::dgelu && !lt_takes_aux(s.call)) {
+          // Nor this one: the product, then GELU's backward over it.
+          cublaslt_step(st, out, s.call, x, y, nullptr, Epilogue::none);
+          cudak::gelu_backward(st, aux.data_ptr(), out.data_ptr(), out.data_ptr(), out.numel(), nullptr);
         } else {
-          cublaslt_step(out, s.call, x, y, bias.defined() ? bias.data_ptr() : nullptr, epi,
-                        aux.defined() ? aux.data_ptr() : nullptr);
+          cublaslt_step(st, out, s.call, x, y, bias, epi, aux_p);
         }
         continue;
       }
 #endif
-      // bgrad writes dbias through the bias pointer (cuBLASLt's convention).
-      ENGINE_GPU_CALL(out.device(), tiled_gemm, storage_of(out.dtype()), s.call, x, y, out.data_ptr(),
-                      epi == Epilogue::bgrad ? dbias.data_ptr()
-                      : bias.defined()       ? bias.data_ptr()
-                                             : nullptr,
-                      epi, aux.defined() ? aux.data_ptr() : nullptr, nullptr);
+      ENGINE_GPU_CALL(out.device(), tiled_gemm, st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
     }
     return;
   }
-  // The cpu: the product (plus bias) goes to aux when there is one, then GELU
-  // into out. The bias is added as each tile of C is stored (cpu::gemm_bias),
-  // or, for a batched product, written into C first and the GEMM adds to it
-  // (beta 1): no pass over C of its own either way.
+  // The cpu: the product (plus bias) goes to gelu_pre when there is one, then
+  // GELU into out. The bias is added as each tile of C is stored
+  // (cpu::gemm_bias), or, for a batched product, written into C first and the
+  // GEMM adds to it (beta 1): no pass over C of its own either way.
+  ENGINE_CHECK(!e.dbias.defined(), "matmul: the bias-gradient epilogue runs on emu/cuda");
   dispatch_float(out.dtype(), [&]<typename T>() {
-    const Tensor& dst = aux.defined() ? aux : out;
+    const Tensor& dst = e.gelu_pre.defined() ? e.gelu_pre : out;
     for (GemmStep s : plan) {
       const T* x = pick(s.first).data<T>() + s.offset_first;
       const T* y = pick(s.second).data<T>() + s.offset_second;
       const GemmCall& c = s.call;
-      if (bias.defined() && c.batch == 1 && c.alpha == 1.f) {  // a one-step plan (checked above) with beta 0
-        cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x, c.lda, y, c.ldb, bias.data<T>(), nullptr, 0, dst.data<T>(),
+      if (e.bias.defined() && c.batch == 1 && c.alpha == 1.f) {  // a one-step plan (checked above) with beta 0
+        cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x, c.lda, y, c.ldb, e.bias.data<T>(), nullptr, 0, dst.data<T>(),
                           c.ldc);
         continue;
       }
-      if (bias.defined()) {
-        cpu::bias_fill<T>(dst.data<T>(), bias.data<T>(), dst.numel() / bias.numel(), bias.numel());
+      if (e.bias.defined()) {
+        cpu::bias_fill<T>(dst.data<T>(), e.bias.data<T>(), dst.numel() / e.bias.numel(), e.bias.numel());
         s.call.beta = 1.f;
       }
       cpu::gemm_call<T>(s.call, x, y, dst.data<T>());
     }
-    if (aux.defined()) cpu::gelu_forward<T>(aux.data<T>(), out.data<T>(), out.numel());
+    if (e.gelu_pre.defined()) cpu::gelu_forward<T>(e.gelu_pre.data<T>(), out.data<T>(), out.numel());
   });
 }
 
@@ -247,16 +273,32 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
   std::vector<Tensor> grads(3);
   if (needs[0]) {
     grads[0] = empty_like(sa);
-    run_plan(plan_grad_a(d, ta, tb), sa, sb, g, grads[0]);
+    const GemmPlan grad_a = plan_grad_a(d, ta, tb);
+    // A GELU's derivative offered by A's producer (linear_gelu, whose output
+    // this product consumed) is this GEMM's epilogue on emu/cuda: dA comes
+    // out as the gradient of the GELU's input, with no pass of its own.
+    GradEpilogue* offer = on_gpu(g) && grad_a.size() == 1 ? offered_grad_epilogue(0) : nullptr;
+    if (offer && offer->gelu_pre.defined() && offer->gelu_pre.shape() == sa.shape() &&
+        offer->gelu_pre.dtype() == sa.dtype()) {
+      run_plan(grad_a, sa, sb, g, grads[0], {.dgelu_pre = offer->gelu_pre});
+      offer->applied = true;
+    } else {
+      run_plan(grad_a, sa, sb, g, grads[0]);
+    }
   }
   // On emu/cuda, a linear layer's bias gradient comes out of the dW GEMM's
   // epilogue (cuBLASLt's BGRADB; ours on emu) instead of a second pass over G.
   const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
   const bool fuse_dbias = needs[1] && needs[2] && on_gpu(g) && bias_grad_fusable(grad_b, d);
-  if (needs[2]) grads[2] = Tensor::empty({d.N}, g.dtype(), g.device());
+  // Written in fp32 from 16-bit operands when B is a cast of an fp32 master
+  // weight (autocast's) that takes it (takes_wide_grad): no cast back after the
+  // GEMM. The fused bias gradient is then fp32 too, so its cast must take it.
+  const bool wide = needs[1] && dtype_size(g.dtype()) == 2 && takes_wide_grad(1) &&
+                    wide_output_ok(grad_b, g.device()) && (!fuse_dbias || takes_wide_grad(2));
+  if (needs[2]) grads[2] = Tensor::empty({d.N}, fuse_dbias && wide ? DType::f32 : g.dtype(), g.device());
   if (needs[1]) {
-    grads[1] = empty_like(sb);
-    run_plan(grad_b, sa, sb, g, grads[1], Tensor(), fuse_dbias ? grads[2] : Tensor());
+    grads[1] = Tensor::empty(sb.shape(), wide ? DType::f32 : sb.dtype(), sb.device());
+    run_plan(grad_b, sa, sb, g, grads[1], {.dbias = fuse_dbias ? grads[2] : Tensor()});
   }
   if (needs[2] && !fuse_dbias) {
     const Tensor& dbias = grads[2];
@@ -279,7 +321,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Trans ta, Trans tb, const Tensor
     ENGINE_CHECK(bias.ndim() == 1 && bias.size(0) == d.N, "matmul: bias ", bias.desc(), " does not match ", d.N,
                  " output columns of ", a.desc(), " @ ", b.desc());
   Tensor out = Tensor::empty(d.out_shape, t, a.device());
-  run_plan(plan_forward(d, ta, tb), a, b, Tensor(), out, bias);
+  run_plan(plan_forward(d, ta, tb), a, b, Tensor(), out, {.bias = bias});
   const bool rec = needs_record({a, b, bias});
   Tensor sa = rec ? a.detach() : Tensor(), sb = rec ? b.detach() : Tensor();
   record("matmul", out, {a, b, bias}, [sa, sb, ta, tb, d](const Tensor& g, const std::vector<bool>& needs) {

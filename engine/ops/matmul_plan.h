@@ -41,16 +41,33 @@ GemmPlan plan_grad_b(const MatmulDims& d, Trans ta, Trans tb);
 // of G, is cuBLASLt's bias-gradient epilogue of that same GEMM.
 bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d);
 
+// What a plan's GEMM does besides the product (kernels/gemm/gemm.h's
+// Epilogue), for one-step plans, each field undefined when unused:
+//   bias:     added to every row (the GEMM's epilogue on a GPU; on the cpu
+//             cpu::gemm_bias, or for a batched product written into C first
+//             and a beta = 1 GEMM);
+//   gelu_pre: with bias, out = gelu(pre) and gelu_pre = pre, the
+//             pre-activation (gelu_aux_bias; on the cpu: GEMM into
+//             gelu_pre, then cpu::gelu_forward);
+//   residual: with bias, out = residual + product + bias (bias_residual,
+//             emu/cuda);
+//   dgelu_pre: out = gelu'(dgelu_pre) * product, GELU's backward in the
+//             GEMM that computes its output's gradient (dgelu, emu/cuda);
+//   dbias:    receives the bias gradient from the epilogue (bgrad,
+//             emu/cuda, bias_grad_fusable plans).
+struct PlanEpilogue {
+  Tensor bias = {}, gelu_pre = {}, residual = {}, dgelu_pre = {}, dbias = {};
+};
+
 // Runs a plan into `out` on its device (OpenBLAS, the hand-written GEMM or
-// cuBLASLt), `a`, `b`, `g` feeding the steps' operands. Epilogues, for
-// one-step plans: `bias` is added to every row (the GEMM's epilogue on a GPU,
-// on the cpu cpu::gemm_bias, or for a batched product written into C first
-// and a beta = 1 GEMM); with `aux` as well, out = gelu(pre) and
-// aux = pre, the pre-activation (gelu_aux_bias; on the cpu: GEMM into aux,
-// then cpu::gelu_forward); `dbias` (cuda only, bias_grad_fusable plans)
-// receives the bias gradient from the epilogue.
+// cuBLASLt), `a`, `b`, `g` feeding the steps' operands. `out` is in the
+// operands' dtype, or fp32 of 16-bit operands on emu/cuda where the plan's
+// GEMMs are G^T X (out_f32: a weight gradient written in fp32, with dbias
+// in fp32 as well: wide_output_ok).
 void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
-              const Tensor& bias = Tensor(), const Tensor& dbias = Tensor(), const Tensor& aux = Tensor());
+              const PlanEpilogue& epi = {});
+// Whether a plan's GEMMs can write an fp32 `out` of 16-bit operands on dev.
+bool wide_output_ok(const GemmPlan& plan, Device dev);
 
 // matmul's backward for C = op(A) op(B) (+ bias) given G = dL/dC: the
 // gradients {dA, dB, dbias} that `needs` asks for (undefined otherwise), from

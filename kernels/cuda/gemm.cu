@@ -8,6 +8,8 @@
 // the storage type on store.
 #include "kernels/cuda/gemm.h"
 
+#include <type_traits>
+
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/storage.cuh"
 
@@ -79,20 +81,26 @@ __device__ __forceinline__ void stage_tile(const T* __restrict__ p, int64_t ld, 
 // Preconditions: M, N >= 1 (K may be 0: C = beta C + bias); beta == 0 never
 // reads C; C does not alias A or B; ragged edges of M, N, K are bounds-checked
 // (out-of-range operands load as 0); bias is nullptr for Epilogue::none and
-// set otherwise; aux is set exactly for gelu_aux_bias and aliases nothing.
+// dgelu and set otherwise; aux is set for gelu_aux_bias (written),
+// bias_residual and dgelu (read) and aliases nothing.
 // Epilogue::bgrad (a linear layer's dW = G^T X; cuBLASLt's BGRADB, our A
 // its B): dbias is written (bias is nullptr), dbias[m] = sum over k of
 // op(A)[m, k] (G's column sums), by the blocks of the first column tile as
 // they stream A's tiles through shared memory, in k order (deterministic);
 // only for TA == T and batch 1.
+// TC, the type of C and dbias: T, or float for 16-bit A and B (out_f32: a
+// weight gradient written in fp32, one rounding less).
 // bytes (per batch, with tile reuse) = sizeof(T) * (M K ceil(N/64) + K N ceil(M/64)
-//   + M N (beta != 0 ? 2 : 1) + N (bias) + M (dbias) + M N (aux));
-// flops = 2 M N K per batch (+ ~20 M N for GELU, + M K for the bias gradient).
-template <typename T, Trans TA, Trans TB>
+//   + N (bias) + M N (aux)) + sizeof(TC) * (M N (beta != 0 ? 2 : 1) + M (dbias));
+// flops = 2 M N K per batch (+ ~20 M N for GELU, ~30 M N for its gradient, + M K
+// for the bias gradient).
+template <typename T, typename TC, Trans TA, Trans TB>
 __global__ void __launch_bounds__(kThreads)
-    tiled_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, const T* __restrict__ bias,
-                      Epilogue epi, T* __restrict__ aux, T* __restrict__ dbias, GemmCall c) {
+    tiled_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B, TC* __restrict__ C, const T* __restrict__ bias,
+                      Epilogue epi, T* __restrict__ aux, TC* __restrict__ dbias, GemmCall c) {
   const bool gelu = epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias;
+  // aux is written (the pre-activation) or read (the residual, GELU's input).
+  const bool aux_out = epi == Epilogue::gelu_aux_bias;
   // bgrad: thread t of a first-column block sums row m0 + t of op(A).
   const bool bgrad = dbias != nullptr && blockIdx.x == 0;
   static_assert(kThreads == kBM, "bgrad: one thread per row of the block's tile");
@@ -104,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t z = blockIdx.z; z < c.batch; z += gridDim.z) {
     const T* a = A + z * c.stride_a;
     const T* b = B + z * c.stride_b;
-    T* cz = C + z * c.stride_c;
+    TC* cz = C + z * c.stride_c;
     T* auxz = aux != nullptr ? aux + z * c.stride_c : nullptr;
     float acc[kTM][kTN] = {};
     const int m_left = int(c.M - m0 < kBM ? c.M - m0 : kBM), n_left = int(c.N - n0 < kBN ? c.N - n0 : kBN);
@@ -136,10 +144,12 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();  // the next stage overwrites the tiles
     }
-    // Epilogue: alpha, beta (reading C in its storage type) and bias, then
-    // one rounding to the storage type. GELU starts from that rounded
-    // pre-activation, exactly as activation.cu's GELU reading it back from
-    // memory would: the fused op equals linear then gelu bit for bit.
+    // Epilogue: alpha, beta (reading C in its storage type), the residual
+    // (as cuBLASLt's beta C) and bias, then one rounding to C's type. GELU
+    // starts from that rounded pre-activation, exactly as activation.cu's
+    // GELU reading it back from memory would: the fused op equals linear then
+    // gelu bit for bit. Likewise GELU's gradient multiplies the rounded
+    // product, as activation.cu's gelu_backward reading it back would.
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
       const int64_t m = m0 + ty + i * kThreadsY;
@@ -148,16 +158,19 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < kTN; ++j) {
         const int64_t n = n0 + tx + j * kThreadsX;
         if (n >= c.N) continue;
-        T* p = cz + m * c.ldc + n;
+        TC* p = cz + m * c.ldc + n;
         float v = c.alpha * acc[i][j];
         if (c.beta != 0.f) v = fmaf(c.beta, to_f32(*p), v);
+        if (epi == Epilogue::bias_residual) v += to_f32(auxz[m * c.ldc + n]);
         if (bias != nullptr) v += to_f32(bias[n]);
-        const T pre = from_f32<T>(v);
-        if (auxz != nullptr) auxz[m * c.ldc + n] = pre;
-        *p = gelu ? from_f32<T>(gelu_f(to_f32(pre))) : pre;
+        const TC pre = from_f32<TC>(v);
+        if (aux_out) auxz[m * c.ldc + n] = from_f32<T>(v);
+        *p = gelu                     ? from_f32<TC>(gelu_f(to_f32(pre)))
+             : epi == Epilogue::dgelu ? from_f32<TC>(gelu_grad_f(to_f32(auxz[m * c.ldc + n]), to_f32(pre)))
+                                      : pre;
       }
     }
-    if (bgrad && m0 + t < c.M) dbias[m0 + t] = from_f32<T>(row_sum);
+    if (bgrad && m0 + t < c.M) dbias[m0 + t] = from_f32<TC>(row_sum);
   }
 }
 
@@ -192,15 +205,15 @@ __global__ void __launch_bounds__(kBiasCols* kBiasRowGroups)
 }
 
 namespace {
-template <typename T, Trans TA, Trans TB>
+template <typename T, typename TC, Trans TA, Trans TB>
 void launch_gemm(const GemmCall& c, const void* A, const void* B, void* C, const void* bias, Epilogue epi, void* aux,
                  void* stream) {
   const dim3 grid(ceil_div(c.N, kBN), ceil_div(c.M, kBM), unsigned(c.batch < 65535 ? c.batch : 65535));
   // bgrad writes the launcher's bias pointer (cuBLASLt's convention): the kernel's dbias.
   const bool bgrad = epi == Epilogue::bgrad;
-  LAUNCH_KERNEL(tiled_gemm_kernel<T, TA, TB>, grid, kThreads, 0, as_stream(stream), static_cast<const T*>(A),
-                static_cast<const T*>(B), static_cast<T*>(C), bgrad ? nullptr : static_cast<const T*>(bias), epi,
-                static_cast<T*>(aux), bgrad ? static_cast<T*>(const_cast<void*>(bias)) : nullptr, c);
+  LAUNCH_KERNEL(tiled_gemm_kernel<T, TC, TA, TB>, grid, kThreads, 0, as_stream(stream), static_cast<const T*>(A),
+                static_cast<const T*>(B), static_cast<TC*>(C), bgrad ? nullptr : static_cast<const T*>(bias), epi,
+                static_cast<T*>(aux), bgrad ? static_cast<TC*>(const_cast<void*>(bias)) : nullptr, c);
 }
 }  // namespace
 
@@ -210,21 +223,34 @@ void tiled_gemm(gpu::Storage st, const GemmCall& c, const void* A, const void* B
                ", K ", c.K, ", batch ", c.batch, ")");
   ENGINE_CHECK(epi != Epilogue::bgrad || (c.ta == Trans::T && c.batch == 1),
                "tiled_gemm: the bias-gradient epilogue sums op(A)'s rows: A transposed, one batch");
-  ENGINE_CHECK(epi == Epilogue::none || bias != nullptr, "tiled_gemm: the epilogue needs a bias pointer");
-  ENGINE_CHECK((epi == Epilogue::gelu_aux_bias) == (aux != nullptr),
-               "tiled_gemm: an aux pointer goes with the gelu_aux_bias epilogue, and only with it");
+  ENGINE_CHECK(epi == Epilogue::none || epi == Epilogue::dgelu || bias != nullptr,
+               "tiled_gemm: the epilogue needs a bias pointer");
+  ENGINE_CHECK(epi != Epilogue::dgelu || bias == nullptr, "tiled_gemm: the GELU-gradient epilogue takes no bias");
+  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu;
+  ENGINE_CHECK(takes_aux == (aux != nullptr),
+               "tiled_gemm: an aux matrix goes with the gelu_aux_bias, bias_residual and dgelu epilogues, and only "
+               "with them");
+  ENGINE_CHECK(epi != Epilogue::bias_residual || c.beta == 0.f,
+               "tiled_gemm: the residual epilogue adds aux in place of beta C (beta must be 0)");
+  ENGINE_CHECK(!c.out_f32 || (st != gpu::Storage::f32 && c.ta == Trans::T && c.tb == Trans::N),
+               "tiled_gemm: an fp32 C of 16-bit operands is a weight gradient's G^T X (A transposed, B not)");
+  ENGINE_CHECK(!c.out_f32 || epi == Epilogue::none || epi == Epilogue::bgrad,
+               "tiled_gemm: an fp32 C of 16-bit operands takes no epilogue but the bias gradient");
   if (c.M == 0 || c.N == 0 || c.batch == 0) return;
   if (epi == Epilogue::none) bias = nullptr;
   ENGINE_CHECK((c.M + kBM - 1) / kBM <= 65535, "tiled_gemm: M = ", c.M, " needs more than 65535 row tiles");
   dispatch_storage(st, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, float>) {
+      if (c.out_f32) return launch_gemm<T, float, Trans::T, Trans::N>(c, A, B, C, bias, epi, aux, stream);
+    }
     if (c.ta == Trans::N && c.tb == Trans::N)
-      launch_gemm<T, Trans::N, Trans::N>(c, A, B, C, bias, epi, aux, stream);
+      launch_gemm<T, T, Trans::N, Trans::N>(c, A, B, C, bias, epi, aux, stream);
     else if (c.ta == Trans::N)
-      launch_gemm<T, Trans::N, Trans::T>(c, A, B, C, bias, epi, aux, stream);
+      launch_gemm<T, T, Trans::N, Trans::T>(c, A, B, C, bias, epi, aux, stream);
     else if (c.tb == Trans::N)
-      launch_gemm<T, Trans::T, Trans::N>(c, A, B, C, bias, epi, aux, stream);
+      launch_gemm<T, T, Trans::T, Trans::N>(c, A, B, C, bias, epi, aux, stream);
     else
-      launch_gemm<T, Trans::T, Trans::T>(c, A, B, C, bias, epi, aux, stream);
+      launch_gemm<T, T, Trans::T, Trans::T>(c, A, B, C, bias, epi, aux, stream);
   });
 }
 

@@ -2,7 +2,9 @@
 // N rows, forward (saving fp32 mean and rstd per row), the residual add fused
 // with the forward, and the backward (dx, dweight, dbias; deterministic),
 // which adds the residual stream's pending gradient into dx when given one
-// (dresidual; nullptr: the plain backward).
+// (dresidual; nullptr: the plain backward), and writes dweight/dbias in
+// fp32 for 16-bit storage when asked (param_grads_f32: the masters'
+// gradients of autocast's weight copies, no cast after).
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
@@ -43,14 +45,16 @@ inline int64_t layernorm_backward_blocks(int64_t N, int64_t C, Storage st) {
                                         double eps, void* stream);                                                   \
   void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,            \
                                          const float* mean, const float* rstd, const void* dresidual, void* dx,      \
-                                         void* dw, void* db, float* scratch, int64_t N, int64_t C, void* stream);
+                                         void* dw, void* db, bool param_grads_f32, float* scratch, int64_t N,        \
+                                         int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h): forward: bytes = N C (2 sizeof(T)) + 2 C
 // sizeof(T) + 8 N, flops ~ 8 N C; fused residual: bytes = N C (4 sizeof(T))
 // + 2 C sizeof(T) + 8 N, flops ~ 9 N C; backward: bytes = N C ((3 +
 // [dresidual]) sizeof(T)) + 8 N + C sizeof(T) + blocks 2 C 4 (the partials
-// written), then blocks 2 C 4 + 2 C sizeof(T) (read, dw and db written),
+// written), then blocks 2 C 4 + 2 C sizeof(T) (read, dw and db written;
+// 4 bytes for param_grads_f32),
 // flops ~ 15 N C + 2 blocks C, blocks the grid of the kernel the row width
 // takes (layernorm_backward_blocks).
 namespace eng::kcost {
@@ -66,10 +70,11 @@ inline kprof::Cost fused_residual_layernorm_forward(gpu::Storage st, const void*
 }
 inline kprof::Cost fused_residual_layernorm_backward(gpu::Storage st, const void*, const void*, const void*,
                                                      const float*, const float*, const void* dresidual, void*, void*,
-                                                     void*, float*, int64_t N, int64_t C, void*) {
-  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+                                                     void*, bool param_grads_f32, float*, int64_t N, int64_t C, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st), tw = param_grads_f32 ? 4 : t;
   const double blocks = double(gpu::layernorm_backward_blocks(N, C, st));
-  return kprof::memory((dresidual ? 4 : 3) * nc * t + 8 * double(N) + 3 * double(C) * t + 16 * blocks * double(C),
-                       15 * nc + 2 * blocks * double(C));
+  return kprof::memory(
+      (dresidual ? 4 : 3) * nc * t + 8 * double(N) + double(C) * (t + 2 * tw) + 16 * blocks * double(C),
+      15 * nc + 2 * blocks * double(C));
 }
 }  // namespace eng::kcost

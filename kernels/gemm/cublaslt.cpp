@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -42,6 +43,10 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::bgrad:
       return CUBLASLT_EPILOGUE_BGRADB;  // our A is cuBLASLt's B (see the header)
+    case Epilogue::bias_residual:
+      return CUBLASLT_EPILOGUE_BIAS;  // the residual is C, with beta 1 (gemm below)
+    case Epilogue::dgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -57,7 +62,7 @@ uint32_t alignment(const void* p) {
 
 // Everything the descriptors and the heuristic depend on.
 using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+                       int64_t, int, int, int, bool, bool, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
 
 template <typename T>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
@@ -119,61 +124,57 @@ size_t CublasLtContext::cached_algorithms() const { return impl_->cache.size(); 
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
           const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream) {
   ENGINE_CHECK(compute_mode_fits(st, mode), "cublaslt: compute mode ", int(mode), " does not fit storage ", int(st));
-  ENGINE_CHECK(epi == Epilogue::none || bias, "cublaslt: the epilogue needs a bias pointer");
+  const bool dgelu = epi == Epilogue::dgelu, residual = epi == Epilogue::bias_residual;
+  ENGINE_CHECK(epi == Epilogue::none || dgelu || bias, "cublaslt: the epilogue needs a bias pointer");
   ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
-  ENGINE_CHECK((epi == Epilogue::gelu_aux_bias) == (aux != nullptr),
-               "cublaslt: an aux pointer goes with the gelu_aux_bias epilogue, and only with it");
-  const LtPlan p = plan_cublaslt(call);
-  ENGINE_CHECK(epi != Epilogue::gelu_aux_bias || lt_aux_ok(p), "cublaslt: gelu_aux_bias needs the aux ld (", p.aux_ld,
-               ") and batch stride (", p.aux_stride, ") divisible by 8");
+  ENGINE_CHECK((epi == Epilogue::gelu_aux_bias || dgelu || residual) == (aux != nullptr),
+               "cublaslt: an aux matrix goes with the gelu_aux_bias, dgelu and bias_residual epilogues, and only "
+               "with them");
+  ENGINE_CHECK(!residual || call.beta == 0.f, "cublaslt: the residual epilogue is C with beta 1 (call.beta must be 0)");
+  ENGINE_CHECK(!call.out_f32 || (st != gpu::Storage::f32 && (epi == Epilogue::none || epi == Epilogue::bgrad)),
+               "cublaslt: an fp32 D of 16-bit operands takes no epilogue but the bias gradient");
+  LtPlan p = plan_cublaslt(call);
+  if (residual) p.beta = 1.f;  // D = op(A) op(B) + R + bias, R read as cuBLASLt's C
+  ENGINE_CHECK((epi != Epilogue::gelu_aux_bias && !dgelu) || lt_aux_ok(p),
+               "cublaslt: the GELU epilogues need the aux ld (", p.aux_ld, ") and batch stride (", p.aux_stride,
+               ") divisible by 8");
   CUDA_CHECK(cudaSetDevice(ctx.device()));  // the workspace and the handle belong to this device
   const void* first = p.first_is_b ? B : A;
   const void* second = p.first_is_b ? A : B;
+  // cuBLASLt's C (read when beta != 0): the residual, else D itself.
+  const void* c_in = residual ? aux : C;
   CublasLtContext::Impl& im = ctx.impl();
 
-  const Key key{p.m,
-                p.n,
-                p.k,
-                int(p.transa),
-                int(p.transb),
-                p.a.ld,
-                p.b.ld,
-                p.c.ld,
-                p.a.stride,
-                p.b.stride,
-                p.c.stride,
-                p.batch,
-                int(st),
-                int(mode),
-                int(epi),
-                p.beta != 0.f,
-                alignment(first),
-                alignment(second),
-                alignment(C),
-                alignment(bias),
-                alignment(aux)};
+  const Key key{
+      p.m,           p.n,           p.k,          int(p.transa),    int(p.transb),     p.a.ld,       p.b.ld,
+      p.c.ld,        p.a.stride,    p.b.stride,   p.c.stride,       p.batch,           int(st),      int(mode),
+      int(epi),      p.beta != 0.f, call.out_f32, alignment(first), alignment(second), alignment(C), alignment(bias),
+      alignment(aux)};
   auto [it, fresh] = im.cache.try_emplace(key);
   Entry& e = it->second;
   if (fresh) {
     try {
       const cudaDataType_t t = data_type(st);
+      // D (and C, and a bias gradient) in fp32 for out_f32: bf16/fp16 A and B with
+      // an fp32 D is one of cuBLASLt's supported type combinations.
+      const cudaDataType_t td = call.out_f32 ? CUDA_R_32F : t;
       const cublasComputeType_t compute = mode == ComputeMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       CUBLAS_CHECK(cublasLtMatmulDescCreate(&e.desc, compute, CUDA_R_32F));
       set_desc(e.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op(p.transa)));
       set_desc(e.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op(p.transb)));
       set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(lt_epilogue(epi)));
-      if (epi != Epilogue::none) {
-        set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(t));
+      if (epi != Epilogue::none && !dgelu) {
+        set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(td));
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads its alignment
       }
-      if (epi == Epilogue::gelu_aux_bias) {  // aux has D's data type (the default) and C's layout
+      if (epi == Epilogue::gelu_aux_bias || dgelu) {  // aux has D's data type (the default) and C's layout
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.aux_ld);
         if (p.batch > 1) set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, p.aux_stride);
       }
       e.a = make_layout(t, p.a, p.batch);
       e.b = make_layout(t, p.b, p.batch);
-      e.c = make_layout(t, p.c, p.batch);
+      e.c = make_layout(td, p.c, p.batch);
 
       cublasLtMatmulPreference_t pref = nullptr;
       CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -183,7 +184,7 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
         const uint64_t ws = CublasLtContext::kWorkspaceBytes;
         CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-        const uint32_t align[3] = {alignment(first), alignment(second), alignment(C)};
+        const uint32_t align[3] = {alignment(first), alignment(second), std::min(alignment(C), alignment(c_in))};
         const cublasLtMatmulPreferenceAttributes_t attrs[3] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
@@ -202,12 +203,12 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
       im.cache.erase(it);  // never keep a half-built entry
       throw;
     }
-  } else if (epi != Epilogue::none) {
-    set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // same alignment (part of the key), new address
-    if (epi == Epilogue::gelu_aux_bias) set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  } else {  // same alignments (part of the key), new addresses
+    if (epi != Epilogue::none && !dgelu) set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    if (epi == Epilogue::gelu_aux_bias || dgelu) set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
   kprof::count_launch();  // one kernel, as the heuristic's algorithms run (no split-K reduction asked for)
-  CUBLAS_CHECK(cublasLtMatmul(im.handle, e.desc, &p.alpha, first, e.a, second, e.b, &p.beta, C, e.c, C, e.c, &e.algo,
+  CUBLAS_CHECK(cublasLtMatmul(im.handle, e.desc, &p.alpha, first, e.a, second, e.b, &p.beta, c_in, e.c, C, e.c, &e.algo,
                               im.workspace, CublasLtContext::kWorkspaceBytes, static_cast<cudaStream_t>(stream)));
 }
 

@@ -42,6 +42,15 @@
 //              B, and its per-column-of-D reduction over k is BGRADB.
 //              Only for batch == 1 (batched bias gradients would all write
 //              the same vector).
+//   bias_residual: C = op(A) op(B) + aux + bias, aux the residual stream:
+//              cuBLASLt's C with beta 1 (our beta must be 0) and D = our C,
+//              the BIAS epilogue; one rounding, as the hand-written GEMM.
+//   dgelu:     C = gelu_tanh'(aux) * op(A) op(B), aux the pre-activation
+//              laid out as C: cuBLASLt's DGELU with EPILOGUE_AUX_LD (ld
+//              divisible by 8, lt_aux_ok). cuBLASLt multiplies the fp32
+//              product, the hand-written GEMM its rounded value.
+// out_f32 (GemmCall): D, and a bias gradient, in fp32 of bf16/fp16 A and B
+// (with no epilogue or bgrad only): the fp32 weight gradients.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -69,10 +78,9 @@ bool compute_mode_fits(gpu::Storage st, ComputeMode mode);
 enum class LtOp : uint8_t { N, T };
 
 // One column-major cuBLASLt matmul, D = alpha op(A') op(B') + beta C' with
-// C' = D' in place. first = the pointer cuBLASLt takes as A' (always the
-// GemmCall's B: `first_is_b` documents it), second = as B'. Each matrix
-// layout is (rows, cols, ld) as stored, column-major, plus its batch stride
-// (0 shares the operand; cuBLASLt accepts stride 0).
+// C' = D' in place (but for bias_residual, whose C' is the residual). first = the pointer cuBLASLt takes as A' (always
+// the GemmCall's B: `first_is_b` documents it), second = as B'. Each matrix layout is (rows, cols, ld) as stored,
+// column-major, plus its batch stride (0 shares the operand; cuBLASLt accepts stride 0).
 struct LtLayout {
   int64_t rows = 0, cols = 0, ld = 0, stride = 0;
 };
@@ -122,9 +130,11 @@ class CublasLtContext {
 
 // C = alpha op(A) op(B) + beta C (+ epilogue), row-major GemmCall semantics,
 // on `stream` (a cudaStream_t; nullptr = the default stream). A, B, C, bias
-// are device pointers in storage st; `bias` is read for bias/gelu_bias/
-// gelu_aux_bias and written (length M) for bgrad, ignored for none; `aux`
-// (gelu_aux_bias only, else nullptr) receives the pre-activation, laid out as C.
+// are device pointers in storage st (C in fp32 for call.out_f32); `bias` is
+// read for bias/gelu_bias/gelu_aux_bias/bias_residual and written (length M)
+// for bgrad, ignored for none and dgelu; `aux`, laid out as C, receives the
+// pre-activation (gelu_aux_bias) or is read (bias_residual: the residual;
+// dgelu: the pre-activation), nullptr for the other epilogues.
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
           const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream);
 

@@ -20,6 +20,9 @@ enum class Trans : uint8_t { N, T };
 // op(A_i) (M, K), op(B_i) (K, N), C_i (M, N); lda/ldb/ldc are the row strides
 // of A, B, C as stored. stride_b = 0 shares one B across the batch. beta = 0
 // never reads C (it may hold garbage); beta = 1 accumulates (weight grads).
+// out_f32 (GPU executors, 16-bit A and B, A transposed and B not: a weight
+// gradient's G^T X): C, and a bias gradient, are fp32 instead of A's storage,
+// so mixed precision's fp32 weight gradients need no cast after the GEMM.
 // Plain data, so it can be passed by value to a kernel.
 struct GemmCall {
   Trans ta = Trans::N, tb = Trans::N;
@@ -28,6 +31,7 @@ struct GemmCall {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int64_t batch = 1;
   float alpha = 1.f, beta = 0.f;
+  bool out_f32 = false;
 };
 
 // What a GPU executor (the hand-written GEMM, cuBLASLt) does with the product
@@ -38,8 +42,16 @@ struct GemmCall {
 //   gelu_aux_bias: the same, and aux = t + bias[n] (the pre-activation GELU's
 //                  backward needs), aux laid out as C (ldc, stride_c)
 //   bgrad:         C = t, and bias[i] = sum_k op(A)[i, k] (cuBLASLt; ours for A transposed, one batch)
+//   bias_residual: C = t + bias[n] + aux[m, n]: a residual block's output
+//                  projection adding onto the residual stream, aux (read,
+//                  laid out as C) the stream; beta must be 0 (cuBLASLt: the
+//                  BIAS epilogue with aux as C, beta 1, into D)
+//   dgelu:         C = gelu_tanh'(aux[m, n]) * t, aux (read, laid out as C)
+//                  the pre-activation a GELU saved: the gradient through
+//                  GELU of the GEMM that computes its output's gradient
+//                  (cuBLASLt's DGELU)
 // Shared by both executors so that they take the same arguments.
-enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad };
+enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad, bias_residual, dgelu };
 
 namespace cpu {
 template <typename T>

@@ -9,8 +9,11 @@ against figures computed here from the model's shape, not from the engine:
               forward, twice backward);
   attention   forward FLOPs = L x 4 B NH T^2 HS / 2 (causal, the
               FlashAttention papers' count), backward 2.5 x forward;
-  gelu        gelu_backward bytes = L x 3 x tokens x 4C x the element size
-              (x and dout read, dx written; the forward is the GEMM's epilogue).
+  gelu        no gelu_backward pass: GELU's backward is the epilogue of the
+              MLP's input-gradient GEMM (+dgelu, L x ACCUM calls of
+              (B T) x 4C x C), which also reads the pre-activation: bytes =
+              the element size x L x (tokens C + ACCUM 4C C + 2 tokens 4C)
+              (the forward is the c_fc GEMM's epilogue).
 
 Usage: kernel_profile_check.py FILE totals
        kernel_profile_check.py FILE gpt2 L C V B T NH ELEM_BYTES ACCUM
@@ -62,5 +65,10 @@ if sys.argv[2] == "gpt2":
     fwd = L * accum * 4.0 * B * NH * T * T * HS / 2
     close(by_name["attention_forward"]["flops"], fwd, "attention forward FLOPs")
     close(by_name["attention_backward"]["flops"], 2.5 * fwd, "attention backward FLOPs")
-    close(by_name["gelu_backward"]["bytes"], L * 3.0 * tokens * 4 * C * elem, "gelu_backward bytes")
+    if "gelu_backward" in by_name:
+        fail("a gelu_backward pass: GELU's backward should be the +dgelu GEMM's epilogue")
+    dgelu = [r for r in rows if r["name"].endswith("+dgelu")]
+    if len(dgelu) != 1 or dgelu[0]["calls"] != L * accum:
+        fail(f"expected one +dgelu GEMM row of {L * accum} calls, got {[(r['name'], r['calls']) for r in dgelu]}")
+    close(dgelu[0]["bytes"], elem * L * (tokens * C + accum * 4.0 * C * C + 2.0 * tokens * 4 * C), "+dgelu GEMM bytes")
 print("ok:", len(rows), "rows,", sum(r["launches"] for r in rows), "launches")
