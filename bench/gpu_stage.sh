@@ -11,7 +11,11 @@
 #      the no-GPU form of it): the model's figures beside the measured ones;
 #   3. tokens/s at the config's micro-batch (64 x 1024, grad_accum 8: 524,288
 #      tokens a step; bench/gpu_microbatch_model.sh chose it), cuDNN's
-#      attention, O3: the metrics file is copied to OUT.
+#      attention, O3: the metrics file is copied to OUT;
+#   4. PyTorch's GPT-2 on the same card, token ids and step
+#      (bench/gpt2_torch_gpu.py: torch.compile, SDPA, bf16 autocast, fused
+#      AdamW; 64 x 1024 x 8, or 32 x 1024 x 16 if 64 runs out of memory), and
+#      the ratio of the two medians (steps after the first two).
 # Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,5 +61,37 @@ done
 if train_124m throughput 60 --steps 8 --log_every 1 --attention cudnn; then
   grep -E "^memory plan|^step " "$W/throughput.log" | tail -6
   cp "$W/throughput/metrics.jsonl" "$OUT/throughput_metrics.jsonl" 2>/dev/null || true
+fi
+# PyTorch's GPT-2 on the same card and token ids, the same 524,288 tokens a step.
+torch_run() {  # B ACCUM: into $W/torch.log; 0 when it ran to the end
+  local t
+  t=$(left)
+  if ((t < 120)); then
+    echo "note: no time left for PyTorch's GPT-2 ($t s)"
+    return 2
+  fi
+  echo "+ bench/gpt2_torch_gpu.py --batch_size $1 --grad_accum $2 (limit ${t}s)"
+  timeout -k 5 "$t" python3 "$root/bench/gpt2_torch_gpu.py" --train_bin "$W/stage-data/train.bin" --device cuda \
+    --batch_size "$1" --grad_accum "$2" --steps 6 --warmup 2 >"$W/torch.log" 2>&1
+}
+torch_run 64 8
+torch_rc=$?
+if ((torch_rc != 0 && torch_rc != 2)) && grep -q "OutOfMemoryError" "$W/torch.log"; then
+  echo "note: PyTorch's GPT-2 ran out of memory at 64 x 1024: 32 x 1024 x 16"
+  torch_run 32 16
+  torch_rc=$?
+fi
+if ((torch_rc == 0)); then
+  tail -3 "$W/torch.log"
+  cp "$W/torch.log" "$OUT/torch_gpt2.log"
+  python3 - "$W/throughput/metrics.jsonl" "$W/torch.log" <<'PY' || true
+import json, re, statistics, sys
+ours = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
+ours = statistics.median(r["tokens_per_s"] for r in ours[2:] or ours)
+torch = float(re.search(r"torch tokens/s: (\d+)", open(sys.argv[2]).read()).group(1))
+print(f"ours / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.2f}x")
+PY
+elif ((torch_rc != 2)); then
+  echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
 fi
 exit $rc

@@ -3,6 +3,7 @@
 // turn recording off for the training thread.
 #include "engine/autograd.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -124,6 +125,14 @@ Tensor take_pending_grad(size_t input) {
   return e.fn->grad_out;
 }
 
+Tensor take_leaf_grad(size_t input) {
+  if (!t_running || input >= t_running->next.size()) return Tensor();
+  const Edge& e = t_running->next[input];
+  if (!e.leaf || !e.leaf->grad) return Tensor();
+  (*t_taken)[input] = 1;
+  return Tensor(e.leaf->grad);
+}
+
 // The producer of input `input` of the running node, when the running node
 // is the only one that contributes to its gradient: no other consumer is
 // left (pending 1: this one) and none has contributed (grad_out empty).
@@ -137,6 +146,38 @@ static Node* sole_contributor_of(size_t input) {
 bool takes_wide_grad(size_t input) {
   const Node* up = sole_contributor_of(input);
   return up && up->accepts_wide_grad;
+}
+
+Tensor take_master_grad(size_t input) {
+  Node* up = sole_contributor_of(input);
+  if (!up || !up->accepts_wide_grad || up->next.size() != 1) return Tensor();
+  const Edge& master = up->next[0];
+  if (!master.leaf || !master.leaf->grad) return Tensor();
+  const std::shared_ptr<TensorImpl>& acc = master.leaf->grad;
+  const Shape& want = t_running->next[input].shape;
+  if (acc->dtype != DType::f32 || acc->shape.empty() || want.size() != acc->shape.size()) return Tensor();
+  if (want != acc->shape) {
+    // A copy padded with rows (the lm_head's): the master's gradient is
+    // the leading rows of a storage that holds the padded ones too (the
+    // first micro-batch's padded product, kept: accumulate_leaf's keepable),
+    // or it cannot be added into.
+    if (!std::equal(want.begin() + 1, want.end(), acc->shape.begin() + 1) || want[0] < acc->shape[0]) return Tensor();
+    const size_t bytes = size_t(shape_numel(want)) * 4;
+    if (acc->offset != 0 || acc->storage->bytes < bytes) return Tensor();
+  }
+  up->passes_master_grad = true;
+  auto view = std::make_shared<TensorImpl>(*acc);  // the same memory, the input's shape
+  view->shape = want;
+  view->grad.reset(), view->grad_fn.reset(), view->final_hooks.clear();
+  view->requires_grad = false;
+  return Tensor(std::move(view));
+}
+
+// Whether g is the memory of the leaf's gradient (handed on by a cast after
+// take_master_grad, as it is or as its leading rows).
+static bool is_leaf_grad(const Tensor& g, const TensorImpl* leaf) {
+  const TensorImpl* acc = leaf->grad.get();
+  return acc && g.impl()->storage == acc->storage && g.impl()->offset == acc->offset && g.shape() == acc->shape;
 }
 
 void accept_wide_grad(const Tensor& out) {
@@ -301,7 +342,11 @@ static void backward_from(const Tensor& root, const Tensor& grad, std::optional<
           up->grad_out = add(up->grad_out, g);
         if (--up->pending == 0) ready.push_back(e.fn);
       } else {
-        accumulate_leaf(e.leaf.get(), std::move(grads[i]));
+        if (taken[i] || n->passes_master_grad)  // added into in place (take_leaf_grad, take_master_grad)
+          ENGINE_CHECK(is_leaf_grad(g, e.leaf.get()), "backward of '", n->name, "': input ", i,
+                       "'s gradient was added into in place, and another tensor came back");
+        else
+          accumulate_leaf(e.leaf.get(), std::move(grads[i]));
         if (--leaf_pending[e.leaf.get()] == 0) leaf_done(e.leaf);
       }
     }

@@ -53,6 +53,9 @@ struct Node {
   // A cast of fp32 to 16 bits (autocast's): its backward takes an fp32
   // gradient as well as one in its output's dtype (takes_wide_grad).
   bool accepts_wide_grad = false;
+  // Set by take_master_grad: this cast's backward hands on its master's own
+  // gradient, already accumulated into in place (autograd adds nothing).
+  bool passes_master_grad = false;
   // What this node offers to have done to its output's gradient by the
   // GEMM that computes it (offered_grad_epilogue); dropped once it has run.
   std::shared_ptr<GradEpilogue> grad_epilogue;
@@ -118,6 +121,16 @@ std::optional<double> known_seed(const Tensor& g);
 // read: the pending tensor may be shared with other nodes.
 Tensor take_pending_grad(size_t input);
 
+// Inside a node's backward: the gradient leaf input `input` already holds (a
+// contribution made earlier in this backward, such as a tied weight's other
+// use, or an earlier micro-batch's), for the backward to add its own into
+// in place, where that costs less than a separate tensor and an add (the
+// embedding's backward touches only the rows its ids name). It must return
+// that same tensor as the input's gradient; autograd then keeps it as the
+// leaf's gradient and adds nothing. Undefined when the input is no leaf or
+// holds no gradient yet.
+Tensor take_leaf_grad(size_t input);
+
 // Inside a node's backward: whether input `input`'s gradient may be
 // returned in fp32 although the input is 16-bit. True for a cast of fp32 to
 // 16 bits (autocast's copy of a master weight: its node accepts_wide_grad)
@@ -125,6 +138,14 @@ Tensor take_pending_grad(size_t input);
 // that writes a weight gradient in fp32 then leaves nothing for the cast's
 // backward to do. False anywhere else.
 bool takes_wide_grad(size_t input);
+// Inside a node's backward, for an input that takes_wide_grad: the fp32
+// gradient its master (the leaf the cast reads) already holds, of the
+// input's shape, for the backward to accumulate its own into in place (a
+// weight gradient GEMM with beta 1: micro-batches' gradients add up with no
+// pass of their own); undefined when the master holds none yet. The
+// backward must return that tensor as the input's gradient; the cast hands
+// it on and autograd adds nothing.
+Tensor take_master_grad(size_t input);
 // Marks out's node (a cast of fp32 to 16 bits) as taking fp32 gradients; its
 // backward must then pass an fp32 gradient through as it is.
 void accept_wide_grad(const Tensor& out);

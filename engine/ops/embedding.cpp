@@ -2,6 +2,8 @@
 // On emu/cuda the backward is deterministic: the host buckets the token
 // positions by id (a stable counting sort, O(n + V)) and the kernel gathers
 // each row of dw from its bucket in position order (kernels/cuda/embedding.cu).
+// When the table already has a gradient (tied weights, micro-batches), the
+// backward adds into it, to the rows used only (take_leaf_grad).
 // The bucketing is stream-ordered (engine/graph.h): ids copied to host
 // staging, sorted in a host task, buckets copied back, all in the launch
 // order, so a CUDA graph of the training step redoes it for every new batch.
@@ -56,9 +58,17 @@ static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os, i
     });
     copy_async(d_order.data_ptr(), dev, h_order.get(), kCPU, id_bytes);
     copy_async(d_start.data_ptr(), dev, h_start.get(), kCPU, start_bytes);
-    Tensor dw = Tensor::empty({V, C}, g.dtype(), dev);
+    // A table that already holds a gradient (tied to the lm_head, whose
+    // backward ran first; an earlier micro-batch's) gets this one added in
+    // place, to the rows the ids name only (take_leaf_grad): no (V, C)
+    // tensor, no zero rows written, no add over the whole table.
+    Tensor dw = take_leaf_grad(0);
+    const bool accumulate = dw.defined() && dw.dtype() == g.dtype() && dw.shape() == Shape{V, C};
+    ENGINE_CHECK(accumulate || !dw.defined(), "embedding: the table's gradient ", dw.desc(), " is not (", V, ", ", C,
+                 ") in ", dtype_name(g.dtype()));
+    if (!accumulate) dw = Tensor::empty({V, C}, g.dtype(), dev);
     ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), g.data_ptr(), d_order.data<int32_t>(),
-                    d_start.data<int32_t>(), dw.data_ptr(), n, V, C, nullptr);
+                    d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C, nullptr);
     return std::vector<Tensor>{dw};
   });
   return out;

@@ -38,14 +38,29 @@ void record_layernorm(const char* name, Tensor& out, const Tensor& x, const Tens
       // x's whole gradient (take_pending_grad), no in-place add after.
       const Tensor dres = take_pending_grad(0);
       // dw and db in fp32 when w and b are autocast's copies of fp32 masters
-      // (takes_wide_grad): no casts back after the kernel.
+      // (takes_wide_grad): no casts back after the kernel; added into the
+      // masters' gradients when they hold some (take_master_grad: a later
+      // micro-batch), with no add after.
       const bool wide = dtype_size(sw.dtype()) == 2 && takes_wide_grad(1) && takes_wide_grad(2);
-      dw = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
-      db = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
+      gpu::ParamGrads mode = wide ? gpu::ParamGrads::f32 : gpu::ParamGrads::storage;
+      if (wide) {
+        dw = take_master_grad(1);
+        if (dw.defined()) db = take_master_grad(2);
+        if (dw.defined() && db.defined()) mode = gpu::ParamGrads::f32_add;
+        // One of the two without the other (a master that had none): both written fresh;
+        // a master taken alone is handed back as is, and must not be replaced.
+        ENGINE_CHECK(dw.defined() == db.defined(),
+                     "layernorm: the weight's and bias's masters disagree on holding a "
+                     "gradient (one was accumulated in place, the other not)");
+      }
+      if (mode != gpu::ParamGrads::f32_add) {
+        dw = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
+        db = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
+      }
       Tensor scratch = Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C)}, DType::f32, g.device());
       ENGINE_GPU_CALL(g.device(), fused_residual_layernorm_backward, storage_of(g.dtype()), g.data_ptr(), sx.data_ptr(),
                       sw.data_ptr(), mean.data<float>(), rstd.data<float>(), dres.defined() ? dres.data_ptr() : nullptr,
-                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), wide, scratch.data<float>(), N, C, nullptr);
+                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), mode, scratch.data<float>(), N, C, nullptr);
     } else {
       dw = empty_like(sw), db = empty_like(sw);
       dispatch_float(g.dtype(), [&]<typename T>() {

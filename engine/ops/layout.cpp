@@ -132,7 +132,7 @@ Tensor pad_rows(const Tensor& x, int64_t rows, DType dtype) {
   record("pad_rows", out, {x}, [in_shape, in_dtype, R](const Tensor& g, const std::vector<bool>&) {
     // The padding's gradient is dropped; a gradient in x's dtype already (an
     // fp32 one of a narrowing pad: takes_wide_grad) is kept as its leading rows.
-    if (g.dtype() == in_dtype) return std::vector<Tensor>{g.slice(0, R)};
+    if (g.dtype() == in_dtype) return std::vector<Tensor>{g.size(0) == R ? g : g.slice(0, R)};
     Tensor dx = Tensor::empty(in_shape, in_dtype, g.device());
     dx.copy_from(g.slice(0, R));
     return std::vector<Tensor>{dx};

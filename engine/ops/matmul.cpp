@@ -297,8 +297,15 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
                     wide_output_ok(grad_b, g.device()) && (!fuse_dbias || takes_wide_grad(2));
   if (needs[2]) grads[2] = Tensor::empty({d.N}, fuse_dbias && wide ? DType::f32 : g.dtype(), g.device());
   if (needs[1]) {
-    grads[1] = Tensor::empty(sb.shape(), wide ? DType::f32 : sb.dtype(), sb.device());
-    run_plan(grad_b, sa, sb, g, grads[1], {.dbias = fuse_dbias ? grads[2] : Tensor()});
+    // Micro-batches after the first add into the master's gradient in the
+    // GEMM itself (beta 1: take_master_grad), not by a pass after it.
+    grads[1] = wide ? take_master_grad(1) : Tensor();
+    GemmPlan plan = grad_b;
+    if (grads[1].defined())
+      for (GemmStep& st : plan) st.call.beta = 1.f;
+    else
+      grads[1] = Tensor::empty(sb.shape(), wide ? DType::f32 : sb.dtype(), sb.device());
+    run_plan(plan, sa, sb, g, grads[1], {.dbias = fuse_dbias ? grads[2] : Tensor()});
   }
   if (needs[2] && !fuse_dbias) {
     const Tensor& dbias = grads[2];

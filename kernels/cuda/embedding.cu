@@ -40,20 +40,25 @@ __global__ void embedding_forward_kernel(const T* __restrict__ w, const int32_t*
 }
 
 // dw[v, :] = sum of dout[d_order[j], :] for j in [d_row_start[v], d_row_start[v + 1]).
+// With accumulate, dw[v, :] += that sum (summed from 0 first, then added: the
+// same bits as a separate backward and an add), and rows no position names
+// are not touched: a tied or accumulated table's gradient costs the rows the
+// batch uses, not the whole table.
 // Launch: grid-stride over the V rows of dw, one block per row, grid_for(V, 1)
 // blocks of 32..256 threads (about one pack per thread); each thread owns a
 // pack (or one element) of channels and walks the row's positions in order.
 // Preconditions: d_order/d_row_start as built by the engine (embedding.h);
 // kVec only if dout and dw are 16-byte aligned and C % pack == 0.
-// bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw) + 4 (n + V + 1);
-// flops = n C adds.
-template <typename T, bool kVec>
+// bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw; accumulate: 2 R C sizeof(T),
+// R <= min(n, V) the rows used) + 4 (n + V + 1); flops = n C adds.
+template <typename T, bool kVec, bool kAccumulate>
 __global__ void embedding_backward_kernel(const T* __restrict__ dout, const int32_t* __restrict__ d_order,
                                           const int32_t* __restrict__ d_row_start, T* __restrict__ dw, int64_t V,
                                           int64_t C) {
   constexpr int P = kVec ? Pack128<T>::size : 1;
   for (int64_t v = blockIdx.x; v < V; v += gridDim.x) {
     const int32_t begin = d_row_start[v], end = d_row_start[v + 1];
+    if (kAccumulate && begin == end) continue;  // the same for every thread of the block
     T* row = dw + v * C;
     for (int64_t c = int64_t(threadIdx.x) * P; c < C; c += int64_t(blockDim.x) * P) {
       float acc[P] = {};
@@ -68,9 +73,14 @@ __global__ void embedding_backward_kernel(const T* __restrict__ dout, const int3
       }
       if constexpr (kVec) {
         Pack128<T> p;
+        if constexpr (kAccumulate) {
+          const Pack128<T> old = load128(row + c);
+          for (int k = 0; k < P; ++k) acc[k] = to_f32(old.v[k]) + acc[k];
+        }
         for (int k = 0; k < P; ++k) p.v[k] = from_f32<T>(acc[k]);
         store128(row + c, p);
       } else {
+        if constexpr (kAccumulate) acc[0] = to_f32(row[c]) + acc[0];
         row[c] = from_f32<T>(acc[0]);
       }
     }
@@ -94,7 +104,8 @@ void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void*
 }
 
 void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, void* dw,
-                        int64_t /*n: d_row_start[V], for the cost*/, int64_t V, int64_t C, void* stream) {
+                        bool accumulate, int64_t /*n: d_row_start[V], for the cost*/, int64_t V, int64_t C,
+                        void* stream) {
   if (V == 0 || C == 0) return;
   dispatch_storage(st, [&]<typename T>() {
     constexpr int P = Pack128<T>::size;
@@ -103,12 +114,18 @@ void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_orde
     const bool vec = aligned16(dout, dw) && C % P == 0;
     const int64_t lanes = vec ? C / P : C;
     const unsigned block = unsigned(lanes >= 256 ? 256 : (lanes + 31) / 32 * 32);
-    if (vec)
-      LAUNCH_KERNEL(embedding_backward_kernel<T, true>, grid_for(V, 1), block, 0, as_stream(stream), pd, d_order,
-                    d_row_start, pw, V, C);
+    auto launch = [&]<bool kVec, bool kAcc>() {
+      LAUNCH_KERNEL((embedding_backward_kernel<T, kVec, kAcc>), grid_for(V, 1), block, 0, as_stream(stream), pd,
+                    d_order, d_row_start, pw, V, C);
+    };
+    if (vec && accumulate)
+      launch.template operator()<true, true>();
+    else if (vec)
+      launch.template operator()<true, false>();
+    else if (accumulate)
+      launch.template operator()<false, true>();
     else
-      LAUNCH_KERNEL(embedding_backward_kernel<T, false>, grid_for(V, 1), block, 0, as_stream(stream), pd, d_order,
-                    d_row_start, pw, V, C);
+      launch.template operator()<false, false>();
   });
 }
 

@@ -3,7 +3,9 @@
 // built on the host by the engine op): positions of id v are
 // d_order[d_row_start[v] .. d_row_start[v + 1]), in increasing order. The
 // table holds ids [start, start + V) (a vocabulary shard under tp); other ids
-// give zero rows forward and sit in no bucket backward.
+// give zero rows forward and sit in no bucket backward. With accumulate the
+// backward adds into dw (a gradient the table already has) and touches only
+// the rows some position names.
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
@@ -11,22 +13,24 @@
   void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,    \
                          int64_t start, int64_t V, void* stream);                                                \
   void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, \
-                          void* dw, int64_t n, int64_t V, int64_t C, void* stream);
+                          void* dw, bool accumulate, int64_t n, int64_t V, int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_EMBEDDING_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h): forward: bytes = 2 n C sizeof(T) + 4 n,
 // flops = 0. backward (n = d_row_start[V], the positions bucketed, passed for
 // this; a vocabulary shard's caller passes every position: an upper bound):
-// bytes = n C sizeof(T) (dout) + V C sizeof(T) (every row of dw written) +
-// 4 (n + V + 1) (the order and row starts), flops = n C.
+// bytes = n C sizeof(T) (dout) + V C sizeof(T) (every row of dw written; with
+// accumulate, min(n, V) rows at most read and written: 2 min(n, V) C
+// sizeof(T)) + 4 (n + V + 1) (the order and row starts), flops = n C.
 namespace eng::kcost {
 inline kprof::Cost embedding_forward(gpu::Storage st, const void*, const int32_t*, void*, int64_t n, int64_t C, int64_t,
                                      int64_t, void*) {
   return kprof::memory(2 * double(n) * double(C) * gpu::storage_bytes(st) + 4 * double(n));
 }
-inline kprof::Cost embedding_backward(gpu::Storage st, const void*, const int32_t*, const int32_t*, void*, int64_t n,
-                                      int64_t V, int64_t C, void*) {
-  return kprof::memory((double(n) + double(V)) * double(C) * gpu::storage_bytes(st) + 4 * (double(n) + double(V) + 1),
+inline kprof::Cost embedding_backward(gpu::Storage st, const void*, const int32_t*, const int32_t*, void*,
+                                      bool accumulate, int64_t n, int64_t V, int64_t C, void*) {
+  const double rows = accumulate ? 2.0 * double(n < V ? n : V) : double(V);
+  return kprof::memory((double(n) + rows) * double(C) * gpu::storage_bytes(st) + 4 * (double(n) + double(V) + 1),
                        double(n) * double(C));
 }
 }  // namespace eng::kcost

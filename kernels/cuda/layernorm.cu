@@ -8,7 +8,7 @@
 //          xhat = (x - mean) * rstd
 //   dw   = sum over rows of dout * xhat,   db = sum over rows of dout
 // Conventions: x, out, dx, w, b, dw, db in the storage type T (dw, db in
-// fp32 when the backward is asked for param_grads_f32); mean and rstd
+// fp32, written or added to, as gpu::ParamGrads asks); mean and rstd
 // fp32, one per row; statistics and sums always in fp32 (two passes, never a
 // 16-bit accumulator). dx, dw and db are written (=), not accumulated.
 // Determinism: dw/db never use float atomics. Each backward block sums its
@@ -274,10 +274,11 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
 
 // layernorm_param_grad_reduce_kernel: dw[c] = sum over blocks of partial[b][c],
 // db[c] likewise from partial[b][C + c], added in block order. TW: the
-// storage type, or float (fp32 gradients of 16-bit weights' masters).
+// storage type, or float (fp32 gradients of 16-bit weights' masters); kAdd:
+// the sums added to dw and db (fp32, a later micro-batch's).
 // Launch: 1-D grid-stride over columns, 256 threads, grid_for(C, 256).
-// bytes = nblocks 2 C 4 + 2 C sizeof(TW);  flops = 2 nblocks C.
-template <typename TW>
+// bytes = nblocks 2 C 4 + 2 C sizeof(TW) (x2 with kAdd);  flops = 2 nblocks C.
+template <typename TW, bool kAdd>
 __global__ void layernorm_param_grad_reduce_kernel(const float* __restrict__ partial, TW* __restrict__ dw,
                                                    TW* __restrict__ db, int nblocks, int C) {
   for (int c = int(blockIdx.x * blockDim.x + threadIdx.x); c < C; c += int(gridDim.x * blockDim.x)) {
@@ -286,8 +287,8 @@ __global__ void layernorm_param_grad_reduce_kernel(const float* __restrict__ par
       sw += partial[int64_t(b) * 2 * C + c];
       sb += partial[int64_t(b) * 2 * C + C + c];
     }
-    dw[c] = from_f32<TW>(sw);
-    db[c] = from_f32<TW>(sb);
+    dw[c] = from_f32<TW>(kAdd ? to_f32(dw[c]) + sw : sw);
+    db[c] = from_f32<TW>(kAdd ? to_f32(db[c]) + sb : sb);
   }
 }
 
@@ -336,9 +337,11 @@ void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void
 
 void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,
                                        const float* mean, const float* rstd, const void* dresidual, void* dx, void* dw,
-                                       void* db, bool param_grads_f32, float* scratch, int64_t N, int64_t C,
+                                       void* db, gpu::ParamGrads param_grads, float* scratch, int64_t N, int64_t C,
                                        void* stream) {
   if (C == 0) return;
+  ENGINE_CHECK(param_grads == gpu::ParamGrads::storage || st != gpu::Storage::f32,
+               "fused_residual_layernorm_backward: fp32 weight gradients are for 16-bit storage");
   ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, "fused_residual_layernorm_backward: rows of ", C,
                " elements exceed the ", gpu::kLayernormBackwardMaxC,
                " the shared-memory dweight/dbias accumulators hold");
@@ -390,13 +393,17 @@ void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const 
         LAUNCH_KERNEL(layernorm_backward_kernel<T, 1>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
                       mean, rstd, pr, pdx, scratch, N, int(C));
     }
-    if (param_grads_f32)
-      LAUNCH_KERNEL(layernorm_param_grad_reduce_kernel<float>, grid_for(C, 256), 256, 0, as_stream(stream),
-                    static_cast<const float*>(scratch), static_cast<float*>(dw), static_cast<float*>(db), nblocks,
-                    int(C));
+    const dim3 grid = grid_for(C, 256);
+    const float* part = static_cast<const float*>(scratch);
+    if (param_grads == gpu::ParamGrads::f32)
+      LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<float, false>), grid, 256, 0, as_stream(stream), part,
+                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C));
+    else if (param_grads == gpu::ParamGrads::f32_add)
+      LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<float, true>), grid, 256, 0, as_stream(stream), part,
+                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C));
     else
-      LAUNCH_KERNEL(layernorm_param_grad_reduce_kernel<T>, grid_for(C, 256), 256, 0, as_stream(stream),
-                    static_cast<const float*>(scratch), static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C));
+      LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<T, false>), grid, 256, 0, as_stream(stream), part,
+                    static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C));
   });
 }
 

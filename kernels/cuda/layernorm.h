@@ -3,12 +3,17 @@
 // with the forward, and the backward (dx, dweight, dbias; deterministic),
 // which adds the residual stream's pending gradient into dx when given one
 // (dresidual; nullptr: the plain backward), and writes dweight/dbias in
-// fp32 for 16-bit storage when asked (param_grads_f32: the masters'
-// gradients of autocast's weight copies, no cast after).
+// the storage type or in fp32, or adds them to fp32 ones (gpu::ParamGrads).
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
+// What fused_residual_layernorm_backward writes dweight/dbias as: in the
+// storage type; in fp32 (16-bit storage, the masters' gradients of
+// autocast's weight copies: no cast after); or added in fp32 to what they
+// hold (a later micro-batch's, into the masters' gradients).
+enum class ParamGrads : uint8_t { storage, f32, f32_add };
+
 // fused_residual_layernorm_backward sums dweight/dbias per block into an
 // fp32 scratch buffer of this many floats (2 C per block, at most this many
 // blocks), then reduces the blocks' partial sums in a fixed order. Rows up to
@@ -45,7 +50,7 @@ inline int64_t layernorm_backward_blocks(int64_t N, int64_t C, Storage st) {
                                         double eps, void* stream);                                                   \
   void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,            \
                                          const float* mean, const float* rstd, const void* dresidual, void* dx,      \
-                                         void* dw, void* db, bool param_grads_f32, float* scratch, int64_t N,        \
+                                         void* dw, void* db, gpu::ParamGrads param_grads, float* scratch, int64_t N, \
                                          int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 
@@ -54,7 +59,7 @@ ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 // + 2 C sizeof(T) + 8 N, flops ~ 9 N C; backward: bytes = N C ((3 +
 // [dresidual]) sizeof(T)) + 8 N + C sizeof(T) + blocks 2 C 4 (the partials
 // written), then blocks 2 C 4 + 2 C sizeof(T) (read, dw and db written;
-// 4 bytes for param_grads_f32),
+// 4 bytes each for ParamGrads::f32, 8 read and written for f32_add),
 // flops ~ 15 N C + 2 blocks C, blocks the grid of the kernel the row width
 // takes (layernorm_backward_blocks).
 namespace eng::kcost {
@@ -70,8 +75,11 @@ inline kprof::Cost fused_residual_layernorm_forward(gpu::Storage st, const void*
 }
 inline kprof::Cost fused_residual_layernorm_backward(gpu::Storage st, const void*, const void*, const void*,
                                                      const float*, const float*, const void* dresidual, void*, void*,
-                                                     void*, bool param_grads_f32, float*, int64_t N, int64_t C, void*) {
-  const double nc = double(N) * double(C), t = gpu::storage_bytes(st), tw = param_grads_f32 ? 4 : t;
+                                                     void*, gpu::ParamGrads param_grads, float*, int64_t N, int64_t C,
+                                                     void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  // dw and db: written in T or fp32, or read and written in fp32
+  const double tw = param_grads == gpu::ParamGrads::storage ? t : param_grads == gpu::ParamGrads::f32 ? 4 : 8;
   const double blocks = double(gpu::layernorm_backward_blocks(N, C, st));
   return kprof::memory(
       (dresidual ? 4 : 3) * nc * t + 8 * double(N) + double(C) * (t + 2 * tw) + 16 * blocks * double(C),

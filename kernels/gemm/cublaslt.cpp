@@ -1,7 +1,8 @@
 // The cuBLASLt executor of kernels/gemm/cublaslt.h, CUDA builds only. The
 // layout is decided by plan_cublaslt (cublaslt_plan.cpp, tested on the cpu);
 // this file only turns a plan into descriptors, asks the heuristic once per
-// distinct call, and makes the one cublasLtMatmul call. Every CUDA/cuBLAS
+// distinct call (and times its first candidates: the fastest is kept), and
+// makes the one cublasLtMatmul call. Every CUDA/cuBLAS
 // call goes through CUDA_CHECK / CUBLAS_CHECK (base/error.h's idiom:
 // file:line, the call as written, the status name).
 #include "kernels/gemm/cublaslt.h"
@@ -10,7 +11,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "base/error.h"
@@ -79,6 +82,81 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, const LtLayout& l, int64_t 
                                                   sizeof(l.stride)));
   }
   return layout;
+}
+
+// Autotuning (ENGINE_CUBLASLT_TUNE, on unless "0"): the heuristic's first
+// kTuneCandidates algorithms without split-K (one kernel each, as the step
+// profile counts them), each timed once on the call's own operands, the
+// fastest kept for the key. The heuristic's first is not always the
+// fastest for a shape; timing once per key costs a few ms at the first step.
+constexpr int kTuneCandidates = 8;
+bool tune_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("ENGINE_CUBLASLT_TUNE");
+    return !v || std::string(v) != "0";
+  }();
+  return on;
+}
+
+int32_t split_k(const cublasLtMatmulAlgo_t& a) {
+  int32_t n = 1;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &n, sizeof(n), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return 1;
+  return n;
+}
+
+// The operands of one cublasLtMatmul call, as the timing runs repeat it.
+struct LtCall {
+  cublasLtHandle_t handle;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  const void *alpha, *first, *second, *beta, *c_in;
+  void* d;
+  size_t d_bytes;  // D's extent, for a scratch D
+  void* workspace;
+  cudaStream_t stream;
+};
+
+// The index of the fastest of `n` candidates: a warm-up and three runs each,
+// timed with CUDA events on the call's stream, D redirected to a scratch
+// buffer when the product reads it (beta != 0: an accumulation must not run
+// four times more); the epilogue's other outputs (bias gradient, GELU aux)
+// are written and then rewritten by the real call. 0 where it cannot time:
+// during a graph capture, without scratch memory, or when every run fails.
+int fastest(const LtCall& k, bool reads_d, const cublasLtMatmulHeuristicResult_t* cand, int n) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (n < 2 || cudaStreamIsCapturing(k.stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone)
+    return 0;
+  void* d = k.d;
+  if (reads_d && cudaMalloc(&d, k.d_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  int best = 0;
+  float best_ms = -1.f;
+  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    for (int i = 0; i < n; ++i) {
+      auto run = [&] {
+        return cublasLtMatmul(k.handle, k.desc, k.alpha, k.first, k.a, k.second, k.b, k.beta, k.c_in, k.c, d, k.c,
+                              &cand[i].algo, k.workspace, CublasLtContext::kWorkspaceBytes, k.stream);
+      };
+      if (run() != CUBLAS_STATUS_SUCCESS) continue;  // this algorithm refuses the call: skip it
+      bool ok = cudaEventRecord(start, k.stream) == cudaSuccess;
+      for (int r = 0; r < 3 && ok; ++r) ok = run() == CUBLAS_STATUS_SUCCESS;
+      float ms = 0.f;
+      ok = ok && cudaEventRecord(stop, k.stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+           cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+      if (ok && (best_ms < 0 || ms < best_ms)) best = i, best_ms = ms;
+    }
+  }
+  if (start) (void)cudaEventDestroy(start);
+  if (stop) (void)cudaEventDestroy(stop);
+  if (d != k.d) (void)cudaFree(d);
+  (void)cudaGetLastError();  // a refused candidate's error is not the caller's
+  return best;
 }
 
 // The descriptors and algorithm of one key, created on its first call.
@@ -178,7 +256,7 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
 
       cublasLtMatmulPreference_t pref = nullptr;
       CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      cublasLtMatmulHeuristicResult_t result{};
+      cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
       int found = 0;
       try {
         const uint64_t ws = CublasLtContext::kWorkspaceBytes;
@@ -190,7 +268,8 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
                                                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
         for (int i = 0; i < 3; ++i)
           CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &align[i], sizeof(align[i])));
-        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im.handle, e.desc, e.a, e.b, e.c, e.c, pref, 1, &result, &found));
+        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im.handle, e.desc, e.a, e.b, e.c, e.c, pref,
+                                                    tune_enabled() ? kTuneCandidates : 1, results, &found));
       } catch (...) {
         (void)cublasLtMatmulPreferenceDestroy(pref);
         throw;
@@ -198,7 +277,15 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
       CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
       ENGINE_CHECK(found > 0, "cublaslt: no algorithm for m ", p.m, " n ", p.n, " k ", p.k, " batch ", p.batch,
                    " epilogue ", int(epi), " compute mode ", int(mode));
-      e.algo = result.algo;
+      // The heuristic's order, less the split-K algorithms (after the first).
+      int n = 1;
+      for (int i = 1; i < found; ++i)
+        if (split_k(results[i].algo) <= 1) results[n++] = results[i];
+      const size_t d_bytes = size_t(p.c.ld) * size_t(p.c.cols) * (call.out_f32 ? 4 : gpu::storage_bytes(st)) +
+                             size_t(p.batch - 1) * size_t(p.c.stride) * (call.out_f32 ? 4 : gpu::storage_bytes(st));
+      const LtCall k{im.handle, e.desc,  e.a,  e.b, e.c,     &p.alpha,     first,
+                     second,    &p.beta, c_in, C,   d_bytes, im.workspace, static_cast<cudaStream_t>(stream)};
+      e.algo = results[split_k(results[0].algo) <= 1 ? fastest(k, p.beta != 0.f, results, n) : 0].algo;
     } catch (...) {
       im.cache.erase(it);  // never keep a half-built entry
       throw;

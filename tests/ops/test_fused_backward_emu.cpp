@@ -49,7 +49,7 @@ TEST_CASE("emu autocast: the weights' gradients reach their fp32 masters with no
   };
   KernelProfile prof(kEmu);
   const std::vector<Tensor> e = run(kEmu, &prof), c = run(kCPU, nullptr);
-  CHECK(count(prof, "cast_storage") == 1);                  // r's gradient only: r is no weight
+  CHECK(count(prof, "cast_storage") == 1);                 // r's gradient only: r is no weight
   CHECK(count(prof, "gemm 40x48x37 +dbias f32out") == 1);  // dW and db of the linear, both fp32
   const test::Tol tol = test::tol_for(DType::bf16);
   for (size_t i = 0; i < e.size(); ++i) {
@@ -110,8 +110,51 @@ TEST_CASE("emu linear_gelu: GELU's backward in the next GEMM's epilogue equals l
       if (test::kKernelsRoundLikeCpu)
         CHECK(test::values(f[i].grad().to(kCPU)) == test::values(u[i].grad().to(kCPU)));
       else  // FMA contraction may differ between the two kernels (an ENGINE_EMU_FMA build)
-        CHECK_CLOSE(test::values(f[i].grad().to(kCPU)), test::values(u[i].grad().to(kCPU)), 4 * tol.atol,
-                    4 * tol.rtol);
+        CHECK_CLOSE(test::values(f[i].grad().to(kCPU)), test::values(u[i].grad().to(kCPU)), 4 * tol.atol, 4 * tol.rtol);
     }
+  }
+}
+
+TEST_CASE("emu autocast: a second micro-batch adds into the masters' gradients in the GEMMs and the layernorm",
+          "[emu][kernels]") {
+  // layernorm -> linear (weight and bias) -> a head tied to a table padded
+  // from 60 to 64 rows (GPT-2's lm_head over its vocabulary padded to a
+  // multiple of 64): the second backward accumulates into the masters'
+  // gradients (take_master_grad: the dW GEMMs with beta 1, the layernorm's
+  // reduce adding), with no add pass but the linear's bias (cuBLASLt's
+  // bias-gradient epilogue writes, it cannot add). Against two fresh
+  // backwards summed on the host: the same bits on emu (C + v either way).
+  const int64_t N = 19, C = 32, V = 60, Vp = 64;
+  const Tensor x0 = Tensor::randn({N, C}, 31), lw0 = Tensor::randn({C}, 32, 0.5f), lb0 = Tensor::randn({C}, 33);
+  const Tensor W0 = Tensor::randn({C, C}, 34, 0.2f), b0 = Tensor::randn({C}, 35), E0 = Tensor::randn({V, C}, 36, 0.3f);
+  const Tensor g1 = Tensor::randn({N, Vp}, 37).to(DType::bf16).to(kEmu),
+               g2 = Tensor::randn({N, Vp}, 38).to(DType::bf16).to(kEmu);
+  const Autocast ac(Precision::O2);
+  auto forward = [&](const std::vector<Tensor>& p) {
+    const Tensor h = layernorm(ac.cast(x0.to(kEmu)), ac.cast(p[0]), ac.cast(p[1]));
+    return matmul(linear(h, ac.cast(p[2]), ac.cast(p[3])), ac.cast_rows(p[4], Vp), Trans::N, Trans::T);
+  };
+  auto leaves = [&] {
+    return std::vector<Tensor>{on(lw0, kEmu), on(lb0, kEmu), on(W0, kEmu), on(b0, kEmu), on(E0, kEmu)};
+  };
+  const std::vector<Tensor> acc = leaves();
+  forward(acc).backward(g1);
+  KernelProfile prof(kEmu);
+  const Tensor y2 = forward(acc);
+  prof.start();
+  y2.backward(g2);
+  prof.stop();
+  CHECK(count(prof, "axpy_inplace") == 1);  // the linear's bias
+  CHECK(count(prof, "cast_storage") == 0);
+  const std::vector<Tensor> a = leaves(), b = leaves();
+  forward(a).backward(g1);
+  forward(b).backward(g2);
+  for (size_t i = 0; i < acc.size(); ++i) {
+    INFO("parameter " << i);
+    const Tensor want = add(a[i].grad(), b[i].grad()).to(kCPU);
+    if (kEmu.type == DeviceType::emu)
+      CHECK(test::values(acc[i].grad().to(kCPU)) == test::values(want));
+    else  // cuBLASLt may pick another algorithm for the beta-1 product
+      CHECK_CLOSE(test::values(acc[i].grad().to(kCPU)), test::values(want), 1e-5, 1e-5);
   }
 }
