@@ -15,7 +15,9 @@
 #   4. PyTorch's GPT-2 on the same card, token ids and step
 #      (bench/gpt2_torch_gpu.py: torch.compile, SDPA, bf16 autocast, fused
 #      AdamW; 64 x 1024 x 8, or 32 x 1024 x 16 if 64 runs out of memory), and
-#      the ratio of the two medians (steps after the first two).
+#      the ratio of the two medians (steps after the first two);
+#   5. run 3 again with cuBLASLt's algorithms timed per shape
+#      (ENGINE_CUBLASLT_TUNE=1), when time is left.
 # Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,7 +78,7 @@ torch_run() {  # B ACCUM: into $W/torch.log; 0 when it ran to the end
 }
 torch_run 64 8
 torch_rc=$?
-if ((torch_rc != 0 && torch_rc != 2)) && grep -q "OutOfMemoryError" "$W/torch.log"; then
+if ((torch_rc != 0 && torch_rc != 2)) && grep -qi "out of memory\|OutOfMemoryError" "$W/torch.log"; then
   echo "note: PyTorch's GPT-2 ran out of memory at 64 x 1024: 32 x 1024 x 16"
   torch_run 32 16
   torch_rc=$?
@@ -93,5 +95,10 @@ print(f"ours / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.2f}x"
 PY
 elif ((torch_rc != 2)); then
   echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
+fi
+# Ours again with cuBLASLt's candidates timed per shape (off by default: docs/kernels/gemm.md).
+if ENGINE_CUBLASLT_TUNE=1 train_124m throughput-tuned 60 --steps 8 --log_every 1 --attention cudnn; then
+  grep -E "^step " "$W/throughput-tuned.log" | tail -3
+  cp "$W/throughput-tuned/metrics.jsonl" "$OUT/throughput_tuned_metrics.jsonl" 2>/dev/null || true
 fi
 exit $rc

@@ -148,26 +148,36 @@ bool takes_wide_grad(size_t input) {
   return up && up->accepts_wide_grad;
 }
 
-Tensor take_master_grad(size_t input) {
+// The cast of input `input` and its master's gradient, when take_master_grad
+// can hand that gradient out (see autograd.h); nullptr otherwise.
+static Node* master_grad_source(size_t input) {
   Node* up = sole_contributor_of(input);
-  if (!up || !up->accepts_wide_grad || up->next.size() != 1) return Tensor();
+  if (!up || !up->accepts_wide_grad || up->next.size() != 1) return nullptr;
   const Edge& master = up->next[0];
-  if (!master.leaf || !master.leaf->grad) return Tensor();
-  const std::shared_ptr<TensorImpl>& acc = master.leaf->grad;
+  if (!master.leaf || !master.leaf->grad) return nullptr;
+  const TensorImpl& acc = *master.leaf->grad;
   const Shape& want = t_running->next[input].shape;
-  if (acc->dtype != DType::f32 || acc->shape.empty() || want.size() != acc->shape.size()) return Tensor();
-  if (want != acc->shape) {
+  if (acc.dtype != DType::f32 || acc.shape.empty() || want.size() != acc.shape.size()) return nullptr;
+  if (want != acc.shape) {
     // A copy padded with rows (the lm_head's): the master's gradient is
-    // the leading rows of a storage that holds the padded ones too (the
-    // first micro-batch's padded product, kept: accumulate_leaf's keepable),
-    // or it cannot be added into.
-    if (!std::equal(want.begin() + 1, want.end(), acc->shape.begin() + 1) || want[0] < acc->shape[0]) return Tensor();
+    // the leading rows of a storage that holds the padded ones too, and
+    // that no other tensor shares (the first micro-batch's padded product,
+    // kept: accumulate_leaf's keepable), or it cannot be added into.
+    if (!std::equal(want.begin() + 1, want.end(), acc.shape.begin() + 1) || want[0] < acc.shape[0]) return nullptr;
     const size_t bytes = size_t(shape_numel(want)) * 4;
-    if (acc->offset != 0 || acc->storage->bytes < bytes) return Tensor();
+    if (acc.offset != 0 || acc.storage.use_count() != 1 || acc.storage->bytes < bytes) return nullptr;
   }
+  return up;
+}
+
+bool master_grad_available(size_t input) { return master_grad_source(input) != nullptr; }
+
+Tensor take_master_grad(size_t input) {
+  Node* up = master_grad_source(input);
+  if (!up) return Tensor();
   up->passes_master_grad = true;
-  auto view = std::make_shared<TensorImpl>(*acc);  // the same memory, the input's shape
-  view->shape = want;
+  auto view = std::make_shared<TensorImpl>(*up->next[0].leaf->grad);  // the same memory, the input's shape
+  view->shape = t_running->next[input].shape;
   view->grad.reset(), view->grad_fn.reset(), view->final_hooks.clear();
   view->requires_grad = false;
   return Tensor(std::move(view));

@@ -146,6 +146,9 @@ bool takes_wide_grad(size_t input);
 // backward must return that tensor as the input's gradient; the cast hands
 // it on and autograd adds nothing.
 Tensor take_master_grad(size_t input);
+// Whether take_master_grad(input) would hand a gradient out, without taking
+// it (a backward that needs two of them, or neither, asks first).
+bool master_grad_available(size_t input);
 // Marks out's node (a cast of fp32 to 16 bits) as taking fp32 gradients; its
 // backward must then pass an fp32 gradient through as it is.
 void accept_wide_grad(const Tensor& out);

@@ -43,15 +43,9 @@ void record_layernorm(const char* name, Tensor& out, const Tensor& x, const Tens
       // micro-batch), with no add after.
       const bool wide = dtype_size(sw.dtype()) == 2 && takes_wide_grad(1) && takes_wide_grad(2);
       gpu::ParamGrads mode = wide ? gpu::ParamGrads::f32 : gpu::ParamGrads::storage;
-      if (wide) {
-        dw = take_master_grad(1);
-        if (dw.defined()) db = take_master_grad(2);
-        if (dw.defined() && db.defined()) mode = gpu::ParamGrads::f32_add;
-        // One of the two without the other (a master that had none): both written fresh;
-        // a master taken alone is handed back as is, and must not be replaced.
-        ENGINE_CHECK(dw.defined() == db.defined(),
-                     "layernorm: the weight's and bias's masters disagree on holding a "
-                     "gradient (one was accumulated in place, the other not)");
+      if (wide && master_grad_available(1) && master_grad_available(2)) {  // both or neither
+        dw = take_master_grad(1), db = take_master_grad(2);
+        mode = gpu::ParamGrads::f32_add;
       }
       if (mode != gpu::ParamGrads::f32_add) {
         dw = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());

@@ -186,6 +186,9 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
                "matmul: the GELU and residual epilogues need a bias");
   ENGINE_CHECK((!e.residual.defined() && !e.dgelu_pre.defined()) || (one_step && on_gpu(out)),
                "matmul: the residual and GELU-gradient epilogues are one GEMM on emu/cuda");
+  ENGINE_CHECK(
+      int(e.gelu_pre.defined()) + int(e.residual.defined()) + int(e.dgelu_pre.defined()) + int(e.dbias.defined()) <= 1,
+      "matmul: one epilogue at a time (GELU, residual, GELU gradient or bias gradient)");
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
   const Epilogue epi = e.dbias.defined()       ? Epilogue::bgrad
                        : e.gelu_pre.defined()  ? Epilogue::gelu_aux_bias

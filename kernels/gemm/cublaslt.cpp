@@ -84,22 +84,36 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, const LtLayout& l, int64_t 
   return layout;
 }
 
-// Autotuning (ENGINE_CUBLASLT_TUNE, on unless "0"): the heuristic's first
-// kTuneCandidates algorithms without split-K (one kernel each, as the step
-// profile counts them), each timed once on the call's own operands, the
+// Autotuning (ENGINE_CUBLASLT_TUNE=1; off by default): the heuristic's
+// first kTuneCandidates algorithms without split-K (one kernel each, as the
+// step profile counts them), each timed once on the call's own operands, the
 // fastest kept for the key. The heuristic's first is not always the
 // fastest for a shape; timing once per key costs a few ms at the first step.
-constexpr int kTuneCandidates = 8;
+// Off by default because timing noise may pick another algorithm in another
+// process (a resumed run, another rank), and another algorithm sums in
+// another order: a run would no longer repeat bit for bit.
+constexpr int kCandidates = 8;
 bool tune_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("ENGINE_CUBLASLT_TUNE");
-    return !v || std::string(v) != "0";
+    return v && std::string(v) == "1";
   }();
   return on;
 }
 
-int32_t split_k(const cublasLtMatmulAlgo_t& a) {
-  int32_t n = 1;
+// Whether an algorithm can write D apart from C (the residual epilogue's
+// C is the residual stream): the heuristic is asked with one layout for
+// both and cannot know that the pointers differ.
+bool out_of_place(const cublasLtMatmulAlgo_t& a) {
+  int32_t ok = 0;
+  size_t written = 0;
+  return cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT, &ok, sizeof(ok),
+                                           &written) == CUBLAS_STATUS_SUCCESS &&
+         ok != 0;
+}
+
+uint32_t split_k(const cublasLtMatmulAlgo_t& a) {
+  uint32_t n = 1;
   size_t written = 0;
   if (cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &n, sizeof(n), &written) !=
       CUBLAS_STATUS_SUCCESS)
@@ -127,7 +141,9 @@ struct LtCall {
 // during a graph capture, without scratch memory, or when every run fails.
 int fastest(const LtCall& k, bool reads_d, const cublasLtMatmulHeuristicResult_t* cand, int n) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (n < 2 || cudaStreamIsCapturing(k.stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone)
+  // An error already pending is the caller's to see: nothing is timed then.
+  if (n < 2 || cudaPeekAtLastError() != cudaSuccess || cudaStreamIsCapturing(k.stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone)
     return 0;
   void* d = k.d;
   if (reads_d && cudaMalloc(&d, k.d_bytes) != cudaSuccess) {
@@ -155,7 +171,7 @@ int fastest(const LtCall& k, bool reads_d, const cublasLtMatmulHeuristicResult_t
   if (start) (void)cudaEventDestroy(start);
   if (stop) (void)cudaEventDestroy(stop);
   if (d != k.d) (void)cudaFree(d);
-  (void)cudaGetLastError();  // a refused candidate's error is not the caller's
+  (void)cudaGetLastError();  // a refused candidate's error (none was pending before) is not the caller's
   return best;
 }
 
@@ -256,20 +272,21 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
 
       cublasLtMatmulPreference_t pref = nullptr;
       CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
+      cublasLtMatmulHeuristicResult_t results[kCandidates]{};
       int found = 0;
       try {
         const uint64_t ws = CublasLtContext::kWorkspaceBytes;
         CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-        const uint32_t align[3] = {alignment(first), alignment(second), std::min(alignment(C), alignment(c_in))};
-        const cublasLtMatmulPreferenceAttributes_t attrs[3] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                               CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
-        for (int i = 0; i < 3; ++i)
+        const uint32_t align[4] = {alignment(first), alignment(second), alignment(c_in), alignment(C)};
+        const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4; ++i)
           CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &align[i], sizeof(align[i])));
-        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im.handle, e.desc, e.a, e.b, e.c, e.c, pref,
-                                                    tune_enabled() ? kTuneCandidates : 1, results, &found));
+        // Several candidates when they will be timed, or filtered for a D apart from C.
+        const int ask = tune_enabled() || c_in != C ? kCandidates : 1;
+        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im.handle, e.desc, e.a, e.b, e.c, e.c, pref, ask, results, &found));
       } catch (...) {
         (void)cublasLtMatmulPreferenceDestroy(pref);
         throw;
@@ -277,15 +294,21 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
       CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
       ENGINE_CHECK(found > 0, "cublaslt: no algorithm for m ", p.m, " n ", p.n, " k ", p.k, " batch ", p.batch,
                    " epilogue ", int(epi), " compute mode ", int(mode));
-      // The heuristic's order, less the split-K algorithms (after the first).
-      int n = 1;
-      for (int i = 1; i < found; ++i)
-        if (split_k(results[i].algo) <= 1) results[n++] = results[i];
+      // The heuristic's order, less the algorithms that cannot write D apart
+      // from C where it is apart, and the split-K ones after the first.
+      int n = 0;
+      for (int i = 0; i < found; ++i)
+        if ((c_in == C || out_of_place(results[i].algo)) && (n == 0 || split_k(results[i].algo) <= 1))
+          results[n++] = results[i];
+      ENGINE_CHECK(n > 0, "cublaslt: no algorithm writes D apart from C for m ", p.m, " n ", p.n, " k ", p.k,
+                   " (the residual epilogue)");
+      if (!tune_enabled()) n = 1;
       const size_t d_bytes = size_t(p.c.ld) * size_t(p.c.cols) * (call.out_f32 ? 4 : gpu::storage_bytes(st)) +
                              size_t(p.batch - 1) * size_t(p.c.stride) * (call.out_f32 ? 4 : gpu::storage_bytes(st));
       const LtCall k{im.handle, e.desc,  e.a,  e.b, e.c,     &p.alpha,     first,
                      second,    &p.beta, c_in, C,   d_bytes, im.workspace, static_cast<cudaStream_t>(stream)};
-      e.algo = results[split_k(results[0].algo) <= 1 ? fastest(k, p.beta != 0.f, results, n) : 0].algo;
+      // D is read when it is C and beta is not 0 (an accumulation).
+      e.algo = results[split_k(results[0].algo) <= 1 ? fastest(k, p.beta != 0.f && c_in == C, results, n) : 0].algo;
     } catch (...) {
       im.cache.erase(it);  // never keep a half-built entry
       throw;

@@ -58,17 +58,20 @@ std::string StepProfile::after(int64_t step) {
       kernel_table(rows, cat("kernel profile of step ", step, " on ", dev_.str(), " at ", precision_name(level_),
                              measured ? " (ms: measured with CUDA events around each call of the eager step)" : "",
                              "; model ms: modelled on an ", gpu_.peak->label, " (engine/gpu_model.cpp)"));
-  double launches = 0;
+  double launches = 0, launches_cudnn = 0;
   for (const KernelRow& r : rows) launches += double(r.launches);
+  for (const KernelRow& r : cudnn) launches_cudnn += double(r.launches);
   out += cat("modelled step on an ", gpu_.peak->label, ": ", total_model_ms(rows), " ms with the attention it ran, ",
-             total_model_ms(cudnn), " ms with cuDNN's in place of ours; ", launches, " launches\n");
+             total_model_ms(cudnn), " ms with cuDNN's in place of ours; ", launches, " launches (", launches_cudnn,
+             " with cuDNN's)\n");
 
   nlohmann::json j{{"step", step},
                    {"device", dev_.str()},
                    {"precision", precision_name(level_)},
                    {"model_gpu", gpu_.key},
                    {"model_ms", total_model_ms(rows)},
-                   {"model_ms_cudnn_attention", total_model_ms(cudnn)}};
+                   {"model_ms_cudnn_attention", total_model_ms(cudnn)},
+                   {"launches_cudnn_attention", launches_cudnn}};
   nlohmann::json& jr = j["rows"] = nlohmann::json::array();
   double measured_ms = 0;
   for (const KernelRow& r : rows) {

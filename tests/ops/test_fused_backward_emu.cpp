@@ -158,3 +158,26 @@ TEST_CASE("emu autocast: a second micro-batch adds into the masters' gradients i
       CHECK_CLOSE(test::values(acc[i].grad().to(kCPU)), test::values(want), 1e-5, 1e-5);
   }
 }
+
+TEST_CASE("emu autocast: a layernorm whose weight holds a gradient and whose bias does not writes both afresh",
+          "[emu][kernels]") {
+  // take_master_grad takes both masters' gradients or neither: the bias's
+  // was dropped between two backwards, so the second writes dw and db anew
+  // and autograd adds dw into the weight's (one add), db becomes the bias's.
+  const int64_t N = 9, C = 32;
+  const Tensor x0 = Tensor::randn({N, C}, 41), g0 = Tensor::randn({N, C}, 42).to(DType::bf16).to(kEmu);
+  const Autocast ac(Precision::O2);
+  const Tensor w = on(Tensor::randn({C}, 43), kEmu), b = on(Tensor::randn({C}, 44), kEmu);
+  auto backward = [&](const Tensor& lw, const Tensor& lb) {
+    layernorm(ac.cast(x0.to(kEmu)), ac.cast(lw), ac.cast(lb)).backward(g0);
+  };
+  backward(w, b);
+  const std::vector<double> w1 = test::values(w.grad().to(kCPU)), b1 = test::values(b.grad().to(kCPU));
+  Tensor bz = b;
+  bz.zero_grad();
+  backward(w, b);
+  std::vector<double> w2 = w1;
+  for (double& v : w2) v *= 2;  // the same gradient twice
+  CHECK(test::values(w.grad().to(kCPU)) == w2);
+  CHECK(test::values(b.grad().to(kCPU)) == b1);
+}
