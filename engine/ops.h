@@ -106,6 +106,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 // The same for a shard holding ids [start, start + V) of shard.vocab ids:
 // other ids give zero rows (summed over tp: the vocab-parallel embedding).
 Tensor embedding(const Tensor& weight, const Tensor& ids, VocabShard shard);
+// x (B, T, C) + table[first + t] on every row t (a learned position
+// embedding, table (P, C) with P >= first + T), in out_dtype: x's, or on
+// emu/cuda a 16-bit compute dtype (autocast's cast of the sum, fused). The
+// table's gradient is the column sums of the output's over b (rows outside
+// [first, first + T) zero): no ids, no bucketing (llm.c's encoder).
+Tensor add_positions(const Tensor& x, const Tensor& table, int64_t first, DType out_dtype);
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims);
 Tensor transpose(const Tensor& x, int d0, int d1);

@@ -13,6 +13,7 @@
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
 
 namespace eng {
 using namespace detail;
@@ -105,6 +106,49 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, VocabShard shard) {
       cpu::embedding_backward(g.data<T>(), sids.data<int32_t>(), dw.data<T>(), n, V, C, start);
     });
     return std::vector<Tensor>{dw};
+  });
+  return out;
+}
+
+Tensor add_positions(const Tensor& x, const Tensor& table, int64_t first, DType out_dtype) {
+  const DType t = check_float_inputs("add_positions", {x, table}, GpuKernel::yes);
+  ENGINE_CHECK(x.ndim() == 3 && table.ndim() == 2 && table.size(1) == x.size(2), "add_positions: x ", x.desc(),
+               " must be (B, T, C) and the table (P, C), got ", table.desc());
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), P = table.size(0);
+  ENGINE_CHECK(first >= 0 && first + T <= P, "add_positions: positions ", first, "..", first + T - 1,
+               " outside the table's ", P, " rows");
+  ENGINE_CHECK(out_dtype == t || (on_gpu(x) && dtype_size(out_dtype) == 2 && is_floating(out_dtype)),
+               "add_positions: the sum in ", dtype_name(out_dtype), " of ", dtype_name(t),
+               " inputs (a 16-bit compute dtype on emu/cuda only)");
+  Tensor out = Tensor::empty(x.shape(), out_dtype, x.device());
+  if (on_gpu(x)) {
+    ENGINE_GPU_CALL(x.device(), add_positions_forward, storage_of(t), storage_of(out_dtype), x.data_ptr(),
+                    table.data_ptr(), out.data_ptr(), B, T, C, first, nullptr);
+  } else {
+    dispatch_float(t, [&]<typename T_>() {
+      const T_* px = x.data<T_>();
+      const T_* pt = table.data<T_>() + first * C;
+      T_* po = out.data<T_>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < T * C; ++i) po[b * T * C + i] = px[b * T * C + i] + pt[i];
+    });
+  }
+  record("add_positions", out, {x, table}, [t, B, T, C, P, first](const Tensor& g, const std::vector<bool>& needs) {
+    const Tensor dx = g.to(t);  // the fused cast's backward; g itself when no cast was fused
+    Tensor dtable;
+    if (needs[1]) {
+      dtable = Tensor::empty({P, C}, t, g.device());
+      if (P > T) fill_(dtable, 0.0);  // rows no position reached
+      // Rows [first, first + T) = the sums over b of dx (B, T C): bias_backward's column sums.
+      const size_t off = size_t(first * C) * dtype_size(t);
+      void* rows = static_cast<char*>(dtable.data_ptr()) + off;
+      if (on_gpu(g))
+        ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(t), dx.data_ptr(), rows, B, T * C, nullptr);
+      else
+        dispatch_float(t,
+                       [&]<typename T_>() { cpu::bias_backward<T_>(dx.data<T_>(), static_cast<T_*>(rows), B, T * C); });
+    }
+    return std::vector<Tensor>{needs[0] ? dx : Tensor(), dtable};
   });
   return out;
 }

@@ -87,6 +87,44 @@ __global__ void embedding_backward_kernel(const T* __restrict__ dout, const int3
   }
 }
 
+// out[b, t, c] = x[b, t, c] + table[first + t, c], TI in and TO out (the sum
+// rounded once to TO). Launch: 1-D grid-stride over the B T C elements, V at a
+// time (V = 4 when C % 4 == 0 and x, table and out allow it, else 1), 256
+// threads, grid_for(B T C / V, 256).
+// bytes = B T C (sizeof(TI) + sizeof(TO)) + T C sizeof(TI); flops = B T C.
+template <typename TI, typename TO, int V>
+__global__ void add_positions_kernel(const TI* __restrict__ x, const TI* __restrict__ table, TO* __restrict__ out,
+                                     int64_t T, int64_t C, int64_t first, int64_t total) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * V;
+  for (int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V; e < total; e += stride) {
+    const int64_t c = e % C, t = (e / C) % T;
+    const TI* row = table + (first + t) * C + c;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[e + k] = from_f32<TO>(to_f32(x[e + k]) + to_f32(row[k]));
+  }
+}
+
+void add_positions_forward(gpu::Storage st, gpu::Storage out_st, const void* x, const void* table, void* out, int64_t B,
+                           int64_t T, int64_t C, int64_t first, void* stream) {
+  const int64_t total = B * T * C;
+  if (total == 0) return;
+  ENGINE_CHECK(first >= 0 && T >= 0, "add_positions_forward: positions ", first, "..", first + T);
+  const bool vec = C % 4 == 0 && aligned16(x, table) && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  dispatch_storage(st, [&]<typename TI>() {
+    dispatch_storage(out_st, [&]<typename TO>() {
+      auto launch = [&]<int V>() {
+        LAUNCH_KERNEL((add_positions_kernel<TI, TO, V>), grid_for(total / V, 256), 256, 0, as_stream(stream),
+                      static_cast<const TI*>(x), static_cast<const TI*>(table), static_cast<TO*>(out), T, C, first,
+                      total);
+      };
+      if (vec)
+        launch.template operator()<4>();
+      else
+        launch.template operator()<1>();
+    });
+  });
+}
+
 void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,
                        int64_t start, int64_t V, void* stream) {
   if (n == 0 || C == 0) return;

@@ -2,7 +2,11 @@
 // backward. The backward takes the token positions bucketed by id (CSR form,
 // built on the host by the engine op): positions of id v are
 // d_order[d_row_start[v] .. d_row_start[v + 1]), in increasing order. The
-// table holds ids [start, start + V) (a vocabulary shard under tp); other ids
+// add_positions_forward: out[b, t, :] = x[b, t, :] + table[first + t, :], a
+// learned position embedding added to the token embeddings (B, T, C), in
+// x's storage st, out in out_st (the compute dtype: the autocast cast
+// fused); its backward is the table's column sums over b (bias_backward).
+// The embedding table holds ids [start, start + V) (a vocabulary shard under tp); other ids
 // give zero rows forward and sit in no bucket backward. With accumulate the
 // backward adds into dw (a gradient the table already has) and touches only
 // the rows some position names.
@@ -13,7 +17,9 @@
   void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void* out, int64_t n, int64_t C,    \
                          int64_t start, int64_t V, void* stream);                                                \
   void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, \
-                          void* dw, bool accumulate, int64_t n, int64_t V, int64_t C, void* stream);
+                          void* dw, bool accumulate, int64_t n, int64_t V, int64_t C, void* stream);             \
+  void add_positions_forward(gpu::Storage st, gpu::Storage out_st, const void* x, const void* table, void* out,  \
+                             int64_t B, int64_t T, int64_t C, int64_t first, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_EMBEDDING_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h): forward: bytes = 2 n C sizeof(T) + 4 n,
@@ -26,6 +32,16 @@ namespace eng::kcost {
 inline kprof::Cost embedding_forward(gpu::Storage st, const void*, const int32_t*, void*, int64_t n, int64_t C, int64_t,
                                      int64_t, void*) {
   return kprof::memory(2 * double(n) * double(C) * gpu::storage_bytes(st) + 4 * double(n));
+}
+// add_positions_forward: bytes = B T C (sizeof(st) + sizeof(out_st)) + T C
+// sizeof(st) (each position's row read once; the other b's from cache),
+// flops = B T C.
+inline kprof::Cost add_positions_forward(gpu::Storage st, gpu::Storage out_st, const void*, const void*, void*,
+                                         int64_t B, int64_t T, int64_t C, int64_t, void*) {
+  const double btc = double(B) * double(T) * double(C);
+  return kprof::memory(
+      btc * (gpu::storage_bytes(st) + gpu::storage_bytes(out_st)) + double(T) * double(C) * gpu::storage_bytes(st),
+      btc);
 }
 inline kprof::Cost embedding_backward(gpu::Storage st, const void*, const int32_t*, const int32_t*, void*,
                                       bool accumulate, int64_t n, int64_t V, int64_t C, void*) {

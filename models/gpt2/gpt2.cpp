@@ -94,12 +94,15 @@ Tensor GPT2::forward_padded(const Tensor& ids, Recompute recompute, const Autoca
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "gpt2: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
-  // The embeddings are gathered from the fp32 tables and the sum cast: casting
-  // the (V, C) table would copy all of it for B*T rows.
+  // The token embeddings are gathered from the fp32 table and the position
+  // embeddings added, the sum in the compute dtype (casting the (V, C) table
+  // would copy all of it for B*T rows). On emu/cuda one kernel adds and casts
+  // (add_positions; the cpu rounds in ac.cast after).
   Tensor x;
   {
     const profile::LayerRange r(gpt2_layers().embeddings);
-    x = ac.cast(add(wte->forward(ids), wpe->forward(positions_.get(B, T, ids.device()))));
+    const DType sum_t = ac.active() && ids.device().type != DeviceType::cpu ? ac.policy().compute : DType::f32;
+    x = ac.cast(add_positions(wte->forward(ids), wpe->weight, 0, sum_t));
   }
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {

@@ -19,7 +19,6 @@
 #include "engine/nn/layers.h"
 #include "engine/ops.h"
 #include "engine/profile.h"
-#include "models/position_ids.h"
 
 namespace eng::models {
 
@@ -89,7 +88,6 @@ class GPT2 : public Module {
  private:
   GPT2Config cfg_;
   Device dev_;
-  PositionIds positions_;
 };
 
 // Names of the parameters Hugging Face stores transposed (Conv1D weights).

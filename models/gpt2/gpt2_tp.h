@@ -28,6 +28,7 @@
 #include "comm/tp_layers.h"
 #include "comm/vocab_parallel.h"
 #include "models/gpt2/gpt2.h"
+#include "models/position_ids.h"
 #include "models/tp_model.h"
 
 namespace eng::models {

@@ -162,3 +162,39 @@ TEST_CASE("emu embedding: a table that already has a gradient gets the batch's a
       CHECK_EMU_CLOSE(e, c, t);
   }
 }
+
+TEST_CASE("gradcheck: add_positions", "[gradcheck]") {
+  // Positions 2..5 of a 7-row table: rows 0, 1 and 6 get no gradient.
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return add_positions(in[0], in[1], 2, DType::f64); },
+                  {test::leaf({3, 4, 5}, 70), test::leaf({7, 5}, 71)});
+}
+
+TEST_CASE("emu add_positions: the sum, fused with the cast, and the table's column sums match the cpu",
+          "[emu][kernels]") {
+  // C 8 (the 4-wide path) and 5 (the scalar path); the sum in f32 and in
+  // bf16/f16 (the autocast cast fused): the cpu rounds its f32 sum once.
+  for (DType out_t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t C : {8, 5}) {
+      INFO(dtype_name(out_t) << " C " << C);
+      const int64_t B = 3, T = 6, P = 9, first = 2;
+      const Tensor x0 = Tensor::randn({B, T, C}, 80), tab0 = Tensor::randn({P, C}, 81),
+                   g0 = Tensor::randn({B, T, C}, 82);
+      Tensor xc = x0.clone().set_requires_grad(true), tc = tab0.clone().set_requires_grad(true);
+      const Tensor yc = add_positions(xc, tc, first, DType::f32);
+      yc.backward(rounded(g0, out_t));
+      Tensor xe = on_emu(x0, DType::f32).set_requires_grad(true), te = on_emu(tab0, DType::f32).set_requires_grad(true);
+      const Tensor ye = add_positions(xe, te, first, out_t);
+      CHECK(ye.dtype() == out_t);
+      ye.backward(on_emu(g0, out_t));
+      CHECK(values(ye.to(kCPU)) == values(rounded(yc, out_t)));  // one rounding of the same f32 sum
+      CHECK(values(xe.grad().to(kCPU)) == values(xc.grad()));    // the gradient passed through
+      CHECK_EMU_CLOSE(te.grad(), tc.grad(), DType::f32);         // column sums, another order
+      const std::vector<double> dt = values(te.grad().to(kCPU));
+      for (int64_t r : {int64_t(0), int64_t(1), P - 1})
+        for (int64_t c = 0; c < C; ++c) CHECK(dt[size_t(r * C + c)] == 0.0);  // rows no position reached
+    }
+  CHECK_THROWS_WITH(add_positions(Tensor::zeros({2, 5, 4}), Tensor::zeros({6, 4}), 2, DType::f32),
+                    Catch::Contains("positions 2..6 outside the table's 6 rows"));
+  CHECK_THROWS_WITH(add_positions(Tensor::zeros({2, 5, 4}), Tensor::zeros({6, 4}), 0, DType::bf16),
+                    Catch::Contains("a 16-bit compute dtype on emu/cuda only"));
+}
