@@ -10,6 +10,7 @@ io/token_file.h), micro-batches summed over grad_accum.
 What the installed PyTorch lacks (Debian's 1.13 on a CPU: no SDPA, no
 compile, no fused AdamW) falls back to the plain form and is said in the
 last line.
+Its Block and GPT are also bench/gpt2_torch.py's (the cpu baseline).
 Prints one line per step ("step N: ms, tokens/s") and a last line:
 "torch tokens/s: N (median of S steps, B x T x grad_accum, ...)".
 Usage: python3 bench/gpt2_torch_gpu.py --train_bin FILE [--device cuda] [--batch_size 64 --grad_accum 8] ..."""

@@ -63,25 +63,21 @@ static Tensor copy_of(const Tensor& g) {
 // Whether nothing but this handle can reach t's memory: no other handle to
 // its impl, no view sharing its storage. Such a gradient (a backward's fresh
 // output, once passed on) can be kept or added into in place, not copied.
-static bool sole_owner(const Tensor& t) {
-  const TensorImpl* i = t.impl();
-  return t.impl_ptr().use_count() == 1 && i->storage.use_count() == 1 && i->offset == 0 && !i->grad_fn && !i->grad &&
-         i->storage->bytes == size_t(t.numel()) * dtype_size(t.dtype());
-}
-
-// A leaf may also keep a gradient that is the leading rows of a storage no
-// one else holds, a little larger than it (a GEMM output padded by a few
-// rows: the lm_head's, engine/precision.cpp), instead of copying them.
-static bool keepable(const Tensor& t) {
+// The storage may hold up to `slack` bytes past t's own (the leading rows of
+// a padded product); by default exactly t.
+static bool sole_owner(const Tensor& t, size_t slack = 0) {
   const TensorImpl* i = t.impl();
   const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
   return t.impl_ptr().use_count() == 1 && i->storage.use_count() == 1 && i->offset == 0 && !i->grad_fn && !i->grad &&
-         i->storage->bytes >= bytes && i->storage->bytes - bytes <= bytes / 8;
+         i->storage->bytes >= bytes && i->storage->bytes - bytes <= slack;
 }
 
 static void accumulate_leaf(TensorImpl* leaf, Tensor g) {
   if (!leaf->grad) {
-    leaf->grad = keepable(g) ? g.impl_ptr() : copy_of(g).impl_ptr();
+    // A leaf also keeps the leading rows of a storage a little larger (the
+    // lm_head's padded product, engine/precision.cpp) instead of copying them.
+    const size_t bytes = size_t(g.numel()) * dtype_size(g.dtype());
+    leaf->grad = sole_owner(g, bytes / 8) ? g.impl_ptr() : copy_of(g).impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     add_(acc, g);
@@ -162,7 +158,7 @@ static Node* master_grad_source(size_t input) {
     // A copy padded with rows (the lm_head's): the master's gradient is
     // the leading rows of a storage that holds the padded ones too, and
     // that no other tensor shares (the first micro-batch's padded product,
-    // kept: accumulate_leaf's keepable), or it cannot be added into.
+    // kept by accumulate_leaf), or it cannot be added into.
     if (!std::equal(want.begin() + 1, want.end(), acc.shape.begin() + 1) || want[0] < acc.shape[0]) return nullptr;
     const size_t bytes = size_t(shape_numel(want)) * 4;
     if (acc.offset != 0 || acc.storage.use_count() != 1 || acc.storage->bytes < bytes) return nullptr;

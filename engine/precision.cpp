@@ -5,6 +5,7 @@
 #include "engine/autograd.h"
 #include "engine/compute_copies.h"
 #include "engine/ops.h"
+#include "engine/ops/op_common.h"
 
 #if defined(ENGINE_HAVE_CUDA)
 #include "engine/gpu_context.h"
@@ -95,13 +96,9 @@ namespace {
 // kernel's that wrote it wide: autograd's takes_wide_grad) through as it is.
 Tensor use_copy(const Tensor& master, const Tensor& copy) {
   Tensor out = copy.detach();
-  const Shape shape = master.shape();
   const int64_t rows = master.size(0);
-  record("cast", out, {master}, [shape, rows](const Tensor& g, const std::vector<bool>&) {
-    if (g.dtype() == DType::f32) return std::vector<Tensor>{g.size(0) == rows ? g : g.slice(0, rows)};
-    Tensor dx = Tensor::empty(shape, DType::f32, g.device());
-    dx.copy_from(g.slice(0, rows));
-    return std::vector<Tensor>{dx};
+  record("cast", out, {master}, [rows](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{detail::leading_rows_in(g, rows, DType::f32)};
   });
   accept_wide_grad(out);
   return out;

@@ -126,11 +126,7 @@ Tensor add_positions(const Tensor& x, const Tensor& table, int64_t first, DType 
                     table.data_ptr(), out.data_ptr(), B, T, C, first, nullptr);
   } else {
     dispatch_float(t, [&]<typename T_>() {
-      const T_* px = x.data<T_>();
-      const T_* pt = table.data<T_>() + first * C;
-      T_* po = out.data<T_>();
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < T * C; ++i) po[b * T * C + i] = px[b * T * C + i] + pt[i];
+      cpu::add_positions_forward<T_>(x.data<T_>(), table.data<T_>() + first * C, out.data<T_>(), B, T, C);
     });
   }
   record("add_positions", out, {x, table}, [t, B, T, C, P, first](const Tensor& g, const std::vector<bool>& needs) {

@@ -127,15 +127,10 @@ Tensor pad_rows(const Tensor& x, int64_t rows, DType dtype) {
     else if (tail.numel() > 0)
       std::memset(tail.data_ptr(), 0, tail.nbytes());
   }
-  const Shape in_shape = x.shape();
   const DType in_dtype = x.dtype();
-  record("pad_rows", out, {x}, [in_shape, in_dtype, R](const Tensor& g, const std::vector<bool>&) {
-    // The padding's gradient is dropped; a gradient in x's dtype already (an
-    // fp32 one of a narrowing pad: takes_wide_grad) is kept as its leading rows.
-    if (g.dtype() == in_dtype) return std::vector<Tensor>{g.size(0) == R ? g : g.slice(0, R)};
-    Tensor dx = Tensor::empty(in_shape, in_dtype, g.device());
-    dx.copy_from(g.slice(0, R));
-    return std::vector<Tensor>{dx};
+  // The padding's gradient is dropped.
+  record("pad_rows", out, {x}, [in_dtype, R](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{leading_rows_in(g, R, in_dtype)};
   });
   if (in_dtype == DType::f32 && dtype_size(dtype) == 2) accept_wide_grad(out);
   return out;

@@ -91,4 +91,17 @@ inline void* qkv_part(const std::vector<Tensor>& ins, const std::array<int64_t, 
   return static_cast<char*>(t.data_ptr()) + size_t(off[i]) * dtype_size(t.dtype());
 }
 
+// The backward of a cast that may also pad rows (pad_rows, autocast's kept
+// copies): g's first `rows` rows in `dtype`. A g already in `dtype` (an
+// fp32 gradient a GEMM wrote wide: takes_wide_grad) is handed on as it is,
+// or as a view of its leading rows; else they are cast into a new tensor.
+inline Tensor leading_rows_in(const Tensor& g, int64_t rows, DType dtype) {
+  if (g.dtype() == dtype) return g.size(0) == rows ? g : g.slice(0, rows);
+  Shape shape = g.shape();
+  shape[0] = rows;
+  Tensor dx = Tensor::empty(shape, dtype, g.device());
+  dx.copy_from(g.slice(0, rows));
+  return dx;
+}
+
 }  // namespace eng::detail

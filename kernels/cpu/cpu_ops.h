@@ -107,6 +107,11 @@ template <typename T>
 void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C, int64_t start, int64_t V);
 template <typename T>
 void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C, int64_t start);
+// out[b, t, :] = x[b, t, :] + table[t, :] for x (B, T, C) and the T rows of
+// a position table starting at `table` (add_positions; its backward is
+// bias_backward over (B, T C)).
+template <typename T>
+void add_positions_forward(const T* x, const T* table, T* out, int64_t B, int64_t T_, int64_t C);
 
 // reduce.cpp: x viewed as (outer, n, inner); sum over n -> (outer, inner).
 template <typename T>

@@ -5,6 +5,7 @@
 // The backward runs serially over tokens so repeated ids are summed in a fixed
 // order: deterministic, as the CUDA version must be too.
 // bytes: forward 8*n*C + 4n, backward 8*n*C + 4*V*C (fp32); flops: backward n*C.
+// add_positions_forward: bytes 8 B T C + 4 T C (fp32), flops B T C.
 #include <cstring>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -35,9 +36,19 @@ void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int
   }
 }
 
+template <typename T>
+void add_positions_forward(const T* x, const T* table, T* out, int64_t B, int64_t T_, int64_t C) {
+  const int64_t row = T_ * C;
+#pragma omp parallel for if (B * row > 16384)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < row; ++i) out[b * row + i] = x[b * row + i] + table[i];
+}
+
 template void embedding_forward<float>(const float*, const int32_t*, float*, int64_t, int64_t, int64_t, int64_t);
 template void embedding_forward<double>(const double*, const int32_t*, double*, int64_t, int64_t, int64_t, int64_t);
 template void embedding_backward<float>(const float*, const int32_t*, float*, int64_t, int64_t, int64_t, int64_t);
 template void embedding_backward<double>(const double*, const int32_t*, double*, int64_t, int64_t, int64_t, int64_t);
+template void add_positions_forward<float>(const float*, const float*, float*, int64_t, int64_t, int64_t);
+template void add_positions_forward<double>(const double*, const double*, double*, int64_t, int64_t, int64_t);
 
 }  // namespace eng::cpu
