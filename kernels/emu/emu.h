@@ -52,6 +52,8 @@
 #include <type_traits>
 
 #include <utility>
+#include <vector>
+
 #include "kernels/emu/count_only.h"
 #include "kernels/kernel_cost.h"
 
@@ -78,18 +80,22 @@ inline constexpr int warpSize = 32;
 namespace emu {
 
 // Collective operations a warp can rendezvous on (warp.cpp).
-enum class WarpOp : uint8_t { sync, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all };
+// exchange: the .sync.aligned matrix instructions (mma.sync, ldmatrix:
+// kernels/emu/tensor_core.h), which need all 32 lanes at one call site.
+enum class WarpOp : uint8_t { sync, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all, exchange };
 
 // What one lane brings to a warp collective.
 struct WarpArgs {
   WarpOp op;
   unsigned mask;
   uint64_t value;  // the lane's operand as raw bytes (shuffles) or predicate
-  uint32_t arg;    // srcLane / delta / laneMask (shuffles)
+  uint32_t arg;    // srcLane / delta / laneMask (shuffles); the variant (exchange)
   int width;       // shuffle segment width, 32 otherwise
-  int size;        // bytes of the shuffled type
+  int size;        // bytes of the shuffled type, or of each lane's block (exchange)
   const char* file;
   int line;
+  const void* data = nullptr;  // exchange: the lane's block of `size` bytes
+  const char* what = nullptr;  // exchange: the instruction, for messages
 };
 
 // Block barrier flavours: __syncthreads and its _count/_and/_or reductions.
@@ -122,6 +128,35 @@ void enqueue(std::function<void()> work);
 
 int barrier(BarrierOp op, int predicate, const char* file, int line);
 uint64_t warp_collective(const WarpArgs& args);
+// The .aligned warp exchange behind mma.sync and ldmatrix (warp.cpp): every
+// lane of the warp posts `bytes` bytes and gets back all 32 lanes' blocks,
+// lane after lane, valid until the warp's next exchange. All 32 lanes must
+// exist, none may have exited, and all must call it at the same call site
+// with the same variant (what the PTX ISA's .aligned asks); otherwise an
+// error names the instruction, the site and the lane.
+const unsigned char* warp_exchange(const void* mine, int bytes, uint32_t variant, const char* what, const char* file,
+                                   int line);
+// The shared-memory window (launch.cpp): a 32-bit shared address, as
+// __cvta_generic_to_shared gives on the GPU, for a pointer into the launch's
+// static or dynamic shared memory, and back. Static __shared__ variables sit
+// at [0, static bytes), the dynamic buffer at the next multiple of 1024. A
+// pointer or address outside both, or an address not `align`-aligned, is an
+// error naming `what`, the site and the thread.
+uint32_t shared_address(const void* p, const char* what, const char* file, int line);
+unsigned char* shared_pointer(uint32_t addr, size_t bytes, size_t align, const char* what, const char* file, int line);
+// cp.async's bookkeeping (async.cpp), one queue per CUDA thread: an issued
+// copy waits, uncommitted, until commit_group closes its group; wait_group N
+// hands back (in issue order) the copies of every group but the newest N,
+// which the caller then performs. wait_all is commit + wait_group 0.
+struct AsyncCopy {
+  unsigned char* dst;
+  const unsigned char* src;
+  int bytes;      // cp-size: 4, 8 or 16
+  int src_bytes;  // bytes read from src; the rest of dst is zero-filled
+};
+void cp_async_issue(const AsyncCopy& copy, const char* file, int line);
+void cp_async_commit(const char* file, int line);
+std::vector<AsyncCopy> cp_async_wait(int newest_pending, const char* file, int line);
 unsigned char* dynamic_smem(const char* file, int line);
 [[noreturn]] void trap(const char* file, int line);
 
@@ -204,3 +239,8 @@ extern const dim3& gridDim;
 #define __trap() ::emu::trap(__FILE__, __LINE__)
 
 #include "kernels/emu/emu_intrinsics.h"
+
+// The 32-bit shared address of a generic pointer (emu.h's shared_address;
+// kernels/cuda/tensor_core.cuh's smem_addr is the usual spelling).
+#define __cvta_generic_to_shared(p) \
+  static_cast<size_t>(::emu::shared_address((p), "__cvta_generic_to_shared", __FILE__, __LINE__))

@@ -137,14 +137,14 @@ class SharedMemory {
       static bool noted = false;
       if (!noted) std::fprintf(stderr, "emulator: static binary, __shared__ variables are not poisoned\n");
       noted = true;
-      tls_.data = nullptr;
+      poison_tls_ = false;
     }
-    if (tls_.data) saved_.assign(tls_.data, tls_.data + tls_.bytes);
+    if (poison_tls_ && tls_.data) saved_.assign(tls_.data, tls_.data + tls_.bytes);
     // Exactly the requested size, so AddressSanitizer flags any access past it.
     dyn_ = static_cast<unsigned char*>(::operator new (std::max<size_t>(dyn_bytes_, 1), std::align_val_t{16}));
   }
   ~SharedMemory() {
-    if (tls_.data) std::memcpy(tls_.data, saved_.data(), tls_.bytes);
+    if (poison_tls_ && tls_.data) std::memcpy(tls_.data, saved_.data(), tls_.bytes);
     ::operator delete (dyn_, std::align_val_t{16});
   }
   SharedMemory(const SharedMemory&) = delete;
@@ -153,15 +153,35 @@ class SharedMemory {
   // The next block's shared memory: poisoned, and (race check) with the last
   // block's accesses forgotten, since on a GPU it is other memory.
   void poison() {
-    if (tls_.data)
+    if (poison_tls_ && tls_.data)
       race::forget(tls_.data, tls_.bytes, race::Shared::static_tls), std::memset(tls_.data, 0xFF, tls_.bytes);
     race::forget(dyn_, dyn_bytes_, race::Shared::dynamic);
     std::memset(dyn_, 0xFF, dyn_bytes_);
   }
   unsigned char* dynamic() const { return dyn_; }
 
+  // The shared-memory window (emu.h): static __shared__ (the module's TLS
+  // block) at [0, tls bytes), the dynamic buffer from dyn_base() on.
+  uint32_t dyn_base() const { return uint32_t((tls_.bytes + 1023) / 1024 * 1024); }
+  bool to_window(const unsigned char* p, uint32_t& addr) const {
+    if (tls_.data && p >= tls_.data && p < tls_.data + tls_.bytes) return addr = uint32_t(p - tls_.data), true;
+    if (p >= dyn_ && p < dyn_ + dyn_bytes_) return addr = dyn_base() + uint32_t(p - dyn_), true;
+    return false;
+  }
+  unsigned char* from_window(uint32_t addr, size_t bytes) const {
+    if (tls_.data && addr < tls_.bytes && bytes <= tls_.bytes - addr) return tls_.data + addr;
+    if (addr >= dyn_base() && addr - dyn_base() < dyn_bytes_ && bytes <= dyn_bytes_ - (addr - dyn_base()))
+      return dyn_ + (addr - dyn_base());
+    return nullptr;
+  }
+  std::string describe() const {
+    return eng::cat("static __shared__ at [0, ", tls_.bytes, "), dynamic at [", dyn_base(), ", ",
+                    dyn_base() + dyn_bytes_, ")");
+  }
+
  private:
   TlsRange tls_;
+  bool poison_tls_ = true;
   std::vector<unsigned char> saved_;
   size_t dyn_bytes_;
   unsigned char* dyn_;
@@ -209,6 +229,8 @@ void fiber_main() {
   Launch& L = *g_launch;
   while (!L.finished) {
     if (!L.cancelling) {
+      self.cp_open.clear();  // a thread's cp.async queue starts empty in every block
+      self.cp_groups.clear();
       race::thread_begin();
       run_thread(L, self);
       race::thread_end();
@@ -361,6 +383,30 @@ int barrier(BarrierOp op, int predicate, const char* file, int line) {
 unsigned char* dynamic_smem(const char* file, int line) {
   current_fiber("DYNAMIC_SMEM", file, line);
   return g_smem->dynamic();
+}
+
+uint32_t shared_address(const void* p, const char* what, const char* file, int line) {
+  Fiber& f = current_fiber(what, file, line);
+  uint32_t addr = 0;
+  if (!g_smem->to_window(static_cast<const unsigned char*>(p), addr))
+    fail(file, line,
+         eng::cat(what, " in ", thread_name(f), " (lane ", f.linear % 32, "): ", p,
+                  " is not in the block's shared memory (", g_smem->describe(), ")"));
+  return addr;
+}
+
+unsigned char* shared_pointer(uint32_t addr, size_t bytes, size_t align, const char* what, const char* file, int line) {
+  Fiber& f = current_fiber(what, file, line);
+  if (addr % align)
+    fail(file, line,
+         eng::cat(what, " in ", thread_name(f), " (lane ", f.linear % 32, "): shared address ", addr, " is not ", align,
+                  "-byte aligned"));
+  unsigned char* p = g_smem->from_window(addr, bytes);
+  if (!p)
+    fail(file, line,
+         eng::cat(what, " in ", thread_name(f), " (lane ", f.linear % 32, "): shared address ", addr, " (", bytes,
+                  " bytes) is outside the block's shared memory (", g_smem->describe(), ")"));
+  return p;
 }
 
 void trap(const char* file, int line) {

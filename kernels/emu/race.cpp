@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -102,6 +103,15 @@ void* new_sync() {
 }
 
 void release(void* sync) { __tsan_release(sync); }
+// The exchange's gathering of the lanes' registers (warp.cpp): the
+// emulator's work, not a GPU thread's access (TSan's memcpy interceptor would
+// otherwise record it as the completing lane's).
+void unseen_copy(void* dst, const void* src, size_t n) {
+  Ignored ignored;
+  std::memcpy(dst, src, n);
+}
+Unseen::Unseen() { __tsan_ignore_thread_begin(); }
+Unseen::~Unseen() { __tsan_ignore_thread_end(); }
 void acquire(void* sync) { __tsan_acquire(sync); }
 
 }  // namespace emu::detail::race

@@ -57,6 +57,15 @@ void launch_end();                                      // host: acquire `end`
 void* new_sync();                                       // a sync object fresh for one barrier or rendezvous
 void release(void* sync);
 void acquire(void* sync);
+void unseen_copy(void* dst, const void* src, size_t n);  // a memcpy the race check does not record
+// While one lives, the running fiber's accesses and allocations are not
+// recorded: the emulator's own bookkeeping done on a GPU thread's behalf.
+struct Unseen {
+  Unseen();
+  ~Unseen();
+  Unseen(const Unseen&) = delete;
+  Unseen& operator=(const Unseen&) = delete;
+};
 #else
 inline constexpr bool enabled = false;
 inline constexpr int kSets = 1;
@@ -74,6 +83,8 @@ inline void launch_end() {}
 inline void* new_sync() { return nullptr; }
 inline void release(void*) {}
 inline void acquire(void*) {}
+inline void unseen_copy(void* dst, const void* src, size_t n) { __builtin_memcpy(dst, src, n); }
+struct Unseen {};
 #endif
 
 }  // namespace emu::detail::race

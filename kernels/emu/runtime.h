@@ -4,7 +4,9 @@
 //   launch.cpp  the launch: blocks one after another, one fiber per CUDA
 //               thread, the counting block barrier, shared-memory poisoning,
 //               error reporting;
-//   warp.cpp    the per-warp rendezvous behind __shfl_*_sync, votes, __syncwarp;
+//   warp.cpp    the per-warp rendezvous behind __shfl_*_sync, votes, __syncwarp,
+//               and the .aligned exchange behind mma.sync and ldmatrix;
+//   async.cpp   cp.async's per-thread queues of copies and groups;
 //   schedule.cpp the order of blocks and threads (ENGINE_EMU_SCHEDULE);
 //   race.cpp    the ThreadSanitizer race check's happens-before edges (race.h).
 // Nothing outside kernels/emu includes this file.
@@ -53,8 +55,10 @@ struct Fiber {
   int barrier_result = 0;  // ... and the block-wide result
   WarpArgs warp{};         // the pending warp collective
   uint64_t warp_result = 0;
-  void* tsan = nullptr;  // its ThreadSanitizer fiber (race check builds only, race.h)
-  void* sync = nullptr;  // the race check's sync object of the barrier or rendezvous it waits in
+  void* tsan = nullptr;            // its ThreadSanitizer fiber (race check builds only, race.h)
+  void* sync = nullptr;            // the race check's sync object of the barrier or rendezvous it waits in
+  std::vector<AsyncCopy> cp_open;  // cp.async issued since the last commit_group
+  std::vector<std::vector<AsyncCopy>> cp_groups;  // committed groups not yet waited for, oldest first
 
   Fiber() = default;
   Fiber(const Fiber&) = delete;
@@ -74,10 +78,11 @@ struct Launch {
   std::vector<Fiber*> fibers;  // fibers[linear thread index] of the block running now
   std::vector<Fiber*> all;     // every fiber of the launch: race::kSets sets of nthreads (race.h)
   int nthreads = 0;
-  uint3 block{};                 // current block index
-  int arrived = 0;               // threads waiting at the block barrier
-  void* barrier_sync = nullptr;  // the race check's sync object of the barrier being gathered
-  int exited = 0;                // threads that returned in this block
+  uint3 block{};                                    // current block index
+  int arrived = 0;                                  // threads waiting at the block barrier
+  void* barrier_sync = nullptr;                     // the race check's sync object of the barrier being gathered
+  int exited = 0;                                   // threads that returned in this block
+  std::vector<std::vector<unsigned char>> staging;  // per warp: the blocks of its last warp_exchange
   bool cancelling = false;
   bool finished = false;
   std::exception_ptr error;

@@ -1,5 +1,6 @@
 // Warp collectives under the emulator: __shfl_*_sync, __ballot_sync,
-// __any_sync, __all_sync and __syncwarp.
+// __any_sync, __all_sync and __syncwarp, and the .aligned exchange that
+// mma.sync and ldmatrix are built on (tensor_core.h).
 //
 // A collective is a rendezvous of the lanes named in its mask, within one
 // warp only (a block-wide barrier would deadlock the common
@@ -20,14 +21,22 @@
 // 0 for .up and 31 otherwise, and the hardware uses b[4:0] of the lane
 // argument. Reading a lane that takes no part yields poison bytes (0xFF...),
 // where the GPU returns an undefined value.
+//
+// The exchange is stricter, as .sync.aligned instructions are: every lane of
+// the warp must take part (a partial warp, or a lane that has exited, is an
+// error, not a smaller set), and all at the same call site with the same
+// variant: lanes that reach one mma.sync from two branches are divergent.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "kernels/emu/race.h"
 #include "kernels/emu/runtime.h"
 
 namespace emu::detail {
 namespace {
+
+constexpr int kMaxExchangeBytes = 64;  // per lane: mma.sync posts 24, ldmatrix 16
 
 bool is_shuffle(WarpOp op) {
   return op == WarpOp::shfl_idx || op == WarpOp::shfl_up || op == WarpOp::shfl_down || op == WarpOp::shfl_xor;
@@ -40,12 +49,15 @@ std::string hex(unsigned v) {
 }
 
 std::string describe(const WarpArgs& a) {
+  if (a.op == WarpOp::exchange) return eng::cat(a.what, " at ", site(a.file, a.line));
   if (!is_shuffle(a.op)) return eng::cat(warp_op_name(a.op), "(mask ", hex(a.mask), ")");
   return eng::cat(warp_op_name(a.op), "(mask ", hex(a.mask), ", width ", a.width, ", ", a.size, "-byte value)");
 }
 
 bool same_collective(const WarpArgs& a, const WarpArgs& b) {
-  return a.op == b.op && a.mask == b.mask && a.width == b.width && a.size == b.size;
+  const bool same = a.op == b.op && a.mask == b.mask && a.width == b.width && a.size == b.size;
+  if (!same || a.op != WarpOp::exchange) return same;
+  return a.arg == b.arg && a.line == b.line && std::strcmp(a.file, b.file) == 0;  // .aligned: one instruction
 }
 
 // The lane a shuffle reads, per the PTX ISA's shfl.sync description.
@@ -75,6 +87,11 @@ uint32_t source_lane(WarpOp op, uint32_t lane, uint32_t b, int width) {
 
 // All lanes in `arrived` wait in the same collective: compute their results.
 void complete(Launch& L, int base, unsigned arrived, const WarpArgs& a) {
+  if (a.op == WarpOp::exchange) {  // every lane's block, lane after lane, in the warp's staging
+    std::vector<unsigned char>& st = L.staging[size_t(base / 32)];  // sized at the launch's first exchange
+    for (int lane = 0; lane < 32; ++lane)
+      race::unseen_copy(st.data() + size_t(lane) * size_t(a.size), L.fibers[base + lane]->warp.data, size_t(a.size));
+  }
   uint64_t value[32] = {};
   unsigned votes = 0;
   for (unsigned m = arrived; m; m &= m - 1) {
@@ -98,6 +115,9 @@ void complete(Launch& L, int base, unsigned arrived, const WarpArgs& a) {
         break;
       case WarpOp::sync:
         f.warp_result = 0;
+        break;
+      case WarpOp::exchange:
+        f.warp_result = reinterpret_cast<uintptr_t>(L.staging[size_t(base / 32)].data());
         break;
       default: {
         const uint32_t src = source_lane(a.op, uint32_t(lane), f.warp.arg, a.width);
@@ -128,6 +148,8 @@ const char* warp_op_name(WarpOp op) {
       return "__any_sync";
     case WarpOp::all:
       return "__all_sync";
+    case WarpOp::exchange:
+      return "a warp-wide matrix instruction";
   }
   return "?";
 }
@@ -143,8 +165,18 @@ std::string try_complete_warp(Launch& L, Fiber& waiter) {
     const Fiber& g = *L.fibers[base + lane];
     switch (g.state) {
       case FiberState::done:
+        if (a.op == WarpOp::exchange)
+          return eng::cat(site(a.file, a.line), ": ", a.what, " in warp ", base / 32, ": lane ", lane, " (",
+                          thread_name(g), ") has returned while ", thread_name(waiter),
+                          " waits here; .sync.aligned needs all 32 lanes of the warp at the same instruction");
         continue;  // exited lanes take no part
       case FiberState::at_warp:
+        if (!same_collective(g.warp, a) && (a.op == WarpOp::exchange || g.warp.op == WarpOp::exchange))
+          return eng::cat(site(a.file, a.line), ": divergent warp in warp ", base / 32, ": ", thread_name(waiter),
+                          " waits in ", describe(a), ", but lane ", lane, " (", thread_name(g), ") waits in ",
+                          describe(g.warp),
+                          "; a .sync.aligned instruction (mma.sync, ldmatrix) must be executed by all 32 lanes "
+                          "of the warp at the same instruction");
         if (!same_collective(g.warp, a))
           return eng::cat(site(a.file, a.line), ": mismatched warp collectives in warp ", base / 32, ": ",
                           thread_name(waiter), " waits in ", describe(a), " here, but lane ", lane, " (",
@@ -153,9 +185,9 @@ std::string try_complete_warp(Launch& L, Fiber& waiter) {
         arrived |= 1u << lane;
         continue;
       case FiberState::at_barrier:
-        return eng::cat(site(a.file, a.line), ": deadlock: ", thread_name(waiter), " waits in ", warp_op_name(a.op),
-                        " for lane ", lane, " (", thread_name(g), "), which waits at __syncthreads() at ",
-                        site(g.file, g.line));
+        return eng::cat(site(a.file, a.line), ": deadlock: ", thread_name(waiter), " waits in ",
+                        a.op == WarpOp::exchange ? a.what : warp_op_name(a.op), " for lane ", lane, " (",
+                        thread_name(g), "), which waits at __syncthreads() at ", site(g.file, g.line));
       default:
         return "";  // this lane has not arrived yet
     }
@@ -203,6 +235,32 @@ uint64_t warp_collective(const WarpArgs& a) {
     f.state = FiberState::running;
   race::acquire(f.sync);
   return f.warp_result;
+}
+
+const unsigned char* warp_exchange(const void* mine, int bytes, uint32_t variant, const char* what, const char* file,
+                                   int line) {
+  Fiber& f = current_fiber(what, file, line);
+  Launch& L = *g_launch;
+  const int base = f.linear & ~31;
+  if (L.nthreads - base < 32)
+    fail(file, line,
+         eng::cat(what, " in ", thread_name(f), ": its warp has ", L.nthreads - base,
+                  " threads; .sync.aligned needs all 32 lanes (make the block a multiple of 32 threads)"));
+  if (bytes < 1 || bytes > kMaxExchangeBytes)
+    fail(file, line,
+         eng::cat(what, ": a lane's block of ", bytes, " bytes; the exchange moves 1 to ", kMaxExchangeBytes));
+  if (L.staging.empty()) {
+    // Once per launch, never reallocated during it: lanes read their warp's
+    // staging after the rendezvous, so it must not move under them. The
+    // emulator's memory, not the kernel's: the race check does not see it.
+    [[maybe_unused]] race::Unseen unseen;
+    L.staging.resize(size_t((L.nthreads + 31) / 32));
+    for (auto& st : L.staging) st.resize(32 * kMaxExchangeBytes);
+  }
+  WarpArgs a{WarpOp::exchange, ~0u, 0, variant, 32, bytes, file, line};
+  a.data = mine;
+  a.what = what;
+  return reinterpret_cast<const unsigned char*>(uintptr_t(warp_collective(a)));
 }
 
 }  // namespace emu

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/portable.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 namespace {
 
@@ -73,6 +74,20 @@ __global__ void half_warp_kernel(float* out, bool full_mask) {
   out[lane] = lane_value[lane ^ 16];  // race: half_warp
 }
 
+// 6. cp.async: a thread reads the element its neighbour copied after the
+//    barrier, but the neighbour waits for its copy only after the barrier,
+//    so the copy may land while the read happens (kernels/emu/async.cpp).
+__global__ void cp_async_late_wait_kernel(const float* in, float* out, bool wait_first) {
+  __shared__ __align__(16) float tile[kThreads];
+  const int t = int(threadIdx.x);
+  eng::tc::cp_async_ca<4>(eng::tc::smem_addr(&tile[t]), in + t);
+  eng::tc::cp_async_commit();
+  if (wait_first) eng::tc::cp_async_wait_all();
+  __syncthreads();
+  out[t] = tile[(t + 1) % kThreads];              // race: cp_async_late_wait
+  if (!wait_first) eng::tc::cp_async_wait_all();  // race: cp_async_late_wait
+}
+
 // The launches. `fixed` picks the corrected twin.
 void run(const std::string& name, bool fixed) {
   std::vector<float> a(4 * kThreads, 1.f), b(4 * kThreads, 0.f);
@@ -91,6 +106,8 @@ void run(const std::string& name, bool fixed) {
     }
   } else if (name == "half_warp") {
     LAUNCH_KERNEL(half_warp_kernel, 1, 32, 0, nullptr, b.data(), fixed);
+  } else if (name == "cp_async_late_wait") {
+    LAUNCH_KERNEL(cp_async_late_wait_kernel, 1, kThreads, 0, nullptr, a.data(), b.data(), fixed);
   } else {
     std::fprintf(stderr, "emu_seeded_races: unknown case '%s'\n", name.c_str());
     std::exit(2);
@@ -112,7 +129,7 @@ int main(int argc, char** argv) {
   if (argc != 2 && !(argc == 3 && std::strcmp(argv[2], "fixed") == 0)) {
     std::fprintf(stderr,
                  "usage: emu_seeded_races CASE [fixed]\n"
-                 "CASE: neighbour_smem, tree_sum, same_element, next_block, half_warp\n");
+                 "CASE: neighbour_smem, tree_sum, same_element, next_block, half_warp, cp_async_late_wait\n");
     return 2;
   }
   try {
