@@ -31,6 +31,7 @@
 #include "bench/cases.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/ladder.h"
 #include "kernels/cudnn/cudnn.h"
 #if defined(ENGINE_HAVE_CUDA)
@@ -167,6 +168,24 @@ Case attention_fwd(const Dims& d) {
                           auto run = [=] {
                             ENGINE_GPU_CALL(dev, ladder_attention_forward_naive, a.q.data<float>(), a.k.data<float>(),
                                             a.v.data<float>(), a.out.data<float>(), scores.data<float>(),
+                                            gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask, nullptr);
+                          };
+                          return Runner{run, [=] { return host(a.out); }};
+                        }});
+  }
+  // The tensor-core rung (kernels/cuda/attention_mma.cu), bf16/f16, head
+  // sizes 64 and 128: 64 x 64 tiles, n = ceil(T / 64), each query block
+  // reads its K and V tiles: bytes = elem B NH HS (2 T + 2 64 pairs) + 4 B NH T,
+  // flops = 4 B NH HS 64^2 pairs (the tiles visited), pairs n(n+1)/2 causal, n^2 not.
+  if (d.st != DType::f32 && (d.HS == 64 || d.HS == 128)) {
+    const double n = double((d.T + 63) / 64), pairs = d.causal() ? n * (n + 1) / 2 : n * n;
+    const double bytes =
+        d.elem() * d.bnh() * double(d.HS) * (2.0 * double(d.T) + 128.0 * pairs) + 4.0 * d.bnh() * double(d.T);
+    c.ladder.push_back({"mma", bytes, 4.0 * d.bnh() * double(d.HS) * 4096.0 * pairs, [d](Device dev) {
+                          AttnState a = forward_inputs(dev, d);
+                          auto run = [=] {
+                            ENGINE_GPU_CALL(dev, attention_forward_mma, gpu::storage_of(d.st), a.q.data_ptr(),
+                                            a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(),
                                             gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask, nullptr);
                           };
                           return Runner{run, [=] { return host(a.out); }};

@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_mma.h"
 #include "kernels/cuda/ladder.h"
 #include "kernels/gemm/cublaslt.h"
 #include "kernels/gemm/gemm.h"
@@ -185,6 +186,24 @@ static std::vector<Rung> gemm_ladder(const GemmCall& g) {
           {"smem", 4.0 * (M * K * tiles_n + K * N * tiles_m + M * N), flops, bind(true)}};
 }
 
+// The tensor-core rung (kernels/cuda/gemm_mma.cu), bf16 and f16: 64 x 64
+// tiles, bytes = 2 (M K ceil(N/64) + K N ceil(M/64) + M N), flops 2 M N K.
+// Only where cp.async can copy the operands' rows (lda, ldb multiples of 8).
+static std::vector<Rung> gemm_mma_ladder(const GemmCall& g, DType st) {
+  if (g.lda % 8 || g.ldb % 8) return {};
+  const double M = double(g.M), N = double(g.N), K = double(g.K);
+  const double bytes = 2.0 * (M * K * ceil_div(g.N, 64) + K * N * ceil_div(g.M, 64) + M * N);
+  auto bind = [g, st](Device dev) {
+    const Operands o = operands(g, st, dev, 11);
+    return Runner{[=] {
+                    ENGINE_GPU_CALL(dev, gemm_mma, gpu::storage_of(st), g, o.a.data_ptr(), o.b.data_ptr(),
+                                    o.c.data_ptr(), nullptr);
+                  },
+                  [=] { return host(o.c); }};
+  };
+  return {{"mma", bytes, 2.0 * M * N * K, bind}};
+}
+
 static Case gemm_case(const std::string& name, const std::string& what, Trans ta, Trans tb, int64_t M, int64_t N,
                       int64_t K, DType st) {
   const GemmCall g = make_call(ta, tb, M, N, K);
@@ -206,7 +225,7 @@ static Case gemm_case(const std::string& name, const std::string& what, Trans ta
   };
   for (const LtMode& m : kLtModes)
     if (m.storage == st) c.vendor.push_back(cublaslt_row(g, m));
-  if (st == DType::f32) c.ladder = gemm_ladder(g);
+  c.ladder = st == DType::f32 ? gemm_ladder(g) : gemm_mma_ladder(g, st);
   return c;
 }
 

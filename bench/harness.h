@@ -69,14 +69,14 @@ struct ImplRow {
 // comment block) and flops, validated against the same cpu reference with
 // the case's tolerance. f32 cases only.
 struct Rung {
-  std::string name;  // "naive", "smem", "unfused"
+  std::string name;  // "naive", "smem", "mma", "unfused"
   double bytes = 0, flops = 0;
   std::function<Runner(Device)> bind;
 };
 // The names --impl takes besides the rungs': the cpu reference, our GPU
 // kernels, the vendors.
 inline constexpr const char* kImplNames[] = {"cpu", "ours", "cublaslt", "cudnn"};
-inline constexpr const char* kRungNames[] = {"naive", "smem", "unfused"};
+inline constexpr const char* kRungNames[] = {"naive", "smem", "mma", "unfused"};
 
 struct Case {
   std::string name;             // "layernorm_bwd"

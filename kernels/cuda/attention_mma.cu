@@ -1,0 +1,238 @@
+// Attention forward on tensor cores, FlashAttention-2 style: the attention
+// ladder's tensor-core rung (docs/kernels/attention.md). The same launcher
+// contract as attention_forward (kernels/cuda/attention.h: layouts, packed
+// qkv through ld_qkv, q_offset, lse), for bf16 and f16 storage and head
+// sizes 64 and 128. Instructions: kernels/cuda/tensor_core.cuh.
+//
+// A block takes 64 queries of one (batch, head), four warps of 16 rows each.
+// The Q tile comes in once (cp.async, then ldmatrix into registers: the A
+// operand of every S = Q K^T); K and V come in 64 keys at a time through
+// double-buffered cp.async, the next tile in flight while the warps work on
+// this one. Per key tile a warp computes its 16 x 64 block of S on mma.sync
+// (K as B straight from its [key][d] tile with ldmatrix), masks it (causal:
+// key > q_offset + query; keys past Tk), folds it into the running row max
+// m and sum l (the online softmax: O and l are rescaled by exp(m - m') when
+// the max grows), and multiplies P V on mma.sync with P taken from S's
+// accumulators without leaving registers (an m16n8 accumulator pair is an
+// m16n8k16 A fragment) and V as B through ldmatrix.trans. Causal blocks
+// stop at the last key tile their queries see. At the end O / l is stored,
+// and lse = m + log l (of the scaled scores), as attention_forward does.
+// bytes = each tensor once as attention_forward's cost counts it (q, k, v,
+// out, lse), the K/V tiles re-read once per query block (caches); flops =
+// 4 HS per visible (query, key) pair.
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cuda/attention_mma.h"
+#include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/tensor_core.cuh"
+
+namespace eng::ENGINE_GPU_NS {
+
+namespace {
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kBr = 16 * kWarps, kBc = 64, kPad = 8;
+
+struct MmaDims {
+  int Tq, Tk, q_off, NH, BH;
+  float scale;
+  int64_t ld;  // rows of q, k, v: NH HS, or 3 NH HS (packed qkv)
+};
+
+// Rows [row0, row0 + rows) of a head's (T, ld) matrix into a [rows][kHS + kPad]
+// tile; rows at or past T zero-filled. 16 bytes a copy.
+template <typename T, int kHS>
+__device__ __forceinline__ void load_rows(T* tile, const T* head, int64_t ld, int row0, int rows, int Tn) {
+  constexpr int kChunks = kHS / 8;
+#pragma unroll 1  // unrolled, ptxas hoists every copy's address at once and spills (sm_80, head size 64)
+  for (int c = int(threadIdx.x); c < rows * kChunks; c += kThreads) {
+    const int r = c / kChunks, d = (c % kChunks) * 8;
+    const bool in = row0 + r < Tn;
+    const T* src = in ? head + int64_t(row0 + r) * ld + d : head;
+    tc::cp_async_cg(tc::smem_addr(tile + r * (kHS + kPad) + d), src, in ? 16 : 0);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return tc::pack_bf16x2(lo, hi);
+  else
+    return tc::pack_f16x2(lo, hi);
+}
+template <typename T>
+__device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    tc::mma_m16n8k16_bf16(d, a, b, d);
+  else
+    tc::mma_m16n8k16_f16(d, a, b, d);
+}
+
+template <typename T, int kHS, bool kCausal>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_mma_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                 T* __restrict__ out, float* __restrict__ lse, MmaDims a) {
+  constexpr int kLd = kHS + kPad, kTile = kBc * kLd;
+  DYNAMIC_SMEM(T, smem);
+  T* const qs = smem;                // [kBr][kLd]
+  T* const ks = smem + kBr * kLd;    // 2 stages of [kBc][kLd]
+  T* const vs = ks + 2 * kTile;      // 2 stages of [kBc][kLd]
+  const int q_tiles = (a.Tq + kBr - 1) / kBr;
+  const int bh = int(blockIdx.x) / q_tiles, q0 = (int(blockIdx.x) % q_tiles) * kBr;
+  const int b = bh / a.NH, h = bh % a.NH;
+  const int64_t head = int64_t(h) * kHS;
+  const T* qh = q + int64_t(b) * a.Tq * a.ld + head;
+  const T* kh = k + int64_t(b) * a.Tk * a.ld + head;
+  const T* vh = v + int64_t(b) * a.Tk * a.ld + head;
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), g = lane / 4, t = lane % 4;
+  const int jm = lane / 8, r8 = lane % 8;  // this lane addresses row r8 of ldmatrix's matrix jm
+
+  // The key tiles these queries see: all, or up to the last query's diagonal.
+  const int k_tiles = (a.Tk + kBc - 1) / kBc;
+  const int last = kCausal ? min(k_tiles - 1, (a.q_off + q0 + kBr - 1) / kBc) : k_tiles - 1;
+  load_rows<T, kHS>(qs, qh, a.ld, q0, kBr, a.Tq);
+  load_rows<T, kHS>(ks, kh, a.ld, 0, kBc, a.Tk);
+  load_rows<T, kHS>(vs, vh, a.ld, 0, kBc, a.Tk);
+  tc::cp_async_commit();
+
+  uint32_t qf[kHS / 16][4];  // the warp's 16 query rows as A fragments, d in chunks of 16
+  float o[kHS / 8][4] = {};  // O, 16 x kHS: kHS / 8 accumulator tiles of 16 x 8
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 (l: this lane's share)
+  for (int j = 0; j <= last; ++j) {
+    if (j < last) {
+      load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ld, (j + 1) * kBc, kBc, a.Tk);
+      load_rows<T, kHS>(vs + ((j + 1) % 2) * kTile, vh, a.ld, (j + 1) * kBc, kBc, a.Tk);
+      tc::cp_async_commit();
+      tc::cp_async_wait_group<1>();
+    } else {
+      tc::cp_async_wait_group<0>();
+    }
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int kc = 0; kc < kHS / 16; ++kc)
+        tc::ldmatrix_x4(qf[kc], tc::smem_addr(qs + (warp * 16 + r8 + 8 * (jm & 1)) * kLd + kc * 16 + 8 * (jm >> 1)));
+    }
+    const T* kt = ks + (j % 2) * kTile;
+    const T* vt = vs + (j % 2) * kTile;
+    // S = Q K^T: 8 tiles of 16 x 8 keys.
+    float s[kBc / 8][4] = {};
+#pragma unroll
+    for (int kc = 0; kc < kHS / 16; ++kc)
+#pragma unroll
+      for (int np = 0; np < kBc / 16; ++np) {
+        uint32_t kb[4];  // (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
+        tc::ldmatrix_x4(kb, tc::smem_addr(kt + (np * 16 + r8 + 8 * (jm >> 1)) * kLd + kc * 16 + 8 * (jm & 1)));
+        const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+        mma16<T>(s[2 * np], qf[kc], b0);
+        mma16<T>(s[2 * np + 1], qf[kc], b1);
+      }
+    // Scale, mask, and the online softmax of rows g (i < 2) and g + 8 (i >= 2).
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kBc / 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int query = q0 + warp * 16 + g + 8 * (i >> 1), key = j * kBc + nt * 8 + 2 * t + (i & 1);
+        const bool seen = key < a.Tk && (!kCausal || key <= a.q_off + query);
+        s[nt][i] = seen ? s[nt][i] * a.scale : -INFINITY;
+        mx[i >> 1] = fmaxf(mx[i >> 1], s[nt][i]);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));  // the row's 4 lanes
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      // A row that has seen no key yet keeps m = -inf: nothing to rescale, p = 0.
+      alpha[r] = m[r] == -INFINITY ? 0.f : expf(m[r] - m_new);
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+    uint32_t pf[kBc / 16][4];  // P as A fragments: keys in chunks of 16
+#pragma unroll
+    for (int nt = 0; nt < kBc / 8; ++nt) {
+      float p[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        p[i] = m[i >> 1] == -INFINITY ? 0.f : expf(s[nt][i] - m[i >> 1]);
+        l[i >> 1] += p[i];
+      }
+      // Accumulator tile nt is keys nt*8..+7: the low (even nt) or high half of chunk nt / 2.
+      pf[nt / 2][(nt % 2) * 2] = pack2<T>(p[0], p[1]);
+      pf[nt / 2][(nt % 2) * 2 + 1] = pack2<T>(p[2], p[3]);
+    }
+#pragma unroll
+    for (int dt = 0; dt < kHS / 8; ++dt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[dt][i] *= alpha[i >> 1];
+    // O += P V: V as B (k = key, n = d) from its [key][d] tile, transposed by ldmatrix.
+#pragma unroll
+    for (int kc = 0; kc < kBc / 16; ++kc)
+#pragma unroll
+      for (int dp = 0; dp < kHS / 16; ++dp) {
+        uint32_t vb[4];  // (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
+        tc::ldmatrix_x4_trans(vb, tc::smem_addr(vt + (kc * 16 + r8 + 8 * (jm & 1)) * kLd + dp * 16 + 8 * (jm >> 1)));
+        const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+        mma16<T>(o[2 * dp], pf[kc], b0);
+        mma16<T>(o[2 * dp + 1], pf[kc], b1);
+      }
+    __syncthreads();  // this stage is refilled by tile j + 2's copies
+  }
+  // l: the row's four lanes' shares; O / l and the logsumexp, for rows inside Tq.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int query = q0 + warp * 16 + g + 8 * r;
+    if (query >= a.Tq) continue;
+    const float inv = 1.f / l[r];
+    T* orow = out + (int64_t(b) * a.Tq + query) * (int64_t(a.NH) * kHS) + head;
+#pragma unroll
+    for (int dt = 0; dt < kHS / 8; ++dt) {
+      orow[dt * 8 + 2 * t] = from_f32<T>(o[dt][2 * r] * inv);
+      orow[dt * 8 + 2 * t + 1] = from_f32<T>(o[dt][2 * r + 1] * inv);
+    }
+    if (t == 0) lse[int64_t(bh) * a.Tq + query] = m[r] + logf(l[r]);
+  }
+}
+
+template <typename T, int kHS, bool kCausal>
+void launch(const T* q, const T* k, const T* v, T* out, float* lse, const MmaDims& a, void* stream) {
+  const size_t smem = size_t(kBr + 4 * kBc) * size_t(kHS + kPad) * sizeof(T);
+  const unsigned grid = unsigned(a.BH) * unsigned((a.Tq + kBr - 1) / kBr);
+#if defined(__CUDACC__)
+  // Over 48 KiB of dynamic shared memory (head size 128) must be asked for.
+  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<T, kHS, kCausal>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+#endif
+  LAUNCH_KERNEL((attention_forward_mma_kernel<T, kHS, kCausal>), grid, kThreads, smem, as_stream(stream), q, k, v, out,
+                lse, a);
+}
+}  // namespace
+
+void attention_forward_mma(gpu::Storage st, const void* q, const void* k, const void* v, void* out, float* lse,
+                           const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream) {
+  ENGINE_CHECK(st != gpu::Storage::f32, "attention_forward_mma: tensor cores take bf16 or f16, not f32");
+  ENGINE_CHECK(d.HS == 64 || d.HS == 128, "attention_forward_mma: head size ", d.HS, " (64 or 128)");
+  const int64_t ld = d.ld_qkv ? d.ld_qkv : d.NH * d.HS;
+  ENGINE_CHECK(ld % 8 == 0 && aligned16(q, k, v), "attention_forward_mma: q, k, v rows must start on 16 bytes");
+  ENGINE_CHECK(d.B * d.NH * ((d.Tq + kBr - 1) / kBr) < (int64_t(1) << 31) && d.Tk < (int64_t(1) << 30),
+               "attention_forward_mma: ", d.B, " x ", d.NH, " heads of ", d.Tq, " queries is too large a grid");
+  if (d.B * d.Tq * d.NH == 0) return;
+  const MmaDims a{int(d.Tq), int(d.Tk), int(d.q_offset), int(d.NH), int(d.B * d.NH), 1.f / std::sqrt(float(d.HS)),
+                  ld};
+  const bool causal = mask == gpu::AttentionMask::causal;
+  dispatch_storage(st, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, float>) {
+      const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
+      T* po = static_cast<T*>(out);
+      if (d.HS == 64)
+        causal ? launch<T, 64, true>(pq, pk, pv, po, lse, a, stream) : launch<T, 64, false>(pq, pk, pv, po, lse, a, stream);
+      else
+        causal ? launch<T, 128, true>(pq, pk, pv, po, lse, a, stream)
+               : launch<T, 128, false>(pq, pk, pv, po, lse, a, stream);
+    }
+  });
+}
+
+}  // namespace eng::ENGINE_GPU_NS

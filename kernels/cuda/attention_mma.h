@@ -1,0 +1,25 @@
+// Launcher of kernels/cuda/attention_mma.cu: attention forward on tensor
+// cores (mma.sync, ldmatrix, cp.async), the attention ladder's tensor-core
+// rung. attention_forward's contract (kernels/cuda/attention.h: layouts,
+// ld_qkv, q_offset, lse, mask) for bf16 and f16 storage, head sizes 64 and
+// 128, q, k, v 16-byte aligned with rows a multiple of 8 elements apart;
+// anything else is refused in one line. The workbench runs it beside ours
+// and cuDNN's (bench/kernels --filter attention --impl mma); the engine's
+// attention op does not call it yet.
+#pragma once
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/gpu_ops.h"
+
+#define ENGINE_ATTENTION_MMA_LAUNCHERS                                                                            \
+  void attention_forward_mma(gpu::Storage st, const void* q, const void* k, const void* v, void* out, float* lse, \
+                             const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream);
+ENGINE_GPU_DECLARE(ENGINE_ATTENTION_MMA_LAUNCHERS)
+
+// Costs (kernels/kernel_cost.h): attention_forward's (each tensor once, 4 HS
+// flops a visible pair).
+namespace eng::kcost {
+inline kprof::Cost attention_forward_mma(gpu::Storage st, const void*, const void*, const void*, void*, float*,
+                                         const gpu::AttentionDims& d, gpu::AttentionMask mask, void*) {
+  return attention_cost(kprof::Kind::attention_forward, st, d, mask, 2, 1, 4);
+}
+}  // namespace eng::kcost

@@ -1,0 +1,105 @@
+// The tensor-core attention forward (kernels/cuda/attention_mma.cu) against
+// the cpu reference (kernels/cpu/attention.cpp, f32 on inputs rounded to the
+// storage type) and a logsumexp computed here in double: bf16 and f16, head
+// sizes 64 and 128, causal and not, T = 1 (one row), 17 (a ragged block),
+// 64 (exactly one query block and key tile), 130 (three of each, the last
+// with two rows), queries at an offset into longer keys (context
+// parallelism), and q, k, v read in place from one packed qkv.
+// Tolerances: the output is emu_check.h's for one rounding, doubled in
+// absolute terms: P is rounded to the storage type before P V (as
+// FlashAttention-2 does), an error of at most 2^-9 of max |v| in bf16; the
+// logsumexp 1e-4 (fp32 scores of exact products, another order of sums).
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/attention_mma.h"
+#include "tests/kernels/emu_check.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+
+struct Shape {
+  int64_t B, Tq, Tk, NH, HS, q_offset;
+  bool causal, packed;
+};
+
+void check(const Shape& s, DType t) {
+  INFO(dtype_name(t) << " B " << s.B << " Tq " << s.Tq << " Tk " << s.Tk << " NH " << s.NH << " HS " << s.HS
+                     << " q_offset " << s.q_offset << (s.causal ? " causal" : " none") << (s.packed ? " packed" : ""));
+  const int64_t C = s.NH * s.HS, ld = s.packed ? 3 * C : C;
+  // Packed: one (B, T, 3C) tensor, q | k | v at column offsets 0, C, 2C (self-attention: Tq = Tk).
+  const Tensor raw_q = Tensor::randn({s.B * s.Tq * ld}, 41, 1.5f), raw_k = Tensor::randn({s.B * s.Tk * ld}, 42, 1.5f),
+               raw_v = Tensor::randn({s.B * s.Tk * ld}, 43, 1.5f);
+  const Tensor rq = rounded(raw_q, t), rk = s.packed ? rq : rounded(raw_k, t), rv = s.packed ? rq : rounded(raw_v, t);
+  const int64_t ko = s.packed ? C : 0, vo = s.packed ? 2 * C : 0;
+  Tensor ref = Tensor::zeros({s.B * s.Tq * C}), att = Tensor::zeros({s.B * s.NH * s.Tq * s.Tk});
+  const cpu::AttentionMask cm = s.causal ? cpu::AttentionMask::causal : cpu::AttentionMask::none;
+  cpu::attention_forward(rq.data<float>(), rk.data<float>() + ko, rv.data<float>() + vo, ref.data<float>(),
+                         att.data<float>(), cpu::AttentionDims{s.B, s.Tq, s.Tk, s.NH, s.HS, s.q_offset, ld}, cm);
+  // lse in double from the same rounded inputs.
+  std::vector<double> lse_ref(size_t(s.B * s.NH * s.Tq));
+  const float* q = rq.data<float>();
+  const float* k = rk.data<float>() + ko;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.NH; ++h)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        std::vector<double> sc;
+        for (int64_t j = 0; j < s.Tk && (!s.causal || j <= s.q_offset + i); ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < s.HS; ++d)
+            dot += double(q[(b * s.Tq + i) * ld + h * s.HS + d]) * double(k[(b * s.Tk + j) * ld + h * s.HS + d]);
+          sc.push_back(dot / std::sqrt(double(s.HS)));
+        }
+        double mx = -INFINITY, sum = 0;
+        for (double x : sc) mx = std::max(mx, x);
+        for (double x : sc) sum += std::exp(x - mx);
+        lse_ref[size_t((b * s.NH + h) * s.Tq + i)] = mx + std::log(sum);
+      }
+  const Tensor dq = on_emu(raw_q, t), dk = s.packed ? dq : on_emu(raw_k, t), dv = s.packed ? dq : on_emu(raw_v, t);
+  const size_t es = dtype_size(t);
+  const auto* pq = static_cast<const unsigned char*>(dq.data_ptr());
+  const auto* pk = static_cast<const unsigned char*>(dk.data_ptr()) + size_t(ko) * es;
+  const auto* pv = static_cast<const unsigned char*>(dv.data_ptr()) + size_t(vo) * es;
+  Tensor out = Tensor::zeros({s.B * s.Tq * C}, t, kEmu), lse = Tensor::zeros({s.B * s.NH * s.Tq}, DType::f32, kEmu);
+  const gpu::AttentionDims d{s.B, s.Tq, s.Tk, s.NH, s.HS, s.q_offset, s.packed ? ld : 0};
+  ENGINE_GPU_CALL(kEmu, attention_forward_mma, gpu::storage_of(t), pq, pk, pv, out.data_ptr(), lse.data<float>(), d,
+                  s.causal ? gpu::AttentionMask::causal : gpu::AttentionMask::none, nullptr);
+  const Tol tol = tol_for(t);
+  CHECK_CLOSE(values(out.to(kCPU)), values(ref), 2 * tol.atol, tol.rtol);
+  std::vector<double> got = values(lse.to(kCPU));
+  CHECK_CLOSE(got, lse_ref, 1e-4, 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("emu attention_forward_mma: bf16 and f16, head sizes 64 and 128, causal and not", "[emu][kernels]") {
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t HS : {64, 128})
+      for (bool causal : {true, false})
+        for (int64_t T : {1, 17, 64, 130}) {
+          if (HS == 128 && T == 130 && t == DType::f16) continue;  // the largest case once (bf16) is enough
+          check({2, T, T, 2, HS, 0, causal, false}, t);
+        }
+}
+
+TEST_CASE("emu attention_forward_mma: queries at an offset, and a packed qkv read in place", "[emu][kernels]") {
+  for (bool causal : {true, false}) {
+    check({1, 40, 100, 2, 64, 60, causal, false}, DType::bf16);  // this rank's 40 queries of 100 keys
+    check({2, 70, 70, 3, 64, 0, causal, true}, DType::bf16);
+  }
+}
+
+TEST_CASE("emu attention_forward_mma: refuses what it does not do, in one line", "[emu][kernels]") {
+  const Tensor x = on_emu(Tensor::randn({4 * 32}, 1), DType::bf16);
+  Tensor lse = Tensor::zeros({4}, DType::f32, kEmu);
+  const auto call = [&](gpu::Storage st, int64_t HS) {
+    const gpu::AttentionDims d{1, 4, 4, 1, HS, 0, 0};
+    ENGINE_GPU_CALL(kEmu, attention_forward_mma, st, x.data_ptr(), x.data_ptr(), x.data_ptr(), x.data_ptr(),
+                    lse.data<float>(), d, gpu::AttentionMask::causal, nullptr);
+  };
+  CHECK_THROWS_WITH(call(gpu::Storage::bf16, 32), Catch::Matchers::Contains("head size 32 (64 or 128)"));
+  CHECK_THROWS_WITH(call(gpu::Storage::f32, 64), Catch::Matchers::Contains("bf16 or f16, not f32"));
+}
