@@ -226,6 +226,32 @@ Case attention_bwd(const Dims& d) {
     return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
   };
   c.vendor.push_back(cudnn_row(d, true));
+  // The tensor-core rung (kernels/cuda/attention_mma_backward.cu), bf16/f16,
+  // head sizes 64 and 128, from our forward's out and lse. 64 x 64 tile
+  // pairs P (n = ceil(T / 64)): the dK/dV kernel reads Q and dO per key
+  // tile, the dQ kernel K and V per query tile: bytes = (2 e X + 4 B NH T)
+  // + (4 e X + 128 e B NH HS P + 512 B NH P) + (3 e X + 128 e B NH HS P + 8 B NH T),
+  // X = B T NH HS; flops = 2 X + 14 B NH HS 64^2 P (S and dP twice, dV, dK, dQ).
+  if (d.st != DType::f32 && (d.HS == 64 || d.HS == 128)) {
+    const double n = double((d.T + 63) / 64), pairs = d.causal() ? n * (n + 1) / 2 : n * n;
+    const double tiles = 128.0 * e * d.bnh() * double(d.HS) * pairs;
+    const double bytes = (2.0 * e * bthh + 4.0 * bnht) + (4.0 * e * bthh + tiles + 512.0 * d.bnh() * pairs) +
+                         (3.0 * e * bthh + tiles + 8.0 * bnht);
+    c.ladder.push_back({"mma", bytes, 2.0 * bthh + 14.0 * d.bnh() * double(d.HS) * 4096.0 * pairs, [d](Device dev) {
+                          AttnState a = forward_inputs(dev, d);
+                          forward(dev, a, d);
+                          const Tensor dout = input(d, 34, dev), dq = output(d, dev), dk = output(d, dev),
+                                       dv = output(d, dev), delta = Tensor::empty({d.B, d.NH, d.T}, DType::f32, dev);
+                          auto run = [=] {
+                            ENGINE_GPU_CALL(dev, attention_backward_mma, gpu::storage_of(d.st), dout.data_ptr(),
+                                            a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(),
+                                            a.lse.data<float>(), delta.data<float>(), dq.data_ptr(), dk.data_ptr(),
+                                            dv.data_ptr(), gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask,
+                                            nullptr);
+                          };
+                          return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
+                        }});
+  }
   return c;
 }
 }  // namespace

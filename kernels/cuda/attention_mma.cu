@@ -23,49 +23,12 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/cuda/attention_mma.h"
-#include "kernels/cuda/storage.cuh"
-#include "kernels/cuda/tensor_core.cuh"
+#include "kernels/cuda/attention_mma.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 
 namespace {
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kBr = 16 * kWarps, kBc = 64, kPad = 8;
-
-struct MmaDims {
-  int Tq, Tk, q_off, NH, BH;
-  float scale;
-  int64_t ld;  // rows of q, k, v: NH HS, or 3 NH HS (packed qkv)
-};
-
-// Rows [row0, row0 + rows) of a head's (T, ld) matrix into a [rows][kHS + kPad]
-// tile; rows at or past T zero-filled. 16 bytes a copy.
-template <typename T, int kHS>
-__device__ __forceinline__ void load_rows(T* tile, const T* head, int64_t ld, int row0, int rows, int Tn) {
-  constexpr int kChunks = kHS / 8;
-#pragma unroll 1  // unrolled, ptxas hoists every copy's address at once and spills (sm_80, head size 64)
-  for (int c = int(threadIdx.x); c < rows * kChunks; c += kThreads) {
-    const int r = c / kChunks, d = (c % kChunks) * 8;
-    const bool in = row0 + r < Tn;
-    const T* src = in ? head + int64_t(row0 + r) * ld + d : head;
-    tc::cp_async_cg(tc::smem_addr(tile + r * (kHS + kPad) + d), src, in ? 16 : 0);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return tc::pack_bf16x2(lo, hi);
-  else
-    return tc::pack_f16x2(lo, hi);
-}
-template <typename T>
-__device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    tc::mma_m16n8k16_bf16(d, a, b, d);
-  else
-    tc::mma_m16n8k16_f16(d, a, b, d);
-}
+using namespace attn_mma;
 
 template <typename T, int kHS, bool kCausal>
 __global__ void __launch_bounds__(kThreads)
@@ -73,9 +36,9 @@ __global__ void __launch_bounds__(kThreads)
                                  T* __restrict__ out, float* __restrict__ lse, MmaDims a) {
   constexpr int kLd = kHS + kPad, kTile = kBc * kLd;
   DYNAMIC_SMEM(T, smem);
-  T* const qs = smem;                // [kBr][kLd]
-  T* const ks = smem + kBr * kLd;    // 2 stages of [kBc][kLd]
-  T* const vs = ks + 2 * kTile;      // 2 stages of [kBc][kLd]
+  T* const qs = smem;              // [kBr][kLd]
+  T* const ks = smem + kBr * kLd;  // 2 stages of [kBc][kLd]
+  T* const vs = ks + 2 * kTile;    // 2 stages of [kBc][kLd]
   const int q_tiles = (a.Tq + kBr - 1) / kBr;
   const int bh = int(blockIdx.x) / q_tiles, q0 = (int(blockIdx.x) % q_tiles) * kBr;
   const int b = bh / a.NH, h = bh % a.NH;
@@ -84,7 +47,6 @@ __global__ void __launch_bounds__(kThreads)
   const T* kh = k + int64_t(b) * a.Tk * a.ld + head;
   const T* vh = v + int64_t(b) * a.Tk * a.ld + head;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), g = lane / 4, t = lane % 4;
-  const int jm = lane / 8, r8 = lane % 8;  // this lane addresses row r8 of ldmatrix's matrix jm
 
   // The key tiles these queries see: all, or up to the last query's diagonal.
   const int k_tiles = (a.Tk + kBc - 1) / kBc;
@@ -94,8 +56,8 @@ __global__ void __launch_bounds__(kThreads)
   load_rows<T, kHS>(vs, vh, a.ld, 0, kBc, a.Tk);
   tc::cp_async_commit();
 
-  uint32_t qf[kHS / 16][4];  // the warp's 16 query rows as A fragments, d in chunks of 16
-  float o[kHS / 8][4] = {};  // O, 16 x kHS: kHS / 8 accumulator tiles of 16 x 8
+  uint32_t qf[kHS / 16][4];                                // the warp's 16 query rows as A fragments, d in chunks of 16
+  float o[kHS / 8][4] = {};                                // O, 16 x kHS: kHS / 8 accumulator tiles of 16 x 8
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 (l: this lane's share)
   for (int j = 0; j <= last; ++j) {
     if (j < last) {
@@ -109,8 +71,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (j == 0) {
 #pragma unroll
-      for (int kc = 0; kc < kHS / 16; ++kc)
-        tc::ldmatrix_x4(qf[kc], tc::smem_addr(qs + (warp * 16 + r8 + 8 * (jm & 1)) * kLd + kc * 16 + 8 * (jm >> 1)));
+      for (int kc = 0; kc < kHS / 16; ++kc) a_frag(qf[kc], qs, kLd, warp * 16, kc * 16);
     }
     const T* kt = ks + (j % 2) * kTile;
     const T* vt = vs + (j % 2) * kTile;
@@ -120,9 +81,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int kc = 0; kc < kHS / 16; ++kc)
 #pragma unroll
       for (int np = 0; np < kBc / 16; ++np) {
-        uint32_t kb[4];  // (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
-        tc::ldmatrix_x4(kb, tc::smem_addr(kt + (np * 16 + r8 + 8 * (jm >> 1)) * kLd + kc * 16 + 8 * (jm & 1)));
-        const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+        uint32_t b0[2], b1[2];  // K as B: n = key, k = d, from the [key][d] tile
+        b_frags_nk(b0, b1, kt, kLd, np * 16, kc * 16);
         mma16<T>(s[2 * np], qf[kc], b0);
         mma16<T>(s[2 * np + 1], qf[kc], b1);
       }
@@ -148,31 +108,31 @@ __global__ void __launch_bounds__(kThreads)
       m[r] = m_new;
       l[r] *= alpha[r];
     }
-    uint32_t pf[kBc / 16][4];  // P as A fragments: keys in chunks of 16
+    // s becomes P, which never leaves the registers: accumulator tiles 2kc
+    // and 2kc + 1 are the A fragment of P's keys 16kc..16kc+15.
+    uint32_t pf[kBc / 16][4];
 #pragma unroll
-    for (int nt = 0; nt < kBc / 8; ++nt) {
-      float p[4];
+    for (int kc = 0; kc < kBc / 16; ++kc) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        p[i] = m[i >> 1] == -INFINITY ? 0.f : expf(s[nt][i] - m[i >> 1]);
-        l[i >> 1] += p[i];
-      }
-      // Accumulator tile nt is keys nt*8..+7: the low (even nt) or high half of chunk nt / 2.
-      pf[nt / 2][(nt % 2) * 2] = pack2<T>(p[0], p[1]);
-      pf[nt / 2][(nt % 2) * 2 + 1] = pack2<T>(p[2], p[3]);
+      for (int nt = 2 * kc; nt < 2 * kc + 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[nt][i] = m[i >> 1] == -INFINITY ? 0.f : expf(s[nt][i] - m[i >> 1]);
+          l[i >> 1] += s[nt][i];
+        }
+      acc_to_a<T>(pf[kc], s[2 * kc], s[2 * kc + 1]);
     }
 #pragma unroll
     for (int dt = 0; dt < kHS / 8; ++dt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o[dt][i] *= alpha[i >> 1];
-    // O += P V: V as B (k = key, n = d) from its [key][d] tile, transposed by ldmatrix.
+        // O += P V: V as B (k = key, n = d) from its [key][d] tile, transposed by ldmatrix.
 #pragma unroll
     for (int kc = 0; kc < kBc / 16; ++kc)
 #pragma unroll
       for (int dp = 0; dp < kHS / 16; ++dp) {
-        uint32_t vb[4];  // (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
-        tc::ldmatrix_x4_trans(vb, tc::smem_addr(vt + (kc * 16 + r8 + 8 * (jm & 1)) * kLd + dp * 16 + 8 * (jm >> 1)));
-        const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+        uint32_t b0[2], b1[2];  // V as B: k = key, n = d, from the [key][d] tile
+        b_frags_kn(b0, b1, vt, kLd, dp * 16, kc * 16);
         mma16<T>(o[2 * dp], pf[kc], b0);
         mma16<T>(o[2 * dp + 1], pf[kc], b1);
       }
@@ -219,15 +179,15 @@ void attention_forward_mma(gpu::Storage st, const void* q, const void* k, const 
   ENGINE_CHECK(d.B * d.NH * ((d.Tq + kBr - 1) / kBr) < (int64_t(1) << 31) && d.Tk < (int64_t(1) << 30),
                "attention_forward_mma: ", d.B, " x ", d.NH, " heads of ", d.Tq, " queries is too large a grid");
   if (d.B * d.Tq * d.NH == 0) return;
-  const MmaDims a{int(d.Tq), int(d.Tk), int(d.q_offset), int(d.NH), int(d.B * d.NH), 1.f / std::sqrt(float(d.HS)),
-                  ld};
+  const MmaDims a{int(d.Tq), int(d.Tk), int(d.q_offset), int(d.NH), int(d.B * d.NH), 1.f / std::sqrt(float(d.HS)), ld};
   const bool causal = mask == gpu::AttentionMask::causal;
   dispatch_storage(st, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, float>) {
       const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
       T* po = static_cast<T*>(out);
       if (d.HS == 64)
-        causal ? launch<T, 64, true>(pq, pk, pv, po, lse, a, stream) : launch<T, 64, false>(pq, pk, pv, po, lse, a, stream);
+        causal ? launch<T, 64, true>(pq, pk, pv, po, lse, a, stream)
+               : launch<T, 64, false>(pq, pk, pv, po, lse, a, stream);
       else
         causal ? launch<T, 128, true>(pq, pk, pv, po, lse, a, stream)
                : launch<T, 128, false>(pq, pk, pv, po, lse, a, stream);

@@ -134,7 +134,8 @@ void gemm_mma(gpu::Storage st, const GemmCall& g, const void* A, const void* B, 
       const T* b = static_cast<const T*>(B);
       T* c = static_cast<T*>(C);
       const bool ta = g.ta == Trans::T, tb = g.tb == Trans::T;
-      if (!ta && !tb) LAUNCH_KERNEL((gemm_mma_kernel<T, false, false>), grid, kThreads, 0, as_stream(stream), g, a, b, c);
+      if (!ta && !tb)
+        LAUNCH_KERNEL((gemm_mma_kernel<T, false, false>), grid, kThreads, 0, as_stream(stream), g, a, b, c);
       if (!ta && tb) LAUNCH_KERNEL((gemm_mma_kernel<T, false, true>), grid, kThreads, 0, as_stream(stream), g, a, b, c);
       if (ta && !tb) LAUNCH_KERNEL((gemm_mma_kernel<T, true, false>), grid, kThreads, 0, as_stream(stream), g, a, b, c);
       if (ta && tb) LAUNCH_KERNEL((gemm_mma_kernel<T, true, true>), grid, kThreads, 0, as_stream(stream), g, a, b, c);

@@ -42,22 +42,24 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-#define ENGINE_TC_MMA_K16(name, type)                                                                               \
-  __device__ __forceinline__ void name(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],              \
-                                       const float (&c)[4]) {                                                      \
-    asm("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "      \
-        "{%10,%11,%12,%13};\n"                                                                                     \
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                           \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),       \
-          "f"(c[3]));                                                                                              \
+#define ENGINE_TC_MMA_K16(name, type)                                                                        \
+  __device__ __forceinline__ void name(float(&d)[4], const uint32_t(&a)[4], const uint32_t(&b)[2],           \
+                                       const float(&c)[4]) {                                                 \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." type "." type                                               \
+        ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "                                                       \
+        "{%10,%11,%12,%13};\n"                                                                               \
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                     \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+          "f"(c[3]));                                                                                        \
   }
-#define ENGINE_TC_MMA_K8(name, type)                                                                                \
-  __device__ __forceinline__ void name(float (&d)[4], const uint32_t (&a)[2], const uint32_t (&b)[1],              \
-                                       const float (&c)[4]) {                                                      \
-    asm("mma.sync.aligned.m16n8k8.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "                \
-        "{%7,%8,%9,%10};\n"                                                                                        \
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                           \
-        : "r"(a[0]), "r"(a[1]), "r"(b[0]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));                            \
+#define ENGINE_TC_MMA_K8(name, type)                                                               \
+  __device__ __forceinline__ void name(float(&d)[4], const uint32_t(&a)[2], const uint32_t(&b)[1], \
+                                       const float(&c)[4]) {                                       \
+    asm("mma.sync.aligned.m16n8k8.row.col.f32." type "." type                                      \
+        ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "                                                      \
+        "{%7,%8,%9,%10};\n"                                                                        \
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                           \
+        : "r"(a[0]), "r"(a[1]), "r"(b[0]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));            \
   }
 ENGINE_TC_MMA_K16(mma_m16n8k16_bf16, "bf16")
 ENGINE_TC_MMA_K16(mma_m16n8k16_f16, "f16")
@@ -82,9 +84,7 @@ __device__ __forceinline__ void ldmatrix_x1_trans(uint32_t (&r)[1], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(addr));
 }
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -115,8 +115,8 @@ void tc_probe_mma(int kind, const uint32_t* a, const uint32_t* b, const float* c
   if (kind == 3) go(tc_probe_mma_kernel<3>);
 }
 
-void tc_probe_ldmatrix(int count, bool trans, const uint16_t* tile, int rows, const int32_t* row_of_lane,
-                       uint32_t* out, void* stream) {
+void tc_probe_ldmatrix(int count, bool trans, const uint16_t* tile, int rows, const int32_t* row_of_lane, uint32_t* out,
+                       void* stream) {
   ENGINE_CHECK(count == 1 || count == 2 || count == 4, "tc_probe_ldmatrix: count ", count, " (1, 2 or 4)");
   const size_t smem = size_t(rows) * 16;
   const auto go = [&](auto kernel) {

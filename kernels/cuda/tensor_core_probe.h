@@ -14,7 +14,7 @@
 
 #define ENGINE_TENSOR_CORE_PROBE_LAUNCHERS                                                                   \
   void tc_probe_mma(int kind, const uint32_t* a, const uint32_t* b, const float* c, float* d, void* stream); \
-  void tc_probe_ldmatrix(int count, bool trans, const uint16_t* tile, int rows, const int32_t* row_of_lane, \
+  void tc_probe_ldmatrix(int count, bool trans, const uint16_t* tile, int rows, const int32_t* row_of_lane,  \
                          uint32_t* out, void* stream);                                                       \
   void tc_probe_cp_async(int bytes, bool cg, const void* src, int n_chunks, int src_bytes, void* out, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_TENSOR_CORE_PROBE_LAUNCHERS)

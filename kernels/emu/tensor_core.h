@@ -59,8 +59,7 @@ inline void mma(Mma kind, float* d, const uint32_t* a, const uint32_t* b, const 
   const bool bf16 = kind == Mma::m16n8k16_bf16 || kind == Mma::m16n8k8_bf16;
   std::memcpy(mine.a, a, sizeof(uint32_t) * (k16 ? 4 : 2));
   std::memcpy(mine.b, b, sizeof(uint32_t) * (k16 ? 2 : 1));
-  const unsigned char* all =
-      ::emu::warp_exchange(&mine, int(sizeof(Regs)), uint32_t(kind), mma_name(kind), file, line);
+  const unsigned char* all = ::emu::warp_exchange(&mine, int(sizeof(Regs)), uint32_t(kind), mma_name(kind), file, line);
   const auto regs = [&](int lane) {
     Regs r;
     std::memcpy(&r, all + size_t(lane) * sizeof(Regs), sizeof(Regs));
@@ -93,12 +92,12 @@ inline void mma(Mma kind, float* d, const uint32_t* a, const uint32_t* b, const 
 // past 8 x count give none); lane l gets, of matrix m, the elements
 // (row l / 4, columns 2 (l % 4), +1), or with .trans (rows 2 (l % 4), +1, column l / 4).
 inline void ldmatrix(int count, bool trans, uint32_t* r, uint32_t addr, const char* file, int line) {
-  const char* name = count == 1   ? (trans ? "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16"
-                                           : "ldmatrix.sync.aligned.m8n8.x1.shared.b16")
-                     : count == 2 ? (trans ? "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"
-                                           : "ldmatrix.sync.aligned.m8n8.x2.shared.b16")
-                                  : (trans ? "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
-                                           : "ldmatrix.sync.aligned.m8n8.x4.shared.b16");
+  const char* name =
+      count == 1
+          ? (trans ? "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16" : "ldmatrix.sync.aligned.m8n8.x1.shared.b16")
+      : count == 2
+          ? (trans ? "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" : "ldmatrix.sync.aligned.m8n8.x2.shared.b16")
+          : (trans ? "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" : "ldmatrix.sync.aligned.m8n8.x4.shared.b16");
   const int lane = lane_now();
   uint16_t row[8] = {};
   if (lane < 8 * count) std::memcpy(row, ::emu::shared_pointer(addr, 16, 16, name, file, line), 16);
@@ -121,9 +120,9 @@ inline void cp_async(const char* name, uint32_t dst, const void* src, int bytes,
                      int line) {
   unsigned char* d = ::emu::shared_pointer(dst, size_t(bytes), size_t(bytes), name, file, line);
   if (reinterpret_cast<uintptr_t>(src) % uintptr_t(bytes))
-    eng::throw_error(file, line,
-                     eng::cat(name, " in lane ", lane_now(), ": the global source ", src, " is not ", bytes,
-                              "-byte aligned"));
+    eng::throw_error(
+        file, line,
+        eng::cat(name, " in lane ", lane_now(), ": the global source ", src, " is not ", bytes, "-byte aligned"));
   if (src_bytes < 0 || src_bytes > bytes)
     eng::throw_error(file, line,
                      eng::cat(name, " in lane ", lane_now(), ": src-size ", src_bytes, " is outside [0, ", bytes, "]"));

@@ -106,8 +106,7 @@ TEST_CASE("emu tensor cores: ldmatrix rows must be 16-byte aligned rows of the b
   std::vector<uint16_t> global(64, 0);
   std::vector<uint32_t> out(32, 0);
   const auto run = [&](Ld how) {
-    return error_of(
-        [&] { LAUNCH_KERNEL(ldmatrix_kernel, 1, 32, 16 * 16, nullptr, global.data(), out.data(), how); });
+    return error_of([&] { LAUNCH_KERNEL(ldmatrix_kernel, 1, 32, 16 * 16, nullptr, global.data(), out.data(), how); });
   };
   CHECK(run(Ld::aligned).empty());
   CHECK(out[5] == (uint32_t(1 * 8 + 2) | uint32_t(1 * 8 + 3) << 16));  // lane 5: row 1, columns 2 and 3
@@ -132,19 +131,20 @@ TEST_CASE("emu tensor cores: a cp.async lands at the wait that covers it, not be
   const auto run = [&](Wait w) { LAUNCH_KERNEL(cp_async_kernel, 1, 1, 0, nullptr, in.data(), out.data(), w); };
   run(Wait::all);
   CHECK(out == std::vector<float>{1, 2, 3, 4, 5, 6, 0, 0});  // the second copy read 8 bytes, zero-filled 8
-  run(Wait::newest_pending);  // wait_group 1: the first group only
+  // wait_group 1: the first group only.
+  run(Wait::newest_pending);
   CHECK(out[0] == 1.f);
   CHECK(out[3] == 4.f);
   for (int i = 4; i < 8; ++i) CHECK(std::isnan(out[size_t(i)]));  // the poison: the copy has not landed
-  run(Wait::none);  // a missing wait reads poison, not the data by luck
+  // A missing wait reads poison, not the data by luck.
+  run(Wait::none);
   for (int i = 0; i < 8; ++i) CHECK(std::isnan(out[size_t(i)]));
 }
 
 TEST_CASE("emu tensor cores: cp.async's sizes and alignment are checked", "[emu]") {
   std::vector<float> in(16, 1.f);
   const auto run = [&](int offset, int src_bytes) {
-    return error_of(
-        [&] { LAUNCH_KERNEL(cp_async_misuse_kernel, 1, 1, 0, nullptr, in.data() + 0, offset, src_bytes); });
+    return error_of([&] { LAUNCH_KERNEL(cp_async_misuse_kernel, 1, 1, 0, nullptr, in.data() + 0, offset, src_bytes); });
   };
   CHECK(run(4, 16).empty());
   CHECK_THAT(run(1, 16), Contains("is not 16-byte aligned"));

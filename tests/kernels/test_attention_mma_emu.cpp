@@ -1,6 +1,7 @@
-// The tensor-core attention forward (kernels/cuda/attention_mma.cu) against
-// the cpu reference (kernels/cpu/attention.cpp, f32 on inputs rounded to the
-// storage type) and a logsumexp computed here in double: bf16 and f16, head
+// The tensor-core attention (kernels/cuda/attention_mma.cu, forward, and
+// attention_mma_backward.cu) against the cpu reference
+// (kernels/cpu/attention.cpp, f32 on inputs rounded to the storage type) and
+// a logsumexp computed here in double: out, lse, dq, dk, dv; bf16 and f16, head
 // sizes 64 and 128, causal and not, T = 1 (one row), 17 (a ragged block),
 // 64 (exactly one query block and key tile), 130 (three of each, the last
 // with two rows), queries at an offset into longer keys (context
@@ -9,6 +10,12 @@
 // absolute terms: P is rounded to the storage type before P V (as
 // FlashAttention-2 does), an error of at most 2^-9 of max |v| in bf16; the
 // logsumexp 1e-4 (fp32 scores of exact products, another order of sums).
+// The gradients: tests/kernels/test_attention_emu.cpp gives the CUDA-core
+// kernels 4x the output's (O read back rounded for D; dS = P (dP - D)
+// cancels); here P and dS are also rounded to the storage type for the
+// products dV = P^T dO, dQ = dS K, dK = dS^T Q (as FlashAttention-2 does),
+// which adds a rounding per key: 6x in absolute terms (measured: bf16 dq up
+// to 0.038 over 27k elements, f16 0.003, the 8x of their mantissas).
 #include <cmath>
 #include <vector>
 
@@ -71,11 +78,44 @@ void check(const Shape& s, DType t) {
   CHECK_CLOSE(values(out.to(kCPU)), values(ref), 2 * tol.atol, tol.rtol);
   std::vector<double> got = values(lse.to(kCPU));
   CHECK_CLOSE(got, lse_ref, 1e-4, 1e-5);
+
+  // The backward from the forward's out and lse; packed: one (B, T, 3C) gradient written in place.
+  const Tensor raw_do = Tensor::randn({s.B * s.Tq * C}, 44);
+  const Tensor rdo = rounded(raw_do, t);
+  Tensor gq = Tensor::zeros({s.B * s.Tq * ld}), gk = Tensor::zeros({s.B * s.Tk * ld}),
+         gv = Tensor::zeros({s.B * s.Tk * ld});
+  float* gkp = s.packed ? gq.data<float>() + ko : gk.data<float>();
+  float* gvp = s.packed ? gq.data<float>() + vo : gv.data<float>();
+  cpu::attention_backward(rdo.data<float>(), rq.data<float>(), rk.data<float>() + ko, rv.data<float>() + vo,
+                          att.data<float>(), gq.data<float>(), gkp, gvp,
+                          cpu::AttentionDims{s.B, s.Tq, s.Tk, s.NH, s.HS, s.q_offset, ld}, cm);
+  const Tensor ddo = on_emu(raw_do, t);
+  Tensor eq = Tensor::zeros({s.B * s.Tq * ld}, t, kEmu), ek = Tensor::zeros({s.B * s.Tk * ld}, t, kEmu),
+         ev = Tensor::zeros({s.B * s.Tk * ld}, t, kEmu), delta = Tensor::zeros({s.B * s.NH * s.Tq}, DType::f32, kEmu);
+  auto* eqp = static_cast<unsigned char*>(eq.data_ptr());
+  void* ekp = s.packed ? static_cast<void*>(eqp + size_t(ko) * es) : ek.data_ptr();
+  void* evp = s.packed ? static_cast<void*>(eqp + size_t(vo) * es) : ev.data_ptr();
+  ENGINE_GPU_CALL(kEmu, attention_backward_mma, gpu::storage_of(t), ddo.data_ptr(), pq, pk, pv, out.data_ptr(),
+                  lse.data<float>(), delta.data<float>(), eqp, ekp, evp, d,
+                  s.causal ? gpu::AttentionMask::causal : gpu::AttentionMask::none, nullptr);
+  // Only the q, k, v columns of each row (packed: all three are in eq).
+  const auto cols = [&](const Tensor& x, int64_t rows, int64_t off) {
+    const std::vector<double> all = values(x.to(kCPU));
+    std::vector<double> sel;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < C; ++c) sel.push_back(all[size_t(r * ld + off + c)]);
+    return sel;
+  };
+  const double gatol = 6 * tol.atol, grtol = 4 * tol.rtol;
+  CHECK_CLOSE(cols(eq, s.B * s.Tq, 0), cols(gq, s.B * s.Tq, 0), gatol, grtol);
+  CHECK_CLOSE(cols(s.packed ? eq : ek, s.B * s.Tk, ko), cols(s.packed ? gq : gk, s.B * s.Tk, ko), gatol, grtol);
+  CHECK_CLOSE(cols(s.packed ? eq : ev, s.B * s.Tk, vo), cols(s.packed ? gq : gv, s.B * s.Tk, vo), gatol, grtol);
 }
 
 }  // namespace
 
-TEST_CASE("emu attention_forward_mma: bf16 and f16, head sizes 64 and 128, causal and not", "[emu][kernels]") {
+TEST_CASE("emu attention_mma: forward and backward, bf16 and f16, head sizes 64 and 128, causal and not",
+          "[emu][kernels]") {
   for (DType t : {DType::bf16, DType::f16})
     for (int64_t HS : {64, 128})
       for (bool causal : {true, false})
@@ -85,14 +125,14 @@ TEST_CASE("emu attention_forward_mma: bf16 and f16, head sizes 64 and 128, causa
         }
 }
 
-TEST_CASE("emu attention_forward_mma: queries at an offset, and a packed qkv read in place", "[emu][kernels]") {
+TEST_CASE("emu attention_mma: queries at an offset, and a packed qkv read and written in place", "[emu][kernels]") {
   for (bool causal : {true, false}) {
     check({1, 40, 100, 2, 64, 60, causal, false}, DType::bf16);  // this rank's 40 queries of 100 keys
     check({2, 70, 70, 3, 64, 0, causal, true}, DType::bf16);
   }
 }
 
-TEST_CASE("emu attention_forward_mma: refuses what it does not do, in one line", "[emu][kernels]") {
+TEST_CASE("emu attention_mma: refuses what it does not do, in one line", "[emu][kernels]") {
   const Tensor x = on_emu(Tensor::randn({4 * 32}, 1), DType::bf16);
   Tensor lse = Tensor::zeros({4}, DType::f32, kEmu);
   const auto call = [&](gpu::Storage st, int64_t HS) {

@@ -18,8 +18,8 @@ TEST_CASE("emu gemm_mma: every transpose, ragged shapes, bf16 and f16 against th
     for (Trans ta : {Trans::N, Trans::T})
       for (Trans tb : {Trans::N, Trans::T})
         for (const Shape3 s : {Shape3{16, 8, 16}, Shape3{67, 96, 80}, Shape3{130, 72, 41}, Shape3{5, 3, 8}}) {
-          INFO(dtype_name(t) << (ta == Trans::T ? " T" : " N") << (tb == Trans::T ? "T " : "N ") << s.M << "x"
-                             << s.N << "x" << s.K);
+          INFO(dtype_name(t) << (ta == Trans::T ? " T" : " N") << (tb == Trans::T ? "T " : "N ") << s.M << "x" << s.N
+                             << "x" << s.K);
           GemmCall g = plain_call(ta, tb, s.M, s.N, s.K);
           // Leading dimensions rounded up to 8 elements (cp.async's 16 bytes), plus 8 spare.
           g.lda = (g.lda + 7) / 8 * 8 + 8, g.ldb = (g.ldb + 7) / 8 * 8 + 8, g.ldc = s.N + 3;

@@ -83,8 +83,9 @@ TEST_CASE("tensor cores: mma.sync m16n8k16 and m16n8k8, bf16 and f16, every lane
         }
         const double got = d.data<float>()[lane * 4 + i];
         const bool ok = kEmu.type == DeviceType::emu ? got == double(float(s)) : std::fabs(got - s) <= mag * 0x1p-20;
-        if (!ok && ++wrong <= 5) FAIL_CHECK("lane " << lane << " d" << i << " (row " << row << ", col " << col << "): "
-                                                    << got << ", expected " << s);
+        if (!ok && ++wrong <= 5)
+          FAIL_CHECK("lane " << lane << " d" << i << " (row " << row << ", col " << col << "): " << got << ", expected "
+                             << s);
       }
     CHECK(wrong == 0);
   }
@@ -140,8 +141,8 @@ TEST_CASE("tensor cores: cp.async ca 4/8/16 and cg 16, a two-stage pipeline, zer
       for (size_t i = 0; i < src.size(); ++i) src[i] = uint32_t(i * 2654435761u) & 0x7f7f7f7fu;  // no 0xFF byte
       const Tensor dsrc = device_words(src);
       const Tensor dout = device_words(std::vector<uint32_t>(src.size(), 0x07070707u));  // not the zero fill
-      ENGINE_GPU_CALL(kEmu, tc_probe_cp_async, cs.bytes, cs.cg, dsrc.data_ptr(), n_chunks, src_bytes,
-                      dout.data_ptr(), nullptr);
+      ENGINE_GPU_CALL(kEmu, tc_probe_cp_async, cs.bytes, cs.cg, dsrc.data_ptr(), n_chunks, src_bytes, dout.data_ptr(),
+                      nullptr);
       const std::vector<uint32_t> out = host_words(dout);
       std::vector<unsigned char> want(src.size() * 4), got(out.size() * 4);
       std::memcpy(want.data(), src.data(), want.size());
