@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int np = 0; np < kBc / 16; ++np) {
         uint32_t b0[2], b1[2];  // K as B: n = key, k = d, from the [key][d] tile
         b_frags_nk(b0, b1, kt, kLd, np * 16, kc * 16);
-        mma16<T>(s[2 * np], qf[kc], b0);
-        mma16<T>(s[2 * np + 1], qf[kc], b1);
+        tc::mma_m16n8k16<T>(s[2 * np], qf[kc], b0);
+        tc::mma_m16n8k16<T>(s[2 * np + 1], qf[kc], b1);
       }
     // Scale, mask, and the online softmax of rows g (i < 2) and g + 8 (i >= 2).
     float mx[2] = {-INFINITY, -INFINITY};
@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int dp = 0; dp < kHS / 16; ++dp) {
         uint32_t b0[2], b1[2];  // V as B: k = key, n = d, from the [key][d] tile
         b_frags_kn(b0, b1, vt, kLd, dp * 16, kc * 16);
-        mma16<T>(o[2 * dp], pf[kc], b0);
-        mma16<T>(o[2 * dp + 1], pf[kc], b1);
+        tc::mma_m16n8k16<T>(o[2 * dp], pf[kc], b0);
+        tc::mma_m16n8k16<T>(o[2 * dp + 1], pf[kc], b1);
       }
     __syncthreads();  // this stage is refilled by tile j + 2's copies
   }
@@ -160,11 +160,7 @@ template <typename T, int kHS, bool kCausal>
 void launch(const T* q, const T* k, const T* v, T* out, float* lse, const MmaDims& a, void* stream) {
   const size_t smem = size_t(kBr + 4 * kBc) * size_t(kHS + kPad) * sizeof(T);
   const unsigned grid = unsigned(a.BH) * unsigned((a.Tq + kBr - 1) / kBr);
-#if defined(__CUDACC__)
-  // Over 48 KiB of dynamic shared memory (head size 128) must be asked for.
-  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<T, kHS, kCausal>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-#endif
+  allow_smem(attention_forward_mma_kernel<T, kHS, kCausal>, smem);
   LAUNCH_KERNEL((attention_forward_mma_kernel<T, kHS, kCausal>), grid, kThreads, smem, as_stream(stream), q, k, v, out,
                 lse, a);
 }

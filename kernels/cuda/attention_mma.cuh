@@ -1,9 +1,7 @@
 // What the tensor-core attention kernels share (attention_mma.cu, the
 // forward; attention_mma_backward.cu): tile sizes, the launch's dimensions,
-// the cp.async tile loader and the bf16/f16 spellings of mma and packing.
+// the cp.async tile loader, the fragment helpers and the shared-memory opt-in.
 #pragma once
-#include <type_traits>
-
 #include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/storage.cuh"
 #include "kernels/cuda/tensor_core.cuh"
@@ -35,19 +33,19 @@ __device__ __forceinline__ void load_rows(T* tile, const T* head, int64_t ld, in
   }
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return tc::pack_bf16x2(lo, hi);
-  else
-    return tc::pack_f16x2(lo, hi);
-}
-template <typename T>
-__device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    tc::mma_m16n8k16_bf16(d, a, b, d);
-  else
-    tc::mma_m16n8k16_f16(d, a, b, d);
+// More than 48 KiB of dynamic shared memory must be asked for, once per
+// kernel (the attribute stays set for the process's device).
+template <typename... Params>
+void allow_smem(void (*kernel)(Params...), size_t smem) {
+#if defined(__CUDACC__)
+  static const bool once = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    return true;
+  }();
+  (void)once;
+#else
+  (void)kernel, (void)smem;
+#endif
 }
 
 // The A fragment of rows [row0, row0 + 16), columns [k0, k0 + 16) of a
@@ -81,8 +79,8 @@ __device__ __forceinline__ void b_frags_kn(uint32_t (&b0)[2], uint32_t (&b1)[2],
 // an m16n8k16 product over their 16 columns, rounded to T.
 template <typename T>
 __device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
-  a[0] = pack2<T>(lo[0], lo[1]), a[1] = pack2<T>(lo[2], lo[3]);
-  a[2] = pack2<T>(hi[0], hi[1]), a[3] = pack2<T>(hi[2], hi[3]);
+  a[0] = tc::pack2<T>(lo[0], lo[1]), a[1] = tc::pack2<T>(lo[2], lo[3]);
+  a[2] = tc::pack2<T>(hi[0], hi[1]), a[3] = tc::pack2<T>(hi[2], hi[3]);
 }
 
 }  // namespace eng::ENGINE_GPU_NS::attn_mma

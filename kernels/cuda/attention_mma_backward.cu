@@ -8,7 +8,7 @@
 // Three kernels, none with atomics, so dQ, dK and dV are the same bits on
 // every run (FlashAttention-2 adds dQ with fp32 atomics instead, saving the
 // second recomputation of S and dP):
-//   attention_mma_delta_kernel  D, a warp a row;
+//   attention_delta_kernel      D, a warp a row (attention_delta.cuh, as the CUDA-core backward);
 //   attention_mma_dkdv_kernel   a block a 64-key tile (four warps of 16 keys),
 //       K and V in shared memory, walking the query tiles that see it (Q, dO,
 //       lse and D double-buffered through cp.async): S^T = K Q^T and
@@ -25,29 +25,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/attention_delta.cuh"
 #include "kernels/cuda/attention_mma.cuh"
-#include "kernels/cuda/rowwise.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 
 namespace {
 using namespace attn_mma;
-
-// D[(b NH + h) Tq + t] = sum_d dO[b, t, h, d] O[b, t, h, d], fp32.
-// Launch: 128 threads, a warp a row, grid-stride over B Tq NH rows.
-// bytes = 2 B Tq NH HS sizeof(T) + 4 B NH Tq; flops = 2 B Tq NH HS.
-template <typename T>
-__global__ void attention_mma_delta_kernel(const T* __restrict__ dout, const T* __restrict__ out,
-                                           float* __restrict__ delta, int64_t rows, int Tq, int NH, int hs) {
-  const int lane = int(threadIdx.x % 32);
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
-    float s = 0.f;
-    for (int d = lane; d < hs; d += 32) s += to_f32(dout[row * hs + d]) * to_f32(out[row * hs + d]);
-    s = rowwise::warp_sum(s);
-    if (lane == 0) delta[((row / (int64_t(Tq) * NH)) * NH + row % NH) * Tq + (row / NH) % Tq] = s;
-  }
-}
 
 // Inner tiles: keys a step of the dQ kernel, queries a step of the dK/dV kernel.
 template <int kHS>
@@ -117,11 +101,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int np = 0; np < kBq / 16; ++np) {
         uint32_t b0[2], b1[2];
         b_frags_nk(b0, b1, qt, kLd, np * 16, kc * 16);  // Q as B: n = query, k = d
-        mma16<T>(st[2 * np], ka, b0);
-        mma16<T>(st[2 * np + 1], ka, b1);
+        tc::mma_m16n8k16<T>(st[2 * np], ka, b0);
+        tc::mma_m16n8k16<T>(st[2 * np + 1], ka, b1);
         b_frags_nk(b0, b1, dot, kLd, np * 16, kc * 16);  // dO as B
-        mma16<T>(dpt[2 * np], va, b0);
-        mma16<T>(dpt[2 * np + 1], va, b1);
+        tc::mma_m16n8k16<T>(dpt[2 * np], va, b0);
+        tc::mma_m16n8k16<T>(dpt[2 * np + 1], va, b1);
       }
     }
     // P^T into st, dS^T = P^T (dP^T - D) into dpt.
@@ -145,11 +129,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int dp = 0; dp < kHS / 16; ++dp) {
         uint32_t b0[2], b1[2];
         b_frags_kn(b0, b1, dot, kLd, dp * 16, kc * 16);
-        mma16<T>(dvacc[2 * dp], pa, b0);
-        mma16<T>(dvacc[2 * dp + 1], pa, b1);
+        tc::mma_m16n8k16<T>(dvacc[2 * dp], pa, b0);
+        tc::mma_m16n8k16<T>(dvacc[2 * dp + 1], pa, b1);
         b_frags_kn(b0, b1, qt, kLd, dp * 16, kc * 16);
-        mma16<T>(dkacc[2 * dp], dsa, b0);
-        mma16<T>(dkacc[2 * dp + 1], dsa, b1);
+        tc::mma_m16n8k16<T>(dkacc[2 * dp], dsa, b0);
+        tc::mma_m16n8k16<T>(dkacc[2 * dp + 1], dsa, b1);
       }
     }
     __syncthreads();  // this stage is refilled by query tile i + 2
@@ -224,11 +208,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int np = 0; np < kBk / 16; ++np) {
         uint32_t b0[2], b1[2];
         b_frags_nk(b0, b1, kt, kLd, np * 16, kc * 16);  // K as B: n = key, k = d
-        mma16<T>(s[2 * np], qa, b0);
-        mma16<T>(s[2 * np + 1], qa, b1);
+        tc::mma_m16n8k16<T>(s[2 * np], qa, b0);
+        tc::mma_m16n8k16<T>(s[2 * np + 1], qa, b1);
         b_frags_nk(b0, b1, vt, kLd, np * 16, kc * 16);  // V as B
-        mma16<T>(dp[2 * np], da, b0);
-        mma16<T>(dp[2 * np + 1], da, b1);
+        tc::mma_m16n8k16<T>(dp[2 * np], da, b0);
+        tc::mma_m16n8k16<T>(dp[2 * np + 1], da, b1);
       }
     }
     // dS = P (dP - D) into s.
@@ -250,8 +234,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int dt = 0; dt < kHS / 16; ++dt) {
         uint32_t b0[2], b1[2];
         b_frags_kn(b0, b1, kt, kLd, dt * 16, kc * 16);
-        mma16<T>(dqacc[2 * dt], dsa, b0);
-        mma16<T>(dqacc[2 * dt + 1], dsa, b1);
+        tc::mma_m16n8k16<T>(dqacc[2 * dt], dsa, b0);
+        tc::mma_m16n8k16<T>(dqacc[2 * dt + 1], dsa, b1);
       }
     }
     __syncthreads();  // this stage is refilled by key tile j + 2
@@ -266,16 +250,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < 2; ++c) dq[off + dt * 8 + 2 * t + c] = from_f32<T>(dqacc[dt][2 * r + c] * a.scale);
   }
-}
-
-// More than 48 KiB of dynamic shared memory must be asked for, per kernel.
-template <typename... Params>
-void allow_smem(void (*kernel)(Params...), size_t smem) {
-#if defined(__CUDACC__)
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-#else
-  (void)kernel, (void)smem;
-#endif
 }
 
 template <typename T, int kHS, bool kCausal>
@@ -314,7 +288,7 @@ void attention_backward_mma(gpu::Storage st, const void* dout, const void* q, co
       const T *pdo = static_cast<const T*>(dout), *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k),
               *pv = static_cast<const T*>(v);
       T *pdq = static_cast<T*>(dq), *pdk = static_cast<T*>(dk), *pdv = static_cast<T*>(dv);
-      LAUNCH_KERNEL(attention_mma_delta_kernel<T>, grid_for(rows, 4), 128, 0, as_stream(stream), pdo,
+      LAUNCH_KERNEL(attention_delta_kernel<T>, grid_for(rows, 4), 128, 0, as_stream(stream), pdo,
                     static_cast<const T*>(out), delta, rows, int(d.Tq), int(d.NH), int(d.HS));
       if (d.HS == 64 && causal) launch_backward<T, 64, true>(pdo, pq, pk, pv, lse, delta, pdq, pdk, pdv, a, stream);
       if (d.HS == 64 && !causal) launch_backward<T, 64, false>(pdo, pq, pk, pv, lse, delta, pdq, pdk, pdv, a, stream);

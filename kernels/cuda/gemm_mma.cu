@@ -49,14 +49,6 @@ __device__ __forceinline__ void load_tile(T* stage, const T* X, int64_t ld, int6
   }
 }
 
-template <typename T>
-__device__ __forceinline__ void mma16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    tc::mma_m16n8k16_bf16(d, a, b, d);
-  else
-    tc::mma_m16n8k16_f16(d, a, b, d);
-}
-
 template <typename T, bool kTA, bool kTB>
 __global__ void __launch_bounds__(kThreads)
     gemm_mma_kernel(GemmCall g, const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C) {
@@ -106,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
         b[2 * np][0] = q[0], b[2 * np][1] = q[1], b[2 * np + 1][0] = q[2], b[2 * np + 1][1] = q[3];
       }
       for (int mi = 0; mi < 2; ++mi)
-        for (int ni = 0; ni < 4; ++ni) mma16<T>(acc[mi][ni], a[mi], b[ni]);
+        for (int ni = 0; ni < 4; ++ni) tc::mma_m16n8k16<T>(acc[mi][ni], a[mi], b[ni]);
     }
     __syncthreads();  // this stage is refilled by step s + 2's copies
   }

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/portable.cuh"
 
@@ -189,5 +190,32 @@ __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   memcpy(&hb, &h, 2);
   return uint32_t(lb) | uint32_t(hb) << 16;
 }
+
+// The same by storage type, for kernels templated on it: T = __nv_bfloat16 or
+// __half; d = a b + d.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return pack_bf16x2(lo, hi);
+  else
+    return pack_f16x2(lo, hi);
+}
+#if defined(__CUDACC__)
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    mma_m16n8k16_bf16(d, a, b, d);
+  else
+    mma_m16n8k16_f16(d, a, b, d);
+}
+#else  // the caller's site passed on: .aligned is checked per call site
+template <typename T>
+inline void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], Site s = Site::current()) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    mma_m16n8k16_bf16(d, a, b, d, s);
+  else
+    mma_m16n8k16_f16(d, a, b, d, s);
+}
+#endif
 
 }  // namespace eng::tc
