@@ -258,15 +258,17 @@ Case attention_bwd(const Dims& d) {
 
 // Causal: GPT-2 124M, 12 heads of 64 at T = 1024. Unmasked: ViT-B/16 at
 // 224 x 224, 12 heads of 64 over 197 tokens (196 patches + the class token),
-// B = 32 for a comparable amount of work. quick: a ragged last tile, B*NH > 1.
+// B = 32 for a comparable amount of work. quick: a ragged last tile, B*NH > 1,
+// head size 16 in f32 and 64 in bf16/f16 (the tensor-core rung's smallest).
 // Each in f32 (what ours runs at O0/O1) and in bf16 and f16 (O2/O3, and
-// where cuDNN has its rows).
+// where cuDNN and the tensor-core rung have their rows).
 std::vector<Case> attention_cases(bool quick) {
   constexpr auto causal = gpu::AttentionMask::causal, none = gpu::AttentionMask::none;
   std::vector<Case> cases;
   for (DType st : {DType::f32, DType::bf16, DType::f16}) {
-    const Dims gpt = quick ? Dims{1, 37, 2, 16, causal, st} : Dims{2, 1024, 12, 64, causal, st};
-    const Dims vit = quick ? Dims{1, 37, 2, 16, none, st} : Dims{32, 197, 12, 64, none, st};
+    const int64_t qhs = st == DType::f32 ? 16 : 64;
+    const Dims gpt = quick ? Dims{1, 37, 2, qhs, causal, st} : Dims{2, 1024, 12, 64, causal, st};
+    const Dims vit = quick ? Dims{1, 37, 2, qhs, none, st} : Dims{32, 197, 12, 64, none, st};
     for (const Dims& d : {gpt, vit}) {
       cases.push_back(attention_fwd(d));
       cases.push_back(attention_bwd(d));

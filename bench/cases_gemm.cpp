@@ -197,7 +197,7 @@ static std::vector<Rung> gemm_mma_ladder(const GemmCall& g, DType st) {
     const Operands o = operands(g, st, dev, 11);
     return Runner{[=] {
                     ENGINE_GPU_CALL(dev, gemm_mma, gpu::storage_of(st), g, o.a.data_ptr(), o.b.data_ptr(),
-                                    o.c.data_ptr(), nullptr);
+                                    o.c.data_ptr(), nullptr, Epilogue::none, nullptr, nullptr);
                   },
                   [=] { return host(o.c); }};
   };

@@ -4,7 +4,7 @@
 # OUT, MODE and STAGE_DEADLINE, and prints to project.log. What it measures,
 # for the step profile (docs/profiling.md) and the step model's check:
 #   1. the GPT-2 124M step (B 8 x 1024, O3) profiled on cuda, our attention
-#      and cuDNN's: --kernel_profile 3 (step 3 eager and warm, the capture
+#      (the tensor-core kernels at head size 64) and cuDNN's: --kernel_profile 3 (step 3 eager and warm, the capture
 #      after it), each call timed with CUDA events, and the replayed step's
 #      time beside it; the JSON tables are copied to OUT;
 #   2. the same step modelled from the emulator (bench/gpu_step_model.sh is
@@ -16,7 +16,9 @@
 #      (bench/gpt2_torch_gpu.py: torch.compile, SDPA, bf16 autocast, fused
 #      AdamW; 64 x 1024 x 8, or 32 x 1024 x 16 if 64 runs out of memory), and
 #      the ratio of the two medians (steps after the first two);
-#   5. run 3 again with cuBLASLt's algorithms timed per shape
+#   5. stage 1's profiled step with every kernel ours: the tensor-core
+#      attention and GEMM (--gemm mma);
+#   6. run 3 again with cuBLASLt's algorithms timed per shape
 #      (ENGINE_CUBLASLT_TUNE=1), when time is left.
 # Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
 set -uo pipefail
@@ -95,6 +97,12 @@ print(f"ours / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.2f}x"
 PY
 elif ((torch_rc != 2)); then
   echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
+fi
+# Every kernel ours: the tensor-core attention and GEMM (--gemm mma), step 3 profiled as stage 1's.
+if train_124m profile-all-ours 40 --batch_size 8 --grad_accum 1 --steps 5 --attention ours --gemm mma --kernel_profile 3; then
+  sed -n '/^modelled step on/p; /graph replay of the same step/p' "$W/profile-all-ours.log"
+  tail -3 "$W/profile-all-ours.log"
+  cp "$W/profile-all-ours/kernel_profile.json" "$OUT/kernel_profile_all_ours.json" 2>/dev/null || true
 fi
 # Ours again with cuBLASLt's candidates timed per shape (off by default: docs/kernels/gemm.md).
 if ENGINE_CUBLASLT_TUNE=1 train_124m throughput-tuned 60 --steps 8 --log_every 1 --attention cudnn; then

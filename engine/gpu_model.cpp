@@ -49,6 +49,13 @@ constexpr double kUnalignedGemmFactor = 0.40;
 // Attention, TFLOP/s on the H100 (docs/gpu.md, B 2, T 1024, 12 heads of 64,
 // causal, bf16): our kernels (CUDA cores) and cuDNN's SDPA.
 constexpr double kOursAttnFwd = 7.9, kOursAttnBwd = 6.2, kCudnnAttnFwd = 140, kCudnnAttnBwd = 126;
+// Assumed until a GPU measures them: our tensor-core kernels
+// (attention_*_mma) at the shares of cuDNN's rates they are built to reach
+// (forward 50%, backward 40%).
+constexpr double kMmaAttnFwdShare = 0.50, kMmaAttnBwdShare = 0.40;
+// Assumed likewise: our tensor-core GEMM (a "gemm ... mma" row, train --gemm
+// mma) at half of cuBLASLt's measured rate, its target.
+constexpr double kMmaGemmShare = 0.50;
 // Assumed: what one launch costs inside a CUDA graph (the gap between
 // kernel nodes and a small kernel's ramp on Hopper), and a host node (the
 // graph waits for the host function, then resumes).
@@ -82,26 +89,38 @@ ModelledCall model_call(const GpuModel& gpu, const KernelCall& call, Precision l
       // f32 storage runs the precision's mode (O0 fp32, O1 tf32); 16-bit storage bf16/fp16.
       const bool f32 = c.elem_bytes == 4;
       const double peak = f32 ? (level == Precision::O0 ? p.fp32_tflops : p.tf32_tflops) : p.bf16_tflops;
+      const bool mma = call.name.ends_with(" mma");
       const double share = (f32 ? (level == Precision::O0 ? kGemmShareFp32 : kGemmShareTf32) : kGemmShareBf16) *
-                           (c.aligned ? 1.0 : kUnalignedGemmFactor);
+                           (c.aligned ? 1.0 : kUnalignedGemmFactor) * (mma ? kMmaGemmShare : 1.0);
       const double s = std::max(c.flops / (share * peak * 1e12), memory_s(kDefaultMemoryShare));
       m.ms = (s + launch_s) * 1e3;
       m.basis = cat("GEMM at ", pct(share), " of ",
                     f32 && level == Precision::O0 ? "FP32"
                     : f32                         ? "TF32"
                                                   : "BF16",
-                    c.aligned ? " (measured)" : " (unaligned: assumed)");
+                    mma         ? " (ours on tensor cores: assumed half of cuBLASLt's)"
+                    : c.aligned ? " (measured)"
+                                : " (unaligned: assumed)");
       return m;
     }
     case kprof::Kind::attention_forward:
     case kprof::Kind::attention_backward: {
       const bool fwd = c.kind == kprof::Kind::attention_forward;
       const bool cudnn = attention == ModelAttention::cudnn || call.name.rfind("cudnn", 0) == 0;
-      const double h100_rate = cudnn ? (fwd ? kCudnnAttnFwd : kCudnnAttnBwd) : (fwd ? kOursAttnFwd : kOursAttnBwd);
-      // Another GPU: cuDNN scales with the tensor-core peak, ours with the CUDA cores'.
-      const double rate = h100_rate * (cudnn ? p.bf16_tflops / h100().bf16_tflops : p.fp32_tflops / h100().fp32_tflops);
+      const bool mma = !cudnn && call.name.ends_with("_mma");
+      const double cudnn_rate = fwd ? kCudnnAttnFwd : kCudnnAttnBwd;
+      const double h100_rate = cudnn ? cudnn_rate
+                               : mma ? cudnn_rate * (fwd ? kMmaAttnFwdShare : kMmaAttnBwdShare)
+                               : fwd ? kOursAttnFwd
+                                     : kOursAttnBwd;
+      // Another GPU: tensor-core kernels scale with the tensor-core peak, ours on CUDA cores with theirs.
+      const double rate =
+          h100_rate * (cudnn || mma ? p.bf16_tflops / h100().bf16_tflops : p.fp32_tflops / h100().fp32_tflops);
       m.ms = (std::max(c.flops / (rate * 1e12), memory_s(kDefaultMemoryShare)) + launch_s) * 1e3;
-      m.basis = cat(cudnn ? "cuDNN SDPA" : "ours", " at ", rate, " TFLOP/s (measured)");
+      m.basis = cudnn ? cat("cuDNN SDPA at ", rate, " TFLOP/s (measured)")
+                : mma ? cat("ours on tensor cores at ", rate,
+                            " TFLOP/s (assumed: ", pct(fwd ? kMmaAttnFwdShare : kMmaAttnBwdShare), " of cuDNN's)")
+                      : cat("ours at ", rate, " TFLOP/s (measured)");
       return m;
     }
     case kprof::Kind::host:

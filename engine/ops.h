@@ -22,6 +22,19 @@ enum class Causal : uint8_t { no, yes };
 // the same leading dims as A.
 Tensor matmul(const Tensor& a, const Tensor& b, Trans ta = Trans::N, Trans tb = Trans::N,
               const Tensor& bias = Tensor());
+// Which GEMM runs matmul's bf16/f16 products on emu and cuda, process-wide
+// (as torch.backends' matmul settings): GemmImpl::cublaslt, cuBLASLt on cuda
+// (our tiled CUDA-core GEMM stands in for it on emu, which cannot run the
+// vendor's), the default; GemmImpl::mma, our tensor-core GEMM
+// (kernels/cuda/gemm_mma.cu) for every 16-bit product whose layout it takes
+// (gemm_mma_takes: 16-byte rows), the default's for the rest. f32 products
+// and the cpu are unaffected. Set once before a run (train --gemm).
+enum class GemmImpl : uint8_t { cublaslt, mma };
+void set_gemm_impl(GemmImpl impl);
+GemmImpl gemm_impl();
+// "cublaslt" / "mma", and back (an error naming the accepted values).
+const char* gemm_impl_name(GemmImpl impl);
+GemmImpl parse_gemm_impl(const std::string& name);
 // PyTorch's nn.functional.linear: x (..., in) @ w(out, in)^T + b(out).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 // gelu(linear(x, w, b)) in one op, the GELU fused into the GEMM's epilogue on
@@ -54,11 +67,15 @@ Tensor softmax(const Tensor& x, Causal causal = Causal::no);
 // 1/sqrt(HS). Causal::yes (a decoder, GPT-2): query i attends to keys 0..i.
 // Causal::no (an encoder, ViT): every query attends to all T keys, as
 // PyTorch's scaled_dot_product_attention(is_causal=False) without a mask.
-// AttentionImpl::ours runs our kernels (cpu reference, or the fused
-// kernels/cuda/attention.cu on emu and cuda); AttentionImpl::cudnn runs
+// AttentionImpl::ours runs our kernels: the cpu reference, or on emu and
+// cuda the tensor-core ones (kernels/cuda/attention_mma.cu) in bf16/f16 at
+// head size 64 or 128, the CUDA-core ones (kernels/cuda/attention.cu)
+// otherwise (a 16-bit call they do not take is said once a process).
+// AttentionImpl::ours_cuda_cores runs the CUDA-core kernels always (the
+// ladder's rung below, to compare in training). AttentionImpl::cudnn runs
 // cuDNN's fused attention (kernels/cudnn/), on the cuda device in bf16/f16
 // only, and is an error, saying why, anywhere else: never a silent fallback.
-enum class AttentionImpl : uint8_t { ours, cudnn };
+enum class AttentionImpl : uint8_t { ours, ours_cuda_cores, cudnn };
 // q_offset (context parallelism): q is (B, Tq, NH, HS), the queries at
 // positions q_offset .. q_offset + Tq - 1 of the keys' sequence, k and v are
 // (B, Tk, NH, HS), all of it; causal masks keys j > q_offset + i. ours only.
@@ -72,7 +89,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
 // tensor (no split copies, no zero-padded gradients to add up).
 Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal = Causal::yes,
                      AttentionImpl impl = AttentionImpl::ours);
-// "ours" / "cudnn", and back (an error naming the accepted values).
+// "ours" / "ours_cuda_cores" / "cudnn", and back (an error naming the accepted values).
 const char* attention_impl_name(AttentionImpl impl);
 AttentionImpl parse_attention_impl(const std::string& name);
 

@@ -2,6 +2,7 @@
 #include "io/token_file.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
@@ -19,8 +21,9 @@ namespace eng {
 namespace {
 
 // llm.c's shards (dev/data/*.py, llmc/dataloader.h) start with 256 int32s:
-// magic, version, token count.
+// magic, version (1: uint16 tokens; 2: uint32, its Llama 3 data), token count.
 constexpr int32_t kLlmcMagic = 20240520;
+constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 
 // pread of exactly `bytes` at `pos`, or a UserError naming the file (an
 // early end said as the stamp's check says it: "the file shrank from ...").
@@ -40,55 +43,114 @@ void read_exactly(int fd, const std::string& path, const io::FileStamp& stamp, i
 
 }  // namespace
 
-TokenFile::TokenFile(const std::string& path, int64_t vocab_size) : path_(path) {
-  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
-  // (and a rank stuck here leaves the others waiting); it is refused below.
-  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ENGINE_USER_CHECK(fd_ >= 0, path, ": cannot open token file: ", std::strerror(errno));
+std::vector<std::string> token_file_paths(const std::string& spec) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (spec.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    const int rc = ::glob(spec.c_str(), 0, nullptr, &g);  // sorted by name
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    ENGINE_USER_CHECK(rc == 0 || rc == GLOB_NOMATCH, spec, ": cannot expand the pattern (glob error ", rc, ")");
+    ENGINE_USER_CHECK(!paths.empty(), spec, ": the pattern matches no file");
+  } else if (fs::is_directory(spec, ec)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(spec, ec))
+      if (e.path().extension() == ".bin") paths.push_back(e.path().string());
+    ENGINE_USER_CHECK(!ec, spec, ": cannot list the directory: ", ec.message());
+    std::sort(paths.begin(), paths.end());
+    ENGINE_USER_CHECK(!paths.empty(), spec, ": a directory with no *.bin token file");
+  } else {
+    paths.push_back(spec);
+  }
+  return paths;
+}
+
+TokenFile::TokenFile(const std::string& spec, int64_t vocab_size) : spec_(spec) {
   try {
-    struct stat st {};
-    ENGINE_USER_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat token file: ", std::strerror(errno));
-    ENGINE_USER_CHECK(S_ISREG(st.st_mode), path,
-                      ": not a regular file (a pipe or a device?): a token file is read by its size");
-    stamp_ = io::stamp_of(fd_, path);
-    const int64_t bytes = stamp_.size;
-    ENGINE_USER_CHECK(bytes != 0, path, ": empty token file");
-    if (bytes >= 12) {
-      int32_t head[3];
-      read_exactly(fd_, path, stamp_, 0, 12, head);
-      ENGINE_USER_CHECK(head[0] != kLlmcMagic || (head[1] != 1 && head[1] != 2), path,
-                        ": an llm.c token shard (a 1024-byte header: magic ", kLlmcMagic, ", version ", head[1], ", ",
-                        head[2], " tokens); this reader takes headerless uint16 files: tail -c +1025 ", path,
-                        " > tokens.bin gives one");
-    }
-    ENGINE_USER_CHECK(bytes % 2 == 0, path, ": odd byte count ", bytes,
-                      " (a token file holds 2-byte uint16 ids; truncated?)");
-    n_ = bytes / 2;
-    // Every id below the vocabulary, read in 2 MiB chunks.
-    std::vector<uint16_t> chunk(size_t(1) << 20);
-    for (int64_t at = 0; at < n_; at += int64_t(chunk.size())) {
-      const int64_t n = std::min<int64_t>(int64_t(chunk.size()), n_ - at);
-      read_exactly(fd_, path, stamp_, at * 2, n * 2, chunk.data());
-      for (int64_t i = 0; i < n; ++i)
-        ENGINE_USER_CHECK(chunk[size_t(i)] < vocab_size, path, ": token id ", chunk[size_t(i)], " at position ", at + i,
-                          " is outside the vocabulary [0, ", vocab_size, ")");
-    }
-    io::check_file_unchanged(stamp_, fd_, path, path);
+    for (const std::string& p : token_file_paths(spec)) open_shard(p, vocab_size);
   } catch (...) {
-    ::close(fd_);
+    for (const Shard& sh : shards_) ::close(sh.fd);
     throw;
   }
 }
 
+void TokenFile::open_shard(const std::string& path, int64_t vocab_size) {
+  Shard sh;
+  sh.path = path;
+  sh.first = n_;
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
+  // (and a rank stuck here leaves the others waiting); it is refused below.
+  sh.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ENGINE_USER_CHECK(sh.fd >= 0, path, ": cannot open token file: ", std::strerror(errno));
+  try {
+    struct stat st {};
+    ENGINE_USER_CHECK(::fstat(sh.fd, &st) == 0, path, ": cannot stat token file: ", std::strerror(errno));
+    ENGINE_USER_CHECK(S_ISREG(st.st_mode), path,
+                      ": not a regular file (a pipe or a device?): a token file is read by its size");
+    sh.stamp = io::stamp_of(sh.fd, path);
+    const int64_t bytes = sh.stamp.size;
+    ENGINE_USER_CHECK(bytes != 0, path, ": empty token file");
+    int32_t head[3] = {0, 0, 0};
+    if (bytes >= 12) read_exactly(sh.fd, path, sh.stamp, 0, 12, head);
+    if (head[0] == kLlmcMagic) {
+      // An llm.c shard: the header must agree with the file.
+      ENGINE_USER_CHECK(head[1] != 2, path, ": an llm.c shard of version 2 (uint32 tokens, its Llama 3 data); ",
+                        "GPT-2's vocabulary is read from version 1 shards (uint16 tokens)");
+      ENGINE_USER_CHECK(head[1] == 1, path, ": an llm.c shard header (magic ", kLlmcMagic, ") of unknown version ",
+                        head[1], "; version 1 (uint16 tokens) is read");
+      const int64_t want = kLlmcHeaderBytes + 2 * int64_t(head[2]);
+      ENGINE_USER_CHECK(head[2] > 0 && bytes == want, path, ": its llm.c header says ", head[2], " tokens (", want,
+                        " bytes with the header), the file holds ", bytes,
+                        " bytes: truncated or still being written? Write the shard again");
+      sh.offset = kLlmcHeaderBytes;
+      sh.n = head[2];
+    } else {
+      ENGINE_USER_CHECK(bytes % 2 == 0, path, ": odd byte count ", bytes,
+                        " (a token file holds 2-byte uint16 ids; truncated?)");
+      sh.n = bytes / 2;
+    }
+    // Every id below the vocabulary, read in 2 MiB chunks.
+    std::vector<uint16_t> chunk(size_t(1) << 20);
+    for (int64_t at = 0; at < sh.n; at += int64_t(chunk.size())) {
+      const int64_t n = std::min<int64_t>(int64_t(chunk.size()), sh.n - at);
+      read_exactly(sh.fd, path, sh.stamp, sh.offset + at * 2, n * 2, chunk.data());
+      for (int64_t i = 0; i < n; ++i)
+        ENGINE_USER_CHECK(chunk[size_t(i)] < vocab_size, path, ": token id ", chunk[size_t(i)], " at position ", at + i,
+                          " is outside the vocabulary [0, ", vocab_size, ")");
+    }
+    io::check_file_unchanged(sh.stamp, sh.fd, path, path);
+  } catch (...) {
+    ::close(sh.fd);
+    throw;
+  }
+  n_ += sh.n;
+  shards_.push_back(sh);
+}
+
 TokenFile::~TokenFile() {
-  if (fd_ >= 0) ::close(fd_);
+  for (const Shard& sh : shards_) ::close(sh.fd);
+}
+
+std::string TokenFile::describe() const {
+  const bool llmc = std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) { return s.offset != 0; });
+  if (shards_.size() == 1 && shards_[0].path == spec_)
+    return cat(spec_, " (", n_, " tokens", llmc ? ", an llm.c shard" : "", ")");
+  return cat(spec_, ": ", shards_.size(), " files, ", n_, " tokens", llmc ? " (llm.c shards)" : "");
 }
 
 void TokenFile::read(int64_t start, int64_t n, uint16_t* out) const {
-  ENGINE_CHECK(start >= 0 && n >= 0 && start + n <= n_, path_, ": tokens [", start, ", ", start + n,
-               ") outside the file's ", n_);
-  read_exactly(fd_, path_, stamp_, start * 2, n * 2, out);
-  io::check_file_unchanged(stamp_, fd_, path_, path_);
+  ENGINE_CHECK(start >= 0 && n >= 0 && start + n <= n_, spec_, ": tokens [", start, ", ", start + n,
+               ") outside the files' ", n_);
+  // The shard holding `start`: the last whose first token is at or before it.
+  auto it =
+      std::upper_bound(shards_.begin(), shards_.end(), start, [](int64_t v, const Shard& s) { return v < s.first; });
+  for (--it; n > 0; ++it) {
+    const int64_t at = start - it->first, take = std::min(n, it->n - at);
+    read_exactly(it->fd, it->path, it->stamp, it->offset + at * 2, take * 2, out);
+    io::check_file_unchanged(it->stamp, it->fd, it->path, it->path);
+    start += take, n -= take, out += take;
+  }
 }
 
 TokenSampler::TokenSampler(const TokenFile& file, int64_t B, int64_t T, Order order, uint64_t seed)
@@ -120,11 +182,16 @@ void TokenSampler::batch(int64_t step, Tensor& ids, Tensor& targets) const {
   }
 }
 
-void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens, bool llmc_header) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     ENGINE_CHECK(out, tmp, ": cannot open for writing");
+    if (llmc_header) {
+      ENGINE_CHECK(tokens.size() < (size_t(1) << 31), path, ": ", tokens.size(), " tokens do not fit an llm.c header");
+      int32_t head[256] = {kLlmcMagic, 1, int32_t(tokens.size())};
+      out.write(reinterpret_cast<const char*>(head), sizeof head);
+    }
     // uint16 in memory is little-endian on every platform we build for (x86-64, aarch64).
     out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
     out.flush();

@@ -1,14 +1,18 @@
-// Flat token files: little-endian uint16 token ids, back to back, no header
-// (the train.bin / val.bin format of nanoGPT). Opening one checks that the
-// byte count is even and every id is below the vocabulary size, so a bad
-// file fails at the start with the file and position named, never in the
-// middle of a run; an llm.c shard (a 1024-byte header, magic 20240520) is
-// recognised and refused in one line. The file stays open and is read with
-// pread: a file cut under a running job is a short read and an error (a
-// memory map would die of SIGBUS), and after every read its stamp (size,
-// modification time; io/file_stamp.h) is compared with the one at open, so
-// a file truncated and grown back, or rewritten in place, is an error too,
-// never batches of zeros.
+// Token files: little-endian uint16 token ids, back to back, either with no
+// header (the train.bin / val.bin format of nanoGPT) or as llm.c's shards
+// (dev/data/data_common.py, llmc/dataloader.h: a 1024-byte header of 256
+// int32s, magic 20240520, version 1, the token count, then the tokens).
+// A TokenFile is one file or a set of them read as one sequence, their
+// tokens in name order: a glob pattern (`data/fineweb_train_*.bin`, as
+// llm.c's -i) or a directory (its *.bin files). Opening checks every file:
+// an even byte count, a header that agrees with the file's size, a known
+// version, every id below the vocabulary; so a bad file fails at the start
+// with the file and position named, never in the middle of a run. The files
+// stay open and are read with pread: a file cut under a running job is a
+// short read and an error (a memory map would die of SIGBUS), and after every
+// read its stamp (size, modification time; io/file_stamp.h) is compared with
+// the one at open, so a file truncated and grown back, or rewritten in
+// place, is an error too, never batches of zeros.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,22 +25,39 @@ namespace eng {
 
 class TokenFile {
  public:
-  TokenFile(const std::string& path, int64_t vocab_size);
+  // spec: a file, a glob pattern (with *, ? or [), or a directory.
+  TokenFile(const std::string& spec, int64_t vocab_size);
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
-  int64_t size() const { return n_; }  // number of tokens
-  // Tokens [start, start + n) into out, then the file checked unchanged.
-  // Thread-safe.
+  int64_t size() const { return n_; }  // number of tokens, all files
+  // Tokens [start, start + n) of the whole sequence into out (a range may
+  // span two files), then each file read checked unchanged. Thread-safe.
   void read(int64_t start, int64_t n, uint16_t* out) const;
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return spec_; }
+  // "data/train.bin (N tokens)", or "SPEC: K files, N tokens (llm.c shards)".
+  std::string describe() const;
+
+  // One file of the sequence: its first token's index in the whole, and
+  // where its tokens start (0, or 1024 after an llm.c header).
+  struct Shard {
+    std::string path;
+    int fd = -1;
+    int64_t first = 0, n = 0, offset = 0;
+    io::FileStamp stamp;
+  };
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  void open_shard(const std::string& path, int64_t vocab_size);
+
+  std::string spec_;
+  std::vector<Shard> shards_;
   int64_t n_ = 0;
-  io::FileStamp stamp_;
 };
+
+// The files a TokenFile spec names, in name order (the spec itself when it is
+// a plain file); a UserError naming the spec when it names none.
+std::vector<std::string> token_file_paths(const std::string& spec);
 
 class TokenSampler {
  public:
@@ -53,7 +74,8 @@ class TokenSampler {
   uint64_t seed_;
 };
 
-// Writes tokens as a flat uint16 file through "<path>.tmp" and a rename.
-void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
+// Writes tokens as a flat uint16 file through "<path>.tmp" and a rename;
+// with llmc_header, as an llm.c shard (version 1: the 1024-byte header).
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens, bool llmc_header = false);
 
 }  // namespace eng

@@ -2,18 +2,25 @@
 // parallel) this rank's Tq queries at q_offset against all Tk keys. The cpu
 // path is the three-step reference (kernels/cpu/attention.cpp) and saves the
 // (B, NH, Tq, Tk) probabilities for backward. On emu/cuda the fused
-// FlashAttention-2 kernels (kernels/cuda/attention.cu) save only q, k, v, out
-// and the fp32 logsumexp (B, NH, T), and backward recomputes the
-// probabilities tile by tile. kernels/ cannot see the engine's Causal, so it
+// FlashAttention-2 kernels save only q, k, v, out and the fp32 logsumexp
+// (B, NH, T), and backward recomputes the probabilities tile by tile: the
+// tensor-core ones (kernels/cuda/attention_mma.cu) where they take the call,
+// the CUDA-core ones (kernels/cuda/attention.cu) otherwise. Both compute the
+// same logsumexp, so a backward may run the other family than its forward
+// (a gradient whose rows are not 16-byte aligned). kernels/ cannot see the engine's Causal, so it
 // is mapped onto each layer's own AttentionMask here; backward uses the
 // forward's mask. AttentionImpl::cudnn is cuDNN's fused attention on the
 // cuda device (attention_cudnn.cpp). attention_qkv takes q, k, v packed in
 // one (B, T, 3C) tensor, read in place (its gradient written in place) by
 // our kernels on every device and by cuDNN's (strides).
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_mma.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
 
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -23,6 +30,28 @@ using namespace detail;
 
 namespace {
 
+// Whether the tensor-core kernels take a call (attention_mma.h's contract:
+// bf16/f16, head size 64 or 128, every row of q, k, v, dout on 16 bytes).
+// AttentionImpl::ours in 16-bit storage that they refuse runs the CUDA-core
+// kernels, and says so once a process (f32, O0/O1's storage, is their
+// domain and is not noted).
+bool tensor_cores(AttentionImpl impl, gpu::Storage st, const gpu::AttentionDims& d,
+                  std::initializer_list<const void*> ptrs) {
+  if (impl != AttentionImpl::ours || st == gpu::Storage::f32) return false;
+  const int64_t ld = d.ld_qkv ? d.ld_qkv : d.NH * d.HS;
+  bool rows16 = ld % 8 == 0;
+  for (const void* p : ptrs) rows16 = rows16 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  if ((d.HS == 64 || d.HS == 128) && rows16) return true;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    std::fprintf(stderr,
+                 "note: attention: head size %lld%s runs our CUDA-core kernels; the tensor-core ones take head "
+                 "size 64 or 128 with rows on 16 bytes (said once)\n",
+                 static_cast<long long>(d.HS), rows16 ? "" : ", rows not on 16 bytes,");
+  }
+  return false;
+}
+
 // The emu/cuda path of attention and attention_qkv, q, k, v lying in ins as
 // for the cpu path below (three tensors, or one packed qkv whose rows
 // d.ld_qkv apart the kernels read in place): the fused FlashAttention-2
@@ -30,27 +59,35 @@ namespace {
 // input's gradient laid out as the input (one packed dqkv: no split copies,
 // no zeroed gradients summed).
 Tensor attention_gpu(const char* name, const std::vector<Tensor>& ins, const std::array<int64_t, 3>& off,
-                     const Shape& out_shape, const gpu::AttentionDims& d, Causal causal) {
+                     const Shape& out_shape, const gpu::AttentionDims& d, Causal causal, AttentionImpl impl) {
   const gpu::AttentionMask mask = causal == Causal::yes ? gpu::AttentionMask::causal : gpu::AttentionMask::none;
   const Device dev = ins[0].device();
   const gpu::Storage st = storage_of(ins[0].dtype());
   Tensor out = Tensor::empty(out_shape, ins[0].dtype(), dev);
   Tensor lse = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, dev);
-  ENGINE_GPU_CALL(dev, attention_forward, st, qkv_part(ins, off, 0), qkv_part(ins, off, 1), qkv_part(ins, off, 2),
-                  out.data_ptr(), lse.data<float>(), d, mask, nullptr);
+  const void *q = qkv_part(ins, off, 0), *k = qkv_part(ins, off, 1), *v = qkv_part(ins, off, 2);
+  if (tensor_cores(impl, st, d, {q, k, v}))
+    ENGINE_GPU_CALL(dev, attention_forward_mma, st, q, k, v, out.data_ptr(), lse.data<float>(), d, mask, nullptr);
+  else
+    ENGINE_GPU_CALL(dev, attention_forward, st, q, k, v, out.data_ptr(), lse.data<float>(), d, mask, nullptr);
   if (!needs_record(ins)) return out;
   std::vector<Tensor> saved;
   for (const Tensor& x : ins) saved.push_back(x.detach());
   Tensor so = out.detach();
-  record(name, out, ins, [name, saved, off, so, lse, d, mask, st](const Tensor& g, const std::vector<bool>&) {
+  record(name, out, ins, [name, saved, off, so, lse, d, mask, st, impl](const Tensor& g, const std::vector<bool>&) {
     ENGINE_CHECK(g.dtype() == so.dtype() && g.shape() == so.shape(), name, " backward: gradient ", g.desc(),
                  " does not match ", so.desc());
     std::vector<Tensor> grads;  // every element written
     for (const Tensor& x : saved) grads.push_back(empty_like(x));
     Tensor delta = Tensor::empty({d.B, d.NH, d.Tq}, DType::f32, g.device());
-    ENGINE_GPU_CALL(g.device(), attention_backward, st, g.data_ptr(), qkv_part(saved, off, 0), qkv_part(saved, off, 1),
-                    qkv_part(saved, off, 2), so.data_ptr(), lse.data<float>(), delta.data<float>(),
-                    qkv_part(grads, off, 0), qkv_part(grads, off, 1), qkv_part(grads, off, 2), d, mask, nullptr);
+    const void *sq = qkv_part(saved, off, 0), *sk = qkv_part(saved, off, 1), *sv = qkv_part(saved, off, 2);
+    void *dq = qkv_part(grads, off, 0), *dk = qkv_part(grads, off, 1), *dv = qkv_part(grads, off, 2);
+    if (tensor_cores(impl, st, d, {sq, sk, sv, g.data_ptr()}))
+      ENGINE_GPU_CALL(g.device(), attention_backward_mma, st, g.data_ptr(), sq, sk, sv, so.data_ptr(),
+                      lse.data<float>(), delta.data<float>(), dq, dk, dv, d, mask, nullptr);
+    else
+      ENGINE_GPU_CALL(g.device(), attention_backward, st, g.data_ptr(), sq, sk, sv, so.data_ptr(), lse.data<float>(),
+                      delta.data<float>(), dq, dk, dv, d, mask, nullptr);
     return grads;
   });
   return out;
@@ -93,12 +130,22 @@ Tensor attention_cpu(const char* name, const std::vector<Tensor>& ins, const std
 
 }  // namespace
 
-const char* attention_impl_name(AttentionImpl impl) { return impl == AttentionImpl::cudnn ? "cudnn" : "ours"; }
+const char* attention_impl_name(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::ours:
+      return "ours";
+    case AttentionImpl::ours_cuda_cores:
+      return "ours_cuda_cores";
+    case AttentionImpl::cudnn:
+      return "cudnn";
+  }
+  return "?";
+}
 
 AttentionImpl parse_attention_impl(const std::string& name) {
-  if (name == "ours") return AttentionImpl::ours;
-  if (name == "cudnn") return AttentionImpl::cudnn;
-  ENGINE_USER_FAIL("attention '", name, "': ours or cudnn");
+  for (AttentionImpl i : {AttentionImpl::ours, AttentionImpl::ours_cuda_cores, AttentionImpl::cudnn})
+    if (name == attention_impl_name(i)) return i;
+  ENGINE_USER_FAIL("attention '", name, "': ours, ours_cuda_cores or cudnn");
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal, AttentionImpl impl,
@@ -127,7 +174,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  q.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", q.desc());
     return attention_gpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
-                         gpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal);
+                         gpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal, impl);
   }
   return attention_cpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
                        cpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal);
@@ -139,18 +186,19 @@ Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, Attention
                " is not (B, T, 3 * ", n_head, " heads * head size)");
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
   const Shape heads{B, T, n_head, HS};
-  if (on_gpu(qkv) && impl == AttentionImpl::ours) {
+  const bool ours = impl != AttentionImpl::cudnn;
+  if (on_gpu(qkv) && ours) {
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  qkv.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", qkv.desc());
     return attention_gpu("attention_qkv", {qkv}, {0, C, 2 * C}, heads,
-                         gpu::AttentionDims{B, T, T, n_head, HS, 0, 3 * C}, causal);
+                         gpu::AttentionDims{B, T, T, n_head, HS, 0, 3 * C}, causal, impl);
   }
 #if defined(ENGINE_HAVE_CUDA)
   if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda) {
     return attention_qkv_cudnn(qkv, n_head, causal);
   }
 #endif
-  if (on_gpu(qkv) || impl != AttentionImpl::ours) {  // cuDNN off the cuda device: attention says why not
+  if (on_gpu(qkv) || !ours) {  // cuDNN off the cuda device: attention says why not
     const std::vector<Tensor> p = split(qkv, {C, C, C}, -1);
     return attention(p[0].reshape(heads), p[1].reshape(heads), p[2].reshape(heads), causal, impl);
   }

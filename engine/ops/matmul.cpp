@@ -10,13 +10,18 @@
 // same storage types through cuBLASLt, kernels/gemm/cublaslt.h, with the
 // bias as its epilogue forward and, for a linear layer's weight gradient,
 // the bias gradient as the epilogue of the dW GEMM). All three run the same
-// GemmCalls (engine/ops/matmul_plan.h). run_plan and matmul_backward are
+// GemmCalls (engine/ops/matmul_plan.h). Under set_gemm_impl(GemmImpl::mma),
+// emu and cuda run the 16-bit GEMMs our tensor-core kernel takes on it
+// (kernels/cuda/gemm_mma.cu, the same epilogues). run_plan and matmul_backward are
 // shared with linear_gelu (engine/ops/linear_gelu.cpp), whose forward is the
 // same plan with the GELU epilogue.
+#include <atomic>
+
 #include "engine/ops/matmul_plan.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_mma.h"
 #include "kernels/gemm/gemm.h"
 
 #if defined(ENGINE_HAVE_CUDA)
@@ -168,7 +173,18 @@ std::string gemm_name(const GemmCall& c, Epilogue epi, const kprof::Cost& cost) 
   return cat("gemm ", c.M, "x", c.N, "x", c.K, c.batch > 1 ? cat(" x", c.batch) : "", kEpi[int(epi)],
              c.out_f32 ? " f32out" : "", cost.aligned ? "" : " unaligned");
 }
+
+std::atomic<GemmImpl> g_gemm_impl{GemmImpl::cublaslt};
 }  // namespace
+
+void set_gemm_impl(GemmImpl impl) { g_gemm_impl.store(impl); }
+GemmImpl gemm_impl() { return g_gemm_impl.load(); }
+const char* gemm_impl_name(GemmImpl impl) { return impl == GemmImpl::mma ? "mma" : "cublaslt"; }
+GemmImpl parse_gemm_impl(const std::string& name) {
+  for (GemmImpl i : {GemmImpl::cublaslt, GemmImpl::mma})
+    if (name == gemm_impl_name(i)) return i;
+  ENGINE_USER_FAIL("gemm '", name, "': cublaslt or mma");
+}
 
 namespace detail {
 bool wide_output_ok(const GemmPlan& plan, Device dev) {
@@ -219,11 +235,16 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
       s.call.out_f32 = wide;
       const char* x = static_cast<const char*>(pick(s.first).data_ptr()) + s.offset_first * int64_t(es);
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
+      const bool mma = gemm_impl() == GemmImpl::mma && gemm_mma_takes(st, s.call, x, y);
       // The step profile sees one GEMM whichever executor runs it (cuBLASLt, or ours on emu).
       kprof::Scope profiled;
       if (kprof::listening()) {
         const kprof::Cost cost = kcost::tiled_gemm(st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
-        profiled.begin(gemm_name(s.call, epi, cost).c_str(), cost);
+        profiled.begin(cat(gemm_name(s.call, epi, cost), mma ? " mma" : "").c_str(), cost);
+      }
+      if (mma) {
+        ENGINE_GPU_CALL(out.device(), gemm_mma, st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
+        continue;
       }
 #if defined(ENGINE_HAVE_CUDA)
       if (out.device().type == DeviceType::cuda) {

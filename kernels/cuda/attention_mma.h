@@ -6,7 +6,7 @@
 // 128, q, k, v (and dout) 16-byte aligned with rows a multiple of 8 elements
 // apart; anything else is refused in one line. The workbench runs it beside ours
 // and cuDNN's (bench/kernels --filter attention --impl mma); the engine's
-// attention op does not call it yet.
+// attention op calls it for AttentionImpl::ours wherever the contract holds.
 #pragma once
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/gpu_ops.h"

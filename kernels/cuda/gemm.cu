@@ -10,7 +10,7 @@
 
 #include <type_traits>
 
-#include "kernels/cuda/gelu.cuh"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/storage.cuh"
 
 namespace eng::ENGINE_GPU_NS {
@@ -98,9 +98,6 @@ template <typename T, typename TC, Trans TA, Trans TB>
 __global__ void __launch_bounds__(kThreads)
     tiled_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B, TC* __restrict__ C, const T* __restrict__ bias,
                       Epilogue epi, T* __restrict__ aux, TC* __restrict__ dbias, GemmCall c) {
-  const bool gelu = epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias;
-  // aux is written (the pre-activation) or read (the residual, GELU's input).
-  const bool aux_out = epi == Epilogue::gelu_aux_bias;
   // bgrad: thread t of a first-column block sums row m0 + t of op(A).
   const bool bgrad = dbias != nullptr && blockIdx.x == 0;
   static_assert(kThreads == kBM, "bgrad: one thread per row of the block's tile");
@@ -144,12 +141,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();  // the next stage overwrites the tiles
     }
-    // Epilogue: alpha, beta (reading C in its storage type), the residual
-    // (as cuBLASLt's beta C) and bias, then one rounding to C's type. GELU
-    // starts from that rounded pre-activation, exactly as activation.cu's
-    // GELU reading it back from memory would: the fused op equals linear then
-    // gelu bit for bit. Likewise GELU's gradient multiplies the rounded
-    // product, as activation.cu's gelu_backward reading it back would.
+    // Epilogue: gemm_epilogue.cuh (alpha, beta, residual, bias, one rounding, GELU or its gradient).
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
       const int64_t m = m0 + ty + i * kThreadsY;
@@ -158,16 +150,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < kTN; ++j) {
         const int64_t n = n0 + tx + j * kThreadsX;
         if (n >= c.N) continue;
-        TC* p = cz + m * c.ldc + n;
-        float v = c.alpha * acc[i][j];
-        if (c.beta != 0.f) v = fmaf(c.beta, to_f32(*p), v);
-        if (epi == Epilogue::bias_residual) v += to_f32(auxz[m * c.ldc + n]);
-        if (bias != nullptr) v += to_f32(bias[n]);
-        const TC pre = from_f32<TC>(v);
-        if (aux_out) auxz[m * c.ldc + n] = from_f32<T>(v);
-        *p = gelu                     ? from_f32<TC>(gelu_f(to_f32(pre)))
-             : epi == Epilogue::dgelu ? from_f32<TC>(gelu_grad_f(to_f32(auxz[m * c.ldc + n]), to_f32(pre)))
-                                      : pre;
+        store_with_epilogue<T, TC>(cz, m * c.ldc + n, acc[i][j], c, epi, bias, n, auxz);
       }
     }
     if (bgrad && m0 + t < c.M) dbias[m0 + t] = from_f32<TC>(row_sum);
@@ -219,23 +202,7 @@ void launch_gemm(const GemmCall& c, const void* A, const void* B, void* C, const
 
 void tiled_gemm(gpu::Storage st, const GemmCall& c, const void* A, const void* B, void* C, const void* bias,
                 Epilogue epi, void* aux, void* stream) {
-  ENGINE_CHECK(c.M >= 0 && c.N >= 0 && c.K >= 0 && c.batch >= 0, "tiled_gemm: negative size (M ", c.M, ", N ", c.N,
-               ", K ", c.K, ", batch ", c.batch, ")");
-  ENGINE_CHECK(epi != Epilogue::bgrad || (c.ta == Trans::T && c.batch == 1),
-               "tiled_gemm: the bias-gradient epilogue sums op(A)'s rows: A transposed, one batch");
-  ENGINE_CHECK(epi == Epilogue::none || epi == Epilogue::dgelu || bias != nullptr,
-               "tiled_gemm: the epilogue needs a bias pointer");
-  ENGINE_CHECK(epi != Epilogue::dgelu || bias == nullptr, "tiled_gemm: the GELU-gradient epilogue takes no bias");
-  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu;
-  ENGINE_CHECK(takes_aux == (aux != nullptr),
-               "tiled_gemm: an aux matrix goes with the gelu_aux_bias, bias_residual and dgelu epilogues, and only "
-               "with them");
-  ENGINE_CHECK(epi != Epilogue::bias_residual || c.beta == 0.f,
-               "tiled_gemm: the residual epilogue adds aux in place of beta C (beta must be 0)");
-  ENGINE_CHECK(!c.out_f32 || (st != gpu::Storage::f32 && c.ta == Trans::T && c.tb == Trans::N),
-               "tiled_gemm: an fp32 C of 16-bit operands is a weight gradient's G^T X (A transposed, B not)");
-  ENGINE_CHECK(!c.out_f32 || epi == Epilogue::none || epi == Epilogue::bgrad,
-               "tiled_gemm: an fp32 C of 16-bit operands takes no epilogue but the bias gradient");
+  check_gemm_args("tiled_gemm", st, c, bias, epi, aux);
   if (c.M == 0 || c.N == 0 || c.batch == 0) return;
   if (epi == Epilogue::none) bias = nullptr;
   ENGINE_CHECK((c.M + kBM - 1) / kBM <= 65535, "tiled_gemm: M = ", c.M, " needs more than 65535 row tiles");

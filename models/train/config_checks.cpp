@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "comm/pipeline_schedule.h"
 #include "engine/gpu_model.h"
+#include "engine/ops.h"
 #include "engine/precision.h"
 #include "engine/profile.h"
 #include "models/checkpoint.h"
@@ -43,7 +44,8 @@ void validate_config(const TrainConfig& c) {
   const int64_t cp = c.i("cp");
   ENGINE_USER_CHECK(cp >= 1, "config: cp must be >= 1, got ", cp);
   if (cp > 1) {
-    ENGINE_USER_CHECK(c.s("attention") == "ours", "config: attention ", c.s("attention"), " with cp = ", cp,
+    ENGINE_USER_CHECK(parse_attention_impl(c.s("attention")) != AttentionImpl::cudnn, "config: attention ",
+                      c.s("attention"), " with cp = ", cp,
                       ": context parallelism runs our attention (a slice of the queries against every key); use "
                       "--attention ours");
     ENGINE_USER_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with cp = ", cp,
@@ -93,6 +95,15 @@ void validate_config(const TrainConfig& c) {
                     "(modelled; ENGINE_EMU_COUNT_ONLY=1 for a model too large to emulate) or cuda (measured)");
   gpu_model(c.s("model_gpu"));  // a one-line error naming the choices
   check_attention_option(c);
+  // --gemm mma: our tensor-core GEMM takes bf16/fp16 products on emu or cuda; anywhere else it would do nothing.
+  if (parse_gemm_impl(c.s("gemm")) == GemmImpl::mma) {
+    const Precision p = parse_precision(c.s("precision"));
+    ENGINE_USER_CHECK(p == Precision::O2 || p == Precision::O2_fp16 || p == Precision::O3,
+                      "config: gemm mma runs bf16/fp16 products only: precision O2, O2-fp16 or O3 (got ",
+                      c.s("precision"), ")");
+    ENGINE_USER_CHECK(Device::parse(c.s("device")).type != DeviceType::cpu,
+                      "config: gemm mma is a GPU kernel: device emu or cuda (the cpu's GEMMs are OpenBLAS)");
+  }
   if (model == "gpt2")
     gpt2_config(c);
   else

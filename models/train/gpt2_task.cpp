@@ -106,9 +106,7 @@ class GPT2Task : public TrainTask {
           cat("; ", stage_summary(mg_.stage_layers), " (embeddings on the first, ln_f and the tied head on the last)");
     return out;
   }
-  std::string data_summary() const override {
-    return cat(train_.path(), " (", train_.size(), " tokens), ", val_.path(), " (", val_.size(), " tokens)");
-  }
+  std::string data_summary() const override { return cat(train_.describe(), ", ", val_.describe()); }
   const char* unit() const override { return "tok"; }
   std::string checkpoint_note() const override { return "load with GPT2LMHeadModel, see docs/train.md"; }
   int64_t items_per_step() const override { return plan_.global() * T_; }

@@ -248,7 +248,8 @@ int run(int argc, char** argv) {
       dev.type != DeviceType::cpu && fused_adamw && precision_policy(precision).compute == DType::bf16;
   if (keep_copies) fused_adamw->set_compute_copies(&copies);
   const Autocast ac(precision, keep_copies ? &copies : nullptr);
-  apply_precision(precision, dev);  // O1: TF32 GEMMs on cuda
+  apply_precision(precision, dev);                // O1: TF32 GEMMs on cuda
+  set_gemm_impl(parse_gemm_impl(cfg.s("gemm")));  // --gemm mma: our tensor-core GEMM
   if (lead) std::printf("%s\n", precision_summary(precision, dev).c_str());
   // fp16 gradients need a loss scale (bf16 has fp32's range and does not).
   std::unique_ptr<LossScaler> scaler;

@@ -16,8 +16,10 @@ const std::vector<OptionSpec>& train_options() {
   static const std::vector<OptionSpec> specs = {
       {"model", "gpt2", "gpt2 (a language model on token files) | vit (a Vision Transformer on HDF5 images or fields)"},
       {"device", "auto", "auto | cpu | cuda | cuda:N | emu (auto: cuda if a GPU answers, else cpu)"},
-      {"train_bin", "data/fortunes/train.bin", "training tokens (flat little-endian uint16)", "gpt2"},
-      {"val_bin", "data/fortunes/val.bin", "validation tokens", "gpt2"},
+      {"train_bin", "data/fortunes/train.bin",
+       "training tokens (little-endian uint16, headerless or llm.c shards): a file, a glob pattern or a directory",
+       "gpt2"},
+      {"val_bin", "data/fortunes/val.bin", "validation tokens (as train_bin)", "gpt2"},
       {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)", "gpt2"},
       {"block_size", 128, "the model's maximum sequence length (n_positions)", "gpt2"},
       {"n_layer", 4, "transformer blocks (the ViT's depth)"},
@@ -70,8 +72,12 @@ const std::vector<OptionSpec>& train_options() {
       {"seed", 1337, "seed for initialisation, batches and sampling"},
       {"recompute", false, "activation checkpointing: recompute each block in backward", "gpt2"},
       {"attention", "ours",
-       "ours (our fused FlashAttention-2 style kernel) | cudnn (cuDNN's fused attention: the cuda device at "
-       "precision O2, O2-fp16 or O3; an error elsewhere, never a fallback)"},
+       "ours (our fused FlashAttention-2 style kernels: on tensor cores in bf16/fp16 at head size 64 or 128, on "
+       "CUDA cores otherwise) | ours_cuda_cores (our CUDA-core kernels always) | cudnn (cuDNN's fused attention: "
+       "the cuda device at precision O2, O2-fp16 or O3; an error elsewhere, never a fallback)"},
+      {"gemm", "cublaslt",
+       "cublaslt (the vendor's GEMMs on cuda; our tiled GEMM stands in on emu) | mma (our tensor-core GEMM for "
+       "every bf16/fp16 product it takes, cublaslt for the rest: emu or cuda at O2, O2-fp16 or O3)"},
       {"precision", "O0",
        "O0 fp32 | O1 TF32 GEMMs (cuda) | O2 bf16 autocast | O2-fp16 fp16 + dynamic loss scaling | O3 O2 + the step "
        "captured as a CUDA graph (cuda; emulated on emu; O2 on cpu); docs/precision.md"},

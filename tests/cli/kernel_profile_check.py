@@ -8,7 +8,8 @@ against figures computed here from the model's shape, not from the engine:
               width, padded at O2/O3 on emu/cuda; each product once
               forward, twice backward);
   attention   forward FLOPs = L x 4 B NH T^2 HS / 2 (causal, the
-              FlashAttention papers' count), backward 2.5 x forward;
+              FlashAttention papers' count), backward 2.5 x forward (the
+              CUDA-core kernels' rows and the tensor-core ones', *_mma);
   gelu        no gelu_backward pass: GELU's backward is the epilogue of the
               MLP's input-gradient GEMM (+dgelu, L x ACCUM calls of
               (B T) x 4C x C), which also reads the pre-activation: bytes =
@@ -63,8 +64,10 @@ if sys.argv[2] == "gpt2":
     by_name = {r["name"]: r for r in rows}
     HS = C // NH
     fwd = L * accum * 4.0 * B * NH * T * T * HS / 2
-    close(by_name["attention_forward"]["flops"], fwd, "attention forward FLOPs")
-    close(by_name["attention_backward"]["flops"], 2.5 * fwd, "attention backward FLOPs")
+    def attention_flops(kind):
+        return sum(by_name[n]["flops"] for n in (kind, kind + "_mma") if n in by_name)
+    close(attention_flops("attention_forward"), fwd, "attention forward FLOPs")
+    close(attention_flops("attention_backward"), 2.5 * fwd, "attention backward FLOPs")
     if "gelu_backward" in by_name:
         fail("a gelu_backward pass: GELU's backward should be the +dgelu GEMM's epilogue")
     dgelu = [r for r in rows if r["name"].endswith("+dgelu")]

@@ -9,7 +9,8 @@
 #            equal the same run without the profile, bit for bit.
 #   vit      the ViT on emu: every GEMM row's FLOPs from its shape, the totals.
 #   model    the GPT-2 124M step (B 8 x 1024, O3) on emu in count-only mode:
-#            its FLOPs as the gpt2 case checks them, on the real shapes. (The
+#            its FLOPs as the gpt2 case checks them, on the real shapes, and
+#            its attention on the tensor-core kernels. (The
 #            model's check against the H100's measured step is a unit test:
 #            "gpu model: GPT-2 124M's recorded step ...", tests/engine.)
 #   errors   a step outside the run, the cpu device, an unknown GPU: one line each.
@@ -69,6 +70,10 @@ case $case_name in
     grep -q "^emu: count-only" "$work/log" || fail "124M: count-only mode not said"
     python3 "$check" "$work/m124/kernel_profile.json" gpt2 12 768 50304 8 1024 12 2 1
     if grep -q "unaligned" "$work/log"; then fail "124M: an unaligned GEMM in the step"; fi
+    # Head size 64 in bf16: our attention on tensor cores, forward and backward.
+    json=$(cat "$work/m124/kernel_profile.json")
+    [[ $json == *'"attention_forward_mma"'* && $json == *'"attention_backward_mma"'* ]] ||
+      fail "124M: the attention did not run on the tensor-core kernels"
     ;;
   errors)
     source "$root/tests/cli/expect_error.sh"

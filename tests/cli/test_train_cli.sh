@@ -235,6 +235,97 @@ PY
       fail "O3 weights differ from O2's"
     echo "ok: O3 (graph replays) matches O2 (eager) exactly: $(losses "$work/o3" | tr '\n' ' ')"
     ;;
+  attention_mma)
+    # GPT-2 with head size 64 (n_embd 128, 2 heads) trained on emu at O3
+    # (the step captured and replayed) with our attention on tensor cores
+    # (--attention ours) and on CUDA cores (ours_cuda_cores): the step
+    # profile shows which kernels ran, and the losses of the two agree to
+    # bf16 noise: 0.5% of the loss over 6 steps (measured: 1e-4; P and dS
+    # rounded to bf16 before their products, as FlashAttention-2 does).
+    make_data
+    small=(--n_layer 1 --n_embd 128 --n_head 2 --batch_size 2 --seq_len 32 --val_batches 1 --device emu
+           --precision O3 --steps 6 --kernel_profile 1)
+    "$train" "${common[@]}" "${small[@]}" --out_dir "$work/tc" >"$work/log_tc"
+    "$train" "${common[@]}" "${small[@]}" --attention ours_cuda_cores --out_dir "$work/cc" >"$work/log_cc"
+    for run in tc cc; do
+      grep -q "captured as a CUDA graph" "$work/log_$run" || fail "$run: O3 on emu did not report the graph capture"
+    done
+    tc_json=$(cat "$work/tc/kernel_profile.json") cc_json=$(cat "$work/cc/kernel_profile.json")
+    [[ $tc_json == *'"attention_forward_mma"'* && $tc_json == *'"attention_backward_mma"'* ]] ||
+      fail "--attention ours did not run the tensor-core kernels"
+    [[ $cc_json != *'_mma"'* && $cc_json == *'"attention_forward"'* ]] ||
+      fail "--attention ours_cuda_cores ran a tensor-core kernel"
+    paste <(losses "$work/tc" | cut -d: -f2) <(losses "$work/cc" | cut -d: -f2) |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 0.005 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+      fail "tensor-core attention losses differ from the CUDA-core ones"
+    echo "ok: GPT-2 trains alike with the tensor-core and CUDA-core attention: $(losses "$work/tc" | tr '\n' ' ')"
+    ;;
+  gemm_mma)
+    # --gemm mma: GPT-2 trained on emu at O3 with our tensor-core GEMM for
+    # every bf16 product (the step profile's "gemm ... mma" rows: forward
+    # with its bias, GELU and residual epilogues, both gradients, the fp32
+    # weight gradients with their bias gradients) against the default
+    # executor; losses agree to bf16 noise (0.5% over 6 steps). Bad
+    # combinations are one-line errors.
+    make_data
+    small=(--n_layer 1 --n_embd 64 --n_head 2 --batch_size 2 --seq_len 32 --val_batches 1 --device emu
+           --precision O3 --steps 6 --kernel_profile 1)
+    "$train" "${common[@]}" "${small[@]}" --gemm mma --out_dir "$work/mma" >"$work/log_mma"
+    "$train" "${common[@]}" "${small[@]}" --out_dir "$work/def" >"$work/log_def"
+    grep -q "captured as a CUDA graph" "$work/log_mma" || fail "O3 with --gemm mma was not captured"
+    mma_rows=$(grep -c '"name": "gemm .* mma"' "$work/mma/kernel_profile.json" || true)
+    def_rows=$(grep -c '"name": "gemm .* mma"' "$work/def/kernel_profile.json" || true)
+    ((mma_rows >= 8)) || fail "--gemm mma: $mma_rows tensor-core GEMM rows in the profile (expected every product's)"
+    ((def_rows == 0)) || fail "the default ran $def_rows tensor-core GEMM rows"
+    paste <(losses "$work/mma" | cut -d: -f2) <(losses "$work/def" | cut -d: -f2) |
+      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 0.005 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+      fail "--gemm mma losses differ from the default executor's"
+    train_args=("${common[@]}" --steps 2)
+    expect_config_error "config: gemm mma runs bf16/fp16 products only: precision O2, O2-fp16 or O3 (got O0)" \
+      --device emu --gemm mma
+    expect_config_error "config: gemm mma is a GPU kernel: device emu or cuda" --precision O2 --gemm mma
+    expect_config_error "gemm 'cutlass': cublaslt or mma" --gemm cutlass
+    echo "ok: --gemm mma trains as the default executor does ($mma_rows tensor-core GEMM rows): $(losses "$work/mma" | tr '\n' ' ')"
+    ;;
+  llmc_shards)
+    # llm.c's token shards, written here by Python as llm.c's
+    # dev/data/data_common.py writes them (a header of 256 little-endian
+    # int32s: magic 20240520, version 1, the token count; then uint16
+    # tokens): the fortunes training tokens cut into three shards train as
+    # the one headerless file does, bit for bit, named by a glob (llm.c's
+    # -i) or by their directory. A shard whose header disagrees with its
+    # size, and a pattern that matches nothing, are one-line errors.
+    make_data
+    python3 - "$work/data/train.bin" "$work/shards" <<'PY'
+import array, os, struct, sys
+toks = array.array("H")
+toks.frombytes(open(sys.argv[1], "rb").read())
+os.makedirs(sys.argv[2])
+n = len(toks)
+cuts = [0, n // 3, 2 * n // 3 + 7, n]
+for i in range(3):
+    part = toks[cuts[i]:cuts[i + 1]]
+    header = [0] * 256
+    header[0], header[1], header[2] = 20240520, 1, len(part)
+    with open(os.path.join(sys.argv[2], f"fortunes_train_{i:06d}.bin"), "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(part.tobytes())
+PY
+    "$train" "${common[@]}" --steps 4 --out_dir "$work/flat" >/dev/null
+    "$train" "${common[@]}" --steps 4 --train_bin "$work/shards/fortunes_train_*.bin" --out_dir "$work/glob" >"$work/log"
+    grep -q "fortunes_train_\*.bin: 3 files, .* tokens (llm.c shards)" "$work/log" ||
+      fail "the run does not describe its shards: $(grep -m1 "tokens" "$work/log")"
+    "$train" "${common[@]}" --steps 4 --train_bin "$work/shards" --out_dir "$work/dir" >/dev/null
+    for run in glob dir; do
+      [[ "$(losses "$work/flat")" == "$(losses "$work/$run")" ]] ||
+        fail "$run: llm.c shards train unlike the headerless file: $(losses "$work/$run" | tr '\n' ' ')"
+    done
+    train_args=("${common[@]}" --steps 2)
+    expect_error "fortunes_none_*.bin: the pattern matches no file" --train_bin "$work/shards/fortunes_none_*.bin"
+    truncate -s -2 "$work/shards/fortunes_train_000001.bin"
+    expect_error "fortunes_train_000001.bin: its llm.c header says" --train_bin "$work/shards"
+    echo "ok: llm.c shards (a glob, a directory) train as the headerless file: $(losses "$work/glob" | tr '\n' ' ')"
+    ;;
   profile)
     # The profiler's ranges (engine/profile.h), logged on the host with their
     # times: every step, phase and layer range opens and closes in order (a
@@ -293,7 +384,7 @@ PY
     # --attention cudnn where it cannot run: an error saying why, before
     # anything is written; never a silent fallback to our kernel.
     make_data
-    expect_error "attention 'flash': ours or cudnn" --attention flash
+    expect_error "attention 'flash': ours, ours_cuda_cores or cudnn" --attention flash
     expect_error "attention cudnn runs in bf16/fp16 only: precision O2, O2-fp16 or O3 (got O0)" --attention cudnn
     expect_error "n_embd / n_head = 12: head size 12 is not a multiple of 8" --attention cudnn --precision O2 \
       --n_embd 24 --n_head 2
@@ -304,12 +395,13 @@ PY
     ;;
   attention_cudnn_gpu)
     # On a GPU (skipped without one): GPT-2 trained with cuDNN's attention at
-    # O2 and O3 against our attention at O2, samples (which run ours) and the
-    # final checkpoint included. bf16 runs of different kernels agree to
-    # bf16 noise, 2% of the loss over 12 steps.
+    # O2 and O3 against our attention at O2 (head size 64: our tensor-core
+    # kernels), samples (which run ours) and the final checkpoint included.
+    # bf16 runs of different kernels agree to bf16 noise, 2% of the loss over
+    # 12 steps.
     if ! nvidia-smi -L >/dev/null 2>&1; then echo "skipped: no CUDA device answers"; exit 0; fi
     make_data
-    gpu=(--device cuda --steps 12 --sample_every 6 --n_embd 64 --n_head 2)
+    gpu=(--device cuda --steps 12 --sample_every 6 --n_embd 128 --n_head 2)
     "$train" "${common[@]}" "${gpu[@]}" --precision O2 --out_dir "$work/ours" >/dev/null
     "$train" "${common[@]}" "${gpu[@]}" --precision O2 --attention cudnn --out_dir "$work/cudnn" >"$work/log"
     grep -q "sample at step 12" "$work/log" || fail "no sample from the cudnn run"

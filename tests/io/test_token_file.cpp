@@ -114,14 +114,88 @@ TEST_CASE("token file: a file cut, or cut and grown back, under a reader is an e
   }
 }
 
-TEST_CASE("token file: an llm.c shard is recognised by its header and refused in one line", "[io][tokens][errors]") {
-  const std::string p = temp_path("llmc_train_000000.bin");
-  std::vector<uint16_t> file(512 + 100, 7);  // 256 int32s of header, then 100 tokens
-  const int32_t head[3] = {20240520, 1, 100};
-  std::memcpy(file.data(), head, sizeof head);
-  write_token_file(p, file);
-  // Read as tokens its magic's low half would be id 55240: inside a vocabulary of 65536.
-  CHECK_THROWS_WITH(TokenFile(p, 65536), Contains("llmc_train_000000.bin: an llm.c token shard (a 1024-byte header: "
-                                                  "magic 20240520, version 1, 100 tokens)") &&
-                                             Contains("tail -c +1025"));
+TEST_CASE("token file: llm.c shards, alone, by a glob or a directory, read as one sequence", "[io][tokens]") {
+  const fs::path dir = fs::path(temp_path("shards"));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // 3 shards of 100, 37 and 250 tokens; value = position in the whole % 251.
+  std::vector<uint16_t> all(387);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = uint16_t(i % 251);
+  const size_t cut[4] = {0, 100, 137, 387};
+  for (int i = 0; i < 3; ++i)
+    write_token_file((dir / cat("x_train_00000", i, ".bin")).string(),
+                     std::vector<uint16_t>(all.begin() + long(cut[i]), all.begin() + long(cut[i + 1])), true);
+  write_token_file((dir / "x_val_000000.bin").string(), {1, 2, 3}, true);
+  // The header as llm.c's data_common.py writes it: 256 int32s, then the tokens.
+  const std::string one = (dir / "x_train_000001.bin").string();
+  CHECK(fs::file_size(one) == 1024 + 2 * 37);
+  std::ifstream in(one, std::ios::binary);
+  int32_t head[3];
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  CHECK((head[0] == 20240520 && head[1] == 1 && head[2] == 37));
+
+  const TokenFile single(one, 256);
+  REQUIRE(single.size() == 37);
+  std::vector<uint16_t> got(37);
+  single.read(0, 37, got.data());
+  CHECK(got == std::vector<uint16_t>(all.begin() + 100, all.begin() + 137));
+  CHECK(single.describe() == one + " (37 tokens, an llm.c shard)");
+
+  const TokenFile glob((dir / "x_train_*.bin").string(), 256);
+  REQUIRE(glob.size() == 387);
+  CHECK_THAT(glob.describe(), Contains("x_train_*.bin: 3 files, 387 tokens (llm.c shards)"));
+  std::vector<uint16_t> whole(387);
+  glob.read(0, 387, whole.data());
+  CHECK(whole == all);
+  // A range across all three files' boundaries.
+  std::vector<uint16_t> mid(60);
+  glob.read(90, 60, mid.data());
+  CHECK(mid == std::vector<uint16_t>(all.begin() + 90, all.begin() + 150));
+
+  // A directory: every *.bin in name order (here the val shard too, after the train ones).
+  const TokenFile d(dir.string(), 256);
+  CHECK(d.size() == 390);
+
+  // The sampler's windows over the shards are the windows over their concatenation.
+  const std::string flat = temp_path("flat.bin");
+  write_token_file(flat, all);
+  const TokenFile f(flat, 256);
+  Tensor x1 = Tensor::empty({3, 20}, DType::i32), y1 = Tensor::empty({3, 20}, DType::i32);
+  Tensor x2 = Tensor::empty({3, 20}, DType::i32), y2 = Tensor::empty({3, 20}, DType::i32);
+  for (int64_t step : {0, 5, 9}) {
+    TokenSampler(glob, 3, 20, TokenSampler::Order::random, 7).batch(step, x1, y1);
+    TokenSampler(f, 3, 20, TokenSampler::Order::random, 7).batch(step, x2, y2);
+    CHECK(test::values(x1) == test::values(x2));
+    CHECK(test::values(y1) == test::values(y2));
+  }
+}
+
+TEST_CASE("token file: a bad shard or an empty pattern is a named error", "[io][tokens][errors]") {
+  const fs::path dir = fs::path(temp_path("bad_shards"));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string p = (dir / "s_000000.bin").string();
+  std::vector<uint16_t> toks(100, 7);
+  write_token_file(p, toks, true);
+  fs::resize_file(p, fs::file_size(p) - 2);  // cut: the header says 100
+  CHECK_THROWS_WITH(TokenFile(p, 256), Contains("s_000000.bin: its llm.c header says 100 tokens (1224 bytes with the "
+                                                "header), the file holds 1222 bytes"));
+  // Version 2 (uint32 tokens) and an unknown version.
+  for (const int32_t version : {2, 3}) {
+    write_token_file(p, toks, true);
+    std::fstream io(p, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(4);
+    io.write(reinterpret_cast<const char*>(&version), 4);
+    io.close();
+    CHECK_THROWS_WITH(TokenFile(p, 256), Contains("s_000000.bin: an llm.c shard") &&
+                                             Contains(version == 2 ? "version 2 (uint32 tokens" : "unknown version 3"));
+  }
+  // Token ids checked in every shard, the one at fault named.
+  write_token_file(p, toks, true);
+  write_token_file((dir / "s_000001.bin").string(), {1, 2, 300}, true);
+  CHECK_THROWS_WITH(TokenFile((dir / "s_*.bin").string(), 256), Contains("s_000001.bin: token id 300 at position 2"));
+  CHECK_THROWS_WITH(TokenFile((dir / "t_*.bin").string(), 256), Contains("t_*.bin: the pattern matches no file"));
+  const fs::path empty = dir / "empty_dir";
+  fs::create_directories(empty);
+  CHECK_THROWS_WITH(TokenFile(empty.string(), 256), Contains("empty_dir: a directory with no *.bin token file"));
 }

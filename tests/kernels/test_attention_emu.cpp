@@ -1,7 +1,9 @@
 // kernels/cuda/attention.cu (fused attention, FlashAttention-2 style, causal
 // and unmasked) under the emulator against the cpu reference
-// (kernels/cpu/attention.cpp), through the engine op attention, forward and
-// backward (dq, dk, dv).
+// (kernels/cpu/attention.cpp), through the engine op attention with
+// AttentionImpl::ours_cuda_cores (ours would put bf16/f16 at head size 64 on
+// the tensor-core kernels: test_attention_mma_emu.cpp), forward and backward
+// (dq, dk, dv).
 // Shapes: B = 2, NH = 3 (B*NH > 1); T = 1 (one row), 5 (one ragged tile),
 // 16 (exactly one tile of 16), 17 (a second tile with one row), 33 (three
 // tiles, the last with one row); HS = 8, 16 and 24 (24 runs padded to 32,
@@ -49,7 +51,7 @@ void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, uint
   ref.backward(rounded(g0, t));
   Tensor qe = on_emu(q0, t).set_requires_grad(true), ke = on_emu(k0, t).set_requires_grad(true),
          ve = on_emu(v0, t).set_requires_grad(true);
-  Tensor out = attention(qe, ke, ve, causal, AttentionImpl::ours, q_offset);
+  Tensor out = attention(qe, ke, ve, causal, AttentionImpl::ours_cuda_cores, q_offset);
   CHECK(out.device() == kEmu);
   CHECK(out.dtype() == t);
   CHECK(out.shape() == s);

@@ -16,8 +16,14 @@
 // products dV = P^T dO, dQ = dS K, dK = dS^T Q (as FlashAttention-2 does),
 // which adds a rounding per key: 6x in absolute terms (measured: bf16 dq up
 // to 0.038 over 27k elements, f16 0.003, the 8x of their mantissas).
+// Last, the engine's attention op: which kernels AttentionImpl::ours and
+// ours_cuda_cores launch (the step profile's names), and that the two agree.
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "engine/kernel_profile.h"
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/attention_mma.h"
@@ -142,4 +148,70 @@ TEST_CASE("emu attention_mma: refuses what it does not do, in one line", "[emu][
   };
   CHECK_THROWS_WITH(call(gpu::Storage::bf16, 32), Catch::Matchers::Contains("head size 32 (64 or 128)"));
   CHECK_THROWS_WITH(call(gpu::Storage::f32, 64), Catch::Matchers::Contains("bf16 or f16, not f32"));
+}
+
+namespace {
+
+// The attention kernels one forward and backward of the op launched, and
+// its output and input gradient (q's; packed: the whole dqkv).
+struct OpRun {
+  std::set<std::string> kernels;
+  std::vector<double> out, grad;
+};
+
+OpRun run_op(DType t, int64_t HS, AttentionImpl impl, bool packed, int64_t q_offset = 0) {
+  const int64_t B = 2, T = 19, NH = 2, C = NH * HS, Tq = T - q_offset;
+  KernelProfile prof(kEmu);
+  OpRun r;
+  Tensor out, leaf;
+  prof.start();
+  if (packed) {
+    leaf = on_emu(Tensor::randn({B, T, 3 * C}, 51, 1.5f), t).set_requires_grad(true);
+    out = attention_qkv(leaf, NH, Causal::yes, impl);
+  } else {
+    leaf = on_emu(Tensor::randn({B, Tq, NH, HS}, 52, 1.5f), t).set_requires_grad(true);
+    const Tensor k = on_emu(Tensor::randn({B, T, NH, HS}, 53, 1.5f), t);
+    const Tensor v = on_emu(Tensor::randn({B, T, NH, HS}, 54), t);
+    out = attention(leaf, k, v, Causal::yes, impl, q_offset);
+  }
+  out.backward(on_emu(Tensor::randn(out.shape(), 55), t));
+  prof.stop();
+  for (const KernelCall& c : prof.calls())
+    if (c.name.find("attention") != std::string::npos) r.kernels.insert(c.name);
+  r.out = values(out.to(kCPU));
+  r.grad = values(leaf.grad().to(kCPU));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("emu attention op: ours takes tensor cores in bf16/f16 at head size 64 and 128, CUDA cores otherwise",
+          "[emu][kernels]") {
+  const std::set<std::string> mma{"attention_forward_mma", "attention_backward_mma"},
+      cores{"attention_forward", "attention_backward"};
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t HS : {64, 128})
+      for (bool packed : {false, true}) {
+        INFO(dtype_name(t) << " HS " << HS << (packed ? " packed qkv" : " q, k, v"));
+        const OpRun tc = run_op(t, HS, AttentionImpl::ours, packed);
+        const OpRun cc = run_op(t, HS, AttentionImpl::ours_cuda_cores, packed);
+        CHECK(tc.kernels == mma);
+        CHECK(cc.kernels == cores);
+        // Both against the cpu reference elsewhere; here against each other
+        // (the tensor-core tolerances above, as each is within its own of the reference).
+        const Tol tol = tol_for(t);
+        CHECK_CLOSE(tc.out, cc.out, 3 * tol.atol, tol.rtol);
+        CHECK_CLOSE(tc.grad, cc.grad, 10 * tol.atol, 4 * tol.rtol);
+      }
+  // Context parallelism's slice of the queries goes to tensor cores too.
+  CHECK(run_op(DType::bf16, 64, AttentionImpl::ours, false, 7).kernels == mma);
+  // What they do not take stays on CUDA cores: f32 (O0/O1), head size 32.
+  CHECK(run_op(DType::f32, 64, AttentionImpl::ours, false).kernels == cores);
+  CHECK(run_op(DType::bf16, 32, AttentionImpl::ours, true).kernels == cores);
+}
+
+TEST_CASE("attention impl names: ours, ours_cuda_cores, cudnn, and a one-line error", "[emu][kernels]") {
+  for (AttentionImpl i : {AttentionImpl::ours, AttentionImpl::ours_cuda_cores, AttentionImpl::cudnn})
+    CHECK(parse_attention_impl(attention_impl_name(i)) == i);
+  CHECK_THROWS_WITH(parse_attention_impl("flash"), Catch::Matchers::Contains("ours, ours_cuda_cores or cudnn"));
 }

@@ -132,7 +132,7 @@ TEST_CASE("cudnn: attention with AttentionImpl::cudnn off the cuda device is an 
   CHECK(parse_attention_impl("ours") == AttentionImpl::ours);
   CHECK(parse_attention_impl("cudnn") == AttentionImpl::cudnn);
   CHECK(std::string(attention_impl_name(AttentionImpl::cudnn)) == "cudnn");
-  CHECK_THROWS_WITH(parse_attention_impl("flash"), Catch::Matchers::Contains("ours or cudnn"));
+  CHECK_THROWS_WITH(parse_attention_impl("flash"), Catch::Matchers::Contains("ours, ours_cuda_cores or cudnn"));
 }
 
 // ---- on a GPU -------------------------------------------------------------
