@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <glob.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,7 +48,7 @@ std::vector<std::string> token_file_paths(const std::string& spec) {
   namespace fs = std::filesystem;
   std::vector<std::string> paths;
   std::error_code ec;
-  if (spec.find_first_of("*?[") != std::string::npos) {
+  if (spec.find_first_of("*?[") != std::string::npos && !fs::is_regular_file(spec, ec)) {
     glob_t g{};
     const int rc = ::glob(spec.c_str(), 0, nullptr, &g);  // sorted by name
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
@@ -60,15 +61,46 @@ std::vector<std::string> token_file_paths(const std::string& spec) {
     ENGINE_USER_CHECK(!ec, spec, ": cannot list the directory: ", ec.message());
     std::sort(paths.begin(), paths.end());
     ENGINE_USER_CHECK(!paths.empty(), spec, ": a directory with no *.bin token file");
+    // llm.c's scripts write a dataset's train and val shards side by side: all of it would train on the val shards.
+    const auto named = [&](const char* part) {
+      return std::any_of(paths.begin(), paths.end(), [&](const std::string& p) {
+        return fs::path(p).filename().string().find(part) != std::string::npos;
+      });
+    };
+    ENGINE_USER_CHECK(!(named("_train_") && named("_val_")), spec,
+                      ": holds both *_train_* and *_val_* shards (llm.c writes them side by side); name one set: '",
+                      (fs::path(spec) / "*_train_*.bin").string(), "' or '", (fs::path(spec) / "*_val_*.bin").string(),
+                      "'");
   } else {
     paths.push_back(spec);
   }
   return paths;
 }
 
+namespace {
+// Each file of a TokenFile stays open for the run: a set of FineWeb's
+// shards (over a thousand for 100B tokens) can pass the common soft limit of
+// 1024 descriptors, so the soft limit is raised towards the hard one.
+void allow_open_files(const std::string& spec, size_t files) {
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = rlim_t(files) + 256;  // the run's other files, sockets and libraries
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  ENGINE_USER_CHECK(lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want, spec, ": ", files,
+                    " token files to keep open, more than this process may (ulimit -n ", lim.rlim_cur,
+                    "); raise the limit or merge shards");
+}
+}  // namespace
+
 TokenFile::TokenFile(const std::string& spec, int64_t vocab_size) : spec_(spec) {
   try {
-    for (const std::string& p : token_file_paths(spec)) open_shard(p, vocab_size);
+    const std::vector<std::string> paths = token_file_paths(spec);
+    allow_open_files(spec, paths.size());
+    for (const std::string& p : paths) open_shard(p, vocab_size);
   } catch (...) {
     for (const Shard& sh : shards_) ::close(sh.fd);
     throw;
@@ -120,12 +152,12 @@ void TokenFile::open_shard(const std::string& path, int64_t vocab_size) {
                           " is outside the vocabulary [0, ", vocab_size, ")");
     }
     io::check_file_unchanged(sh.stamp, sh.fd, path, path);
+    shards_.push_back(sh);  // the destructor closes it from here on
   } catch (...) {
     ::close(sh.fd);
     throw;
   }
   n_ += sh.n;
-  shards_.push_back(sh);
 }
 
 TokenFile::~TokenFile() {

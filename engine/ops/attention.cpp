@@ -31,24 +31,27 @@ using namespace detail;
 namespace {
 
 // Whether the tensor-core kernels take a call (attention_mma.h's contract:
-// bf16/f16, head size 64 or 128, every row of q, k, v, dout on 16 bytes).
-// AttentionImpl::ours in 16-bit storage that they refuse runs the CUDA-core
-// kernels, and says so once a process (f32, O0/O1's storage, is their
-// domain and is not noted).
+// bf16/f16, head size 64 or 128, every row of q, k, v, dout on 16 bytes,
+// their grid limits). AttentionImpl::ours in 16-bit storage that they refuse
+// runs the CUDA-core kernels, and says why once a process (f32, O0/O1's
+// storage, is their domain and is not noted).
 bool tensor_cores(AttentionImpl impl, gpu::Storage st, const gpu::AttentionDims& d,
                   std::initializer_list<const void*> ptrs) {
   if (impl != AttentionImpl::ours || st == gpu::Storage::f32) return false;
   const int64_t ld = d.ld_qkv ? d.ld_qkv : d.NH * d.HS;
   bool rows16 = ld % 8 == 0;
   for (const void* p : ptrs) rows16 = rows16 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-  if ((d.HS == 64 || d.HS == 128) && rows16) return true;
+  // The launchers' grid limits: 64-row tiles of the longer side, int key positions.
+  const bool grid = d.B * d.NH * ((std::max(d.Tq, d.Tk) + 63) / 64) < (int64_t(1) << 31) && d.Tk < (int64_t(1) << 30);
+  const std::string why = d.HS != 64 && d.HS != 128 ? cat("head size ", d.HS, " (they take 64 or 128)")
+                          : !rows16                 ? std::string("rows not on 16 bytes")
+                          : !grid                   ? cat(d.B * d.NH, " heads of ", d.Tk, " keys (too large a grid)")
+                                                    : std::string();
+  if (why.empty()) return true;
   static std::atomic<bool> said{false};
-  if (!said.exchange(true)) {
-    std::fprintf(stderr,
-                 "note: attention: head size %lld%s runs our CUDA-core kernels; the tensor-core ones take head "
-                 "size 64 or 128 with rows on 16 bytes (said once)\n",
-                 static_cast<long long>(d.HS), rows16 ? "" : ", rows not on 16 bytes,");
-  }
+  if (!said.exchange(true))
+    std::fprintf(stderr, "note: attention: %s: our CUDA-core kernels run it, not the tensor-core ones (said once)\n",
+                 why.c_str());
   return false;
 }
 

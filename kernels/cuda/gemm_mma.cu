@@ -178,12 +178,12 @@ void gemm_mma(gpu::Storage st, const GemmCall& g, const void* A, const void* B, 
               void* aux, void* stream) {
   ENGINE_CHECK(st != gpu::Storage::f32, "gemm_mma: tensor cores take bf16 or f16 operands, not f32");
   check_gemm_args("gemm_mma", st, g, bias, epi, aux);
+  ENGINE_CHECK((g.M + kBM - 1) / kBM <= 65535, "gemm_mma: M = ", g.M, " needs more than 65535 row tiles");
   ENGINE_CHECK(gemm_mma_takes(st, g, A, B), "gemm_mma: lda ", g.lda, ", ldb ", g.ldb,
                " (and batch strides) must be multiples of 8 elements and A, B 16-byte aligned (cp.async copies "
                "16-byte chunks)");
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   if (epi == Epilogue::none) bias = nullptr;
-  ENGINE_CHECK((g.M + kBM - 1) / kBM <= 65535, "gemm_mma: M = ", g.M, " needs more than 65535 row tiles");
   dispatch_storage(st, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, float>) {
       const bool ta = g.ta == Trans::T, tb = g.tb == Trans::T;

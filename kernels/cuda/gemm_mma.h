@@ -3,7 +3,8 @@
 // every Epilogue, out_f32) for bf16 and f16 operands, the product on
 // mma.sync with fp32 accumulation. gemm_mma_takes says whether a call's
 // layout suits it (lda, ldb and batch strides multiples of 8 elements, A
-// and B 16-byte aligned); gemm_mma refuses the rest in one line. The
+// and B 16-byte aligned, at most 65535 row tiles of 64); gemm_mma refuses
+// the rest in one line. The
 // workbench runs it beside cuBLASLt (bench/kernels --filter matmul), and
 // the engine's matmul runs every product it takes on it under
 // set_gemm_impl(GemmImpl::mma) (train --gemm mma).
@@ -23,7 +24,8 @@ namespace eng {
 inline bool gemm_mma_takes(gpu::Storage st, const GemmCall& g, const void* A, const void* B) {
   const auto on16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool strides = g.batch <= 1 || (g.stride_a % 8 == 0 && g.stride_b % 8 == 0);
-  return st != gpu::Storage::f32 && g.lda % 8 == 0 && g.ldb % 8 == 0 && strides && on16(A) && on16(B);
+  const bool grid = (g.M + 63) / 64 <= 65535;  // row tiles of 64 in gridDim.y
+  return st != gpu::Storage::f32 && g.lda % 8 == 0 && g.ldb % 8 == 0 && strides && grid && on16(A) && on16(B);
 }
 }  // namespace eng
 

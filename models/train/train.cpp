@@ -169,7 +169,8 @@ int run(int argc, char** argv) {
   const std::unique_ptr<Optimizer> opt_owner =
       make_optimizer(cfg, decay_groups(model.parameters(), cfg.f("weight_decay")));
   Optimizer& opt = *opt_owner;  // --optimizer (optimizer_option.h); ZeRO-1 (adamw) steps in its place
-  WarmupCosineLR sched(cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"), steps);
+  const WarmupDecayLR sched(parse_lr_shape(cfg.s("lr_schedule")), cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"),
+                            steps, cfg.f("wsd_decay_fraction"));
   nlohmann::json shapes;
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
   agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model", grid.pp_rank());  // per stage

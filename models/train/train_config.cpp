@@ -53,8 +53,12 @@ const std::vector<OptionSpec>& train_options() {
       {"steps", 600, "optimizer steps (the LR schedule's length)"},
       {"stop_after", 0, "end this run after N steps with a checkpoint, to --resume later (0: run to the end)"},
       {"lr", 3e-3, "peak learning rate"},
-      {"min_lr", 3e-4, "learning rate at the end of the cosine decay"},
+      {"min_lr", 3e-4, "learning rate at the end of the decay (cosine, linear, wsd)"},
       {"warmup_steps", 50, "linear warmup steps"},
+      {"lr_schedule", "cosine",
+       "after the warmup: cosine (decay to min_lr) | linear (to min_lr) | constant (lr) | wsd (lr, then 1 - sqrt to "
+       "min_lr over the last wsd_decay_fraction of the steps)"},
+      {"wsd_decay_fraction", 0.2, "wsd: the share of the steps its decay takes (llm.c: 0.2)"},
       {"optimizer", "adamw",
        "adamw | adamw8bit (both moments in 8 bits with a scale per 256 values: 2.03 B/param of state) | adafactor "
        "(factored second moments: rows + columns per matrix) | sgd (cpu only; momentum beta1); docs/optimizers.md"},

@@ -320,11 +320,59 @@ PY
       [[ "$(losses "$work/flat")" == "$(losses "$work/$run")" ]] ||
         fail "$run: llm.c shards train unlike the headerless file: $(losses "$work/$run" | tr '\n' ' ')"
     done
+    # More shards than the soft limit on open files (each stays open): the
+    # limit is raised towards the hard one; under a hard limit too low, one line.
+    python3 - "$work/data/train.bin" "$work/many" <<'PY'
+import array, os, struct, sys
+toks = array.array("H")
+toks.frombytes(open(sys.argv[1], "rb").read())
+os.makedirs(sys.argv[2])
+for i in range(40):
+    part = toks[i * 2000:(i + 1) * 2000]
+    with open(os.path.join(sys.argv[2], f"many_train_{i:06d}.bin"), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(part), *([0] * 253)))
+        f.write(part.tobytes())
+PY
+    (ulimit -Sn 32 && "$train" "${common[@]}" --steps 2 --train_bin "$work/many" --out_dir "$work/many_run" >/dev/null) ||
+      fail "40 shards under a soft limit of 32 open files did not train"
     train_args=("${common[@]}" --steps 2)
+    (ulimit -n 32 && expect_error "40 token files to keep open, more than this process may (ulimit -n 32)" \
+      --train_bin "$work/many") || fail "a hard limit of 32 open files: $(cat "$work/stderr")"
     expect_error "fortunes_none_*.bin: the pattern matches no file" --train_bin "$work/shards/fortunes_none_*.bin"
     truncate -s -2 "$work/shards/fortunes_train_000001.bin"
     expect_error "fortunes_train_000001.bin: its llm.c header says" --train_bin "$work/shards"
     echo "ok: llm.c shards (a glob, a directory) train as the headerless file: $(losses "$work/glob" | tr '\n' ' ')"
+    ;;
+  lr_schedule)
+    # --lr_schedule as metrics.jsonl records each step's lr: wsd over 10
+    # steps, 2 of warmup, its decay over the last half (steps 5..9, 0-based:
+    # 1 - sqrt of (step - 5) / 5); constant keeps lr after the warmup. A bad
+    # name and fraction are one-line errors.
+    make_data
+    sched=(--steps 10 --warmup_steps 2 --lr 1e-3 --min_lr 1e-4)
+    "$train" "${common[@]}" "${sched[@]}" --lr_schedule wsd --wsd_decay_fraction 0.5 --out_dir "$work/wsd" >/dev/null
+    "$train" "${common[@]}" "${sched[@]}" --lr_schedule constant --out_dir "$work/const" >/dev/null
+    python3 - "$work/wsd/metrics.jsonl" "$work/const/metrics.jsonl" <<'PY'
+import json, math, sys
+def lrs(path):
+    return [r["lr"] for r in map(json.loads, open(path)) if "loss" in r and "lr" in r]
+def want_wsd(step):  # 0-based optimizer step
+    if step < 2:
+        return 1e-3 * (step + 1) / 2
+    if step < 5:
+        return 1e-3
+    return 1e-4 + (1 - math.sqrt((step - 5) / 5)) * 9e-4
+got = lrs(sys.argv[1])
+assert len(got) == 10, got
+for i, lr in enumerate(got):
+    assert abs(lr - want_wsd(i)) < 1e-9, (i, lr, want_wsd(i))
+const = lrs(sys.argv[2])
+assert const[2:] == [1e-3] * 8, const
+print("ok: wsd", ["%.3g" % x for x in got])
+PY
+    train_args=("${common[@]}" --steps 2)
+    expect_config_error "lr_schedule 'step': cosine, linear, constant or wsd" --lr_schedule step
+    expect_config_error "config: wsd_decay_fraction must be in [0, 1], got 1.5" --wsd_decay_fraction 1.5
     ;;
   profile)
     # The profiler's ranges (engine/profile.h), logged on the host with their

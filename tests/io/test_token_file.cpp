@@ -152,9 +152,23 @@ TEST_CASE("token file: llm.c shards, alone, by a glob or a directory, read as on
   glob.read(90, 60, mid.data());
   CHECK(mid == std::vector<uint16_t>(all.begin() + 90, all.begin() + 150));
 
-  // A directory: every *.bin in name order (here the val shard too, after the train ones).
-  const TokenFile d(dir.string(), 256);
-  CHECK(d.size() == 390);
+  // A directory: every *.bin in name order; not llm.c's train and val shards together.
+  CHECK_THROWS_WITH(TokenFile(dir.string(), 256),
+                    Contains("shards: holds both *_train_* and *_val_* shards") && Contains("shards/*_train_*.bin"));
+  const fs::path only = fs::path(temp_path("only"));
+  fs::remove_all(only);
+  fs::create_directories(only);
+  write_token_file((only / "b.bin").string(), {3, 4});  // written first, read second
+  write_token_file((only / "a.bin").string(), {1, 2}, true);
+  std::ofstream((only / "notes.txt").string()) << "not tokens";
+  const TokenFile d(only.string(), 256);
+  std::vector<uint16_t> four(4);
+  d.read(0, 4, four.data());
+  CHECK(four == std::vector<uint16_t>{1, 2, 3, 4});
+  // A file whose name has a glob character is the file, not a pattern.
+  const std::string bracket = temp_path("run[1].bin");
+  write_token_file(bracket, {5, 6, 7});
+  CHECK(TokenFile(bracket, 256).size() == 3);
 
   // The sampler's windows over the shards are the windows over their concatenation.
   const std::string flat = temp_path("flat.bin");

@@ -205,6 +205,33 @@ TEST_CASE("emu attention op: ours takes tensor cores in bf16/f16 at head size 64
       }
   // Context parallelism's slice of the queries goes to tensor cores too.
   CHECK(run_op(DType::bf16, 64, AttentionImpl::ours, false, 7).kernels == mma);
+  // A gradient whose rows are not on 16 bytes: the forward on tensor cores, its backward on CUDA cores
+  // (the same logsumexp), the gradient as the all-CUDA-core run gives it.
+  {
+    const eng::Shape s{2, 19, 2, 64};
+    const int64_t n = 2 * 19 * 2 * 64;
+    const auto grads = [&](AttentionImpl impl) {
+      const Tensor q = on_emu(Tensor::randn(s, 56, 1.5f), DType::bf16).set_requires_grad(true);
+      const Tensor k = on_emu(Tensor::randn(s, 57, 1.5f), DType::bf16);
+      const Tensor v = on_emu(Tensor::randn(s, 58), DType::bf16);
+      // One element in: the gradient starts 2 bytes past 16.
+      const Tensor big = on_emu(Tensor::randn({n + 1}, 59), DType::bf16);
+      const Tensor g = big.slice(1, n + 1).reshape(s);
+      KernelProfile prof(kEmu);
+      prof.start();
+      attention(q, k, v, Causal::yes, impl).backward(g);
+      prof.stop();
+      std::set<std::string> names;
+      for (const KernelCall& c : prof.calls())
+        if (c.name.find("attention") != std::string::npos) names.insert(c.name);
+      return std::pair{names, values(q.grad().to(kCPU))};
+    };
+    const auto [mixed_names, mixed] = grads(AttentionImpl::ours);
+    CHECK(mixed_names == std::set<std::string>{"attention_forward_mma", "attention_backward"});
+    const auto [cc_names, cc] = grads(AttentionImpl::ours_cuda_cores);
+    const Tol tol = tol_for(DType::bf16);
+    CHECK_CLOSE(mixed, cc, 10 * tol.atol, 4 * tol.rtol);
+  }
   // What they do not take stays on CUDA cores: f32 (O0/O1), head size 32.
   CHECK(run_op(DType::f32, 64, AttentionImpl::ours, false).kernels == cores);
   CHECK(run_op(DType::bf16, 32, AttentionImpl::ours, true).kernels == cores);

@@ -63,6 +63,34 @@ TEST_CASE("emu gemm_mma: refuses what cp.async cannot copy", "[emu][kernels]") {
   CHECK_FALSE(gemm_mma_takes(gpu::Storage::bf16, g, static_cast<const char*>(a.data_ptr()) + 2, b.data_ptr()));
 }
 
+TEST_CASE("emu gemm_mma: an fp32 weight gradient accumulated (beta 1), and what it does not take", "[emu][kernels]") {
+  // dW (M, N) += G^T X into fp32, as micro-batches' weight gradients accumulate.
+  for (DType t : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(t));
+    const int64_t M = 70, N = 40, K = 37;
+    GemmCall c = plain_call(Trans::T, Trans::N, M, N, K);
+    c.lda = 72, c.out_f32 = true, c.beta = 1.f;
+    const GemmSizes sz = gemm_sizes(c);
+    const Tensor G = Tensor::randn({sz.a}, 91), X = Tensor::randn({sz.b}, 92), C0 = Tensor::randn({sz.c}, 93);
+    Tensor ref = C0.clone();
+    reference_gemm(c, rounded(G, t), rounded(X, t), Tensor(), ref);
+    Tensor out = C0.to(kEmu);
+    const Tensor eg = on_emu(G, t), ex = on_emu(X, t);
+    ENGINE_GPU_CALL(kEmu, gemm_mma, gpu::storage_of(t), c, eg.data_ptr(), ex.data_ptr(), out.data_ptr(), nullptr,
+                    Epilogue::none, nullptr, nullptr);
+    CHECK_TOL(out, ref, gemm_tol(DType::f32, K, 2.0));
+  }
+  // A batch stride that moves A off 16 bytes, and more than 65535 row tiles: not taken.
+  GemmCall b = plain_call(Trans::N, Trans::T, 8, 8, 16);
+  const Tensor a = on_emu(Tensor::randn({512}, 1), DType::bf16);
+  b.batch = 2, b.stride_a = 132, b.stride_b = 128;
+  CHECK_FALSE(gemm_mma_takes(gpu::Storage::bf16, b, a.data_ptr(), a.data_ptr()));
+  b.stride_a = 128;
+  CHECK(gemm_mma_takes(gpu::Storage::bf16, b, a.data_ptr(), a.data_ptr()));
+  b.M = 64 * 65535 + 1;
+  CHECK_FALSE(gemm_mma_takes(gpu::Storage::bf16, b, a.data_ptr(), a.data_ptr()));
+}
+
 TEST_CASE("emu gemm_mma: alpha, beta, bias and a strided batch (shared B and not) against the cpu", "[emu][kernels]") {
   for (DType t : {DType::bf16, DType::f16})
     for (bool shared_b : {true, false}) {
