@@ -5,7 +5,6 @@
 #include "comm/pipeline_schedule.h"
 #include "engine/gpu_model.h"
 #include "engine/ops.h"
-#include "engine/optim/schedule.h"
 #include "engine/precision.h"
 #include "engine/profile.h"
 #include "models/checkpoint.h"
@@ -30,9 +29,6 @@ void validate_config(const TrainConfig& c) {
                     ") must not exceed steps (", c.i("steps"), ")");
   ENGINE_USER_CHECK(c.f("lr") > 0 && c.f("min_lr") >= 0 && c.f("min_lr") <= c.f("lr"),
                     "config: need lr > 0 and 0 <= min_lr <= lr");
-  parse_lr_shape(c.s("lr_schedule"));  // a one-line error naming the choices
-  ENGINE_USER_CHECK(c.f("wsd_decay_fraction") >= 0 && c.f("wsd_decay_fraction") <= 1,
-                    "config: wsd_decay_fraction must be in [0, 1], got ", c.f("wsd_decay_fraction"));
   const int64_t tp = c.i("tp");
   ENGINE_USER_CHECK(tp >= 1, "config: tp must be >= 1, got ", tp);
   if (tp > 1) {

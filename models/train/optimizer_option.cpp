@@ -16,10 +16,18 @@ AdafactorOptions adafactor_options(const TrainConfig& c) {
 }
 }  // namespace
 
+WarmupDecayLR make_lr_schedule(const TrainConfig& c, int64_t steps) {
+  return WarmupDecayLR(parse_lr_shape(c.s("lr_schedule")), c.f("lr"), c.f("min_lr"), c.i("warmup_steps"), steps,
+                       c.f("wsd_decay_fraction"));
+}
+
 void check_optimizer_options(const TrainConfig& c) {
   const std::string o = c.s("optimizer");
   ENGINE_USER_CHECK(o == "adamw" || o == "adamw8bit" || o == "adafactor" || o == "sgd", "config: optimizer '", o,
                     "': adamw, adamw8bit, adafactor or sgd");
+  parse_lr_shape(c.s("lr_schedule"));  // a one-line error naming the choices
+  ENGINE_USER_CHECK(c.f("wsd_decay_fraction") >= 0 && c.f("wsd_decay_fraction") <= 1,
+                    "config: wsd_decay_fraction must be in [0, 1], got ", c.f("wsd_decay_fraction"));
   // torch.optim's ranges: a beta of 1 never forgets (and 1 - beta2^t is 0: a
   // division by zero), a negative one oscillates; decay below 0 grows weights.
   for (const char* k : {"beta1", "beta2"})

@@ -7,12 +7,16 @@
 #include <vector>
 
 #include "engine/optim/optimizer.h"
+#include "engine/optim/schedule.h"
 #include "models/train/train_config.h"
 
 namespace eng::models {
 
 // groups: the model's decay groups (decay_groups); lr: the schedule's peak.
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<ParamGroup> groups);
+// The learning rate of each of `steps` steps: --lr, --min_lr, --warmup_steps,
+// --lr_schedule, --wsd_decay_fraction (checked by check_optimizer_options).
+WarmupDecayLR make_lr_schedule(const TrainConfig& c, int64_t steps);
 // One-line errors for an unknown name or a combination not supported (part of validate_config).
 void check_optimizer_options(const TrainConfig& c);
 // Once --device is resolved (auto: cpu where no GPU answers): sgd on the cpu only.

@@ -39,7 +39,6 @@
 #include "engine/ops.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/optimizer.h"
-#include "engine/optim/schedule.h"
 #include "engine/profile.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/emu/count_only.h"
@@ -169,8 +168,7 @@ int run(int argc, char** argv) {
   const std::unique_ptr<Optimizer> opt_owner =
       make_optimizer(cfg, decay_groups(model.parameters(), cfg.f("weight_decay")));
   Optimizer& opt = *opt_owner;  // --optimizer (optimizer_option.h); ZeRO-1 (adamw) steps in its place
-  const WarmupDecayLR sched(parse_lr_shape(cfg.s("lr_schedule")), cfg.f("lr"), cfg.f("min_lr"), cfg.i("warmup_steps"),
-                            steps, cfg.f("wsd_decay_fraction"));
+  const WarmupDecayLR sched = make_lr_schedule(cfg, steps);  // --lr_schedule (optimizer_option.h)
   nlohmann::json shapes;
   for (const Tensor& p : model.parameters()) shapes.push_back(p.shape());
   agree({{"parameters", model.num_parameters()}, {"shapes", shapes}}, "model", grid.pp_rank());  // per stage

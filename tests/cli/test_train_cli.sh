@@ -28,6 +28,11 @@ common=(--vocab_size 256 --block_size 32 --n_layer 2 --n_head 2 --n_embd 32 --ba
 
 # Training losses ("loss" lines of metrics.jsonl) exactly as written.
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
+# losses_close RUN_A RUN_B REL: every step's losses within REL of A's (relative), else the pairs that differ.
+losses_close() {
+  paste <(losses "$1" | cut -d: -f2) <(losses "$2" | cut -d: -f2) |
+    awk -v rel="$3" '{ d = $1 - $2; if (d < 0) d = -d; if (d > rel * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }'
+}
 
 train_args=("${common[@]}")
 source "$(dirname "$0")/expect_error.sh"
@@ -214,8 +219,7 @@ PY
     "$train" "${common[@]}" "${small[@]}" --steps 3 --out_dir "$work/c" >/dev/null
     "$train" "${common[@]}" "${small[@]}" --steps 3 --device emu --out_dir "$work/e" >"$work/log"
     [[ -f $work/e/checkpoint/model.safetensors ]] || fail "no checkpoint from the emu run"
-    paste <(losses "$work/c" | cut -d: -f2) <(losses "$work/e" | cut -d: -f2) |
-      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+    losses_close "$work/c" "$work/e" 1e-4 ||
       fail "emu losses differ from cpu losses"
     echo "ok: emu and cpu losses agree: $(losses "$work/e" | tr '\n' ' ')"
     ;;
@@ -255,8 +259,7 @@ PY
       fail "--attention ours did not run the tensor-core kernels"
     [[ $cc_json != *'_mma"'* && $cc_json == *'"attention_forward"'* ]] ||
       fail "--attention ours_cuda_cores ran a tensor-core kernel"
-    paste <(losses "$work/tc" | cut -d: -f2) <(losses "$work/cc" | cut -d: -f2) |
-      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 0.005 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+    losses_close "$work/tc" "$work/cc" 0.005 ||
       fail "tensor-core attention losses differ from the CUDA-core ones"
     echo "ok: GPT-2 trains alike with the tensor-core and CUDA-core attention: $(losses "$work/tc" | tr '\n' ' ')"
     ;;
@@ -277,8 +280,7 @@ PY
     def_rows=$(grep -c '"name": "gemm .* mma"' "$work/def/kernel_profile.json" || true)
     ((mma_rows >= 8)) || fail "--gemm mma: $mma_rows tensor-core GEMM rows in the profile (expected every product's)"
     ((def_rows == 0)) || fail "the default ran $def_rows tensor-core GEMM rows"
-    paste <(losses "$work/mma" | cut -d: -f2) <(losses "$work/def" | cut -d: -f2) |
-      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 0.005 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+    losses_close "$work/mma" "$work/def" 0.005 ||
       fail "--gemm mma losses differ from the default executor's"
     train_args=("${common[@]}" --steps 2)
     expect_config_error "config: gemm mma runs bf16/fp16 products only: precision O2, O2-fp16 or O3 (got O0)" \
@@ -454,13 +456,11 @@ PY
     "$train" "${common[@]}" "${gpu[@]}" --precision O2 --attention cudnn --out_dir "$work/cudnn" >"$work/log"
     grep -q "sample at step 12" "$work/log" || fail "no sample from the cudnn run"
     [[ -f $work/cudnn/checkpoint/model.safetensors ]] || fail "no checkpoint from the cudnn run"
-    paste <(losses "$work/ours" | cut -d: -f2) <(losses "$work/cudnn" | cut -d: -f2) |
-      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 0.02 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+    losses_close "$work/ours" "$work/cudnn" 0.02 ||
       fail "cudnn attention losses differ from ours"
     "$train" "${common[@]}" "${gpu[@]}" --precision O3 --attention cudnn --out_dir "$work/o3" >"$work/log"
     grep -q "captured as a CUDA graph" "$work/log" || fail "O3 with cudnn attention was not captured"
-    paste <(losses "$work/cudnn" | cut -d: -f2) <(losses "$work/o3" | cut -d: -f2) |
-      awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3 * $1) { print "loss differs: " $0; bad = 1 } } END { exit bad }' ||
+    losses_close "$work/cudnn" "$work/o3" 1e-3 ||
       fail "O3 (graph) losses differ from O2 with cudnn attention"
     echo "ok: cudnn attention trains like ours at O2 and the same under an O3 graph"
     ;;
