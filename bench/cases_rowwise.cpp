@@ -198,6 +198,9 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
                         };
                         return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
                       }});
+  // dw and db: N rows added by atomics in the order they land, one rounding
+  // each (the H200 run: 4.7e-4 off at N 4096; the emulator's order is fixed).
+  c.ladder.back().atol = c.ladder.back().rtol = 2e-3;
   return c;
 }
 

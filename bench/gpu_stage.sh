@@ -20,7 +20,16 @@
 #      attention and GEMM (--gemm mma);
 #   6. run 3 again with cuBLASLt's algorithms timed per shape
 #      (ENGINE_CUBLASLT_TUNE=1), when time is left.
-# Each run gets what is left before STAGE_DEADLINE; one stopped there is a note.
+#   7. (asked for by name only) throughput-ours: run 3 with our tensor-core
+#      attention; profile-cudnn-b64: stage 1's profile at the config's
+#      micro-batch, 64 x 1024.
+# RUNS names the runs to make (default: profile-cudnn profile-ours
+# profile-all-ours throughput torch tuned, in that order, the cheap profiles
+# first; a later call of the same task names only what is still owed). Each run
+# gets what is left before STAGE_DEADLINE; one stopped there is a note. The
+# step is modelled on the card it runs on (--model_gpu from nvidia-smi's
+# name). The device tool brings back 8 files at most: the logs, JSON tables
+# and metrics files go back as one archive, OUT/project-files.tar.gz.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
@@ -32,6 +41,17 @@ corpus=/usr/share/games/fortunes
 [[ -n ${P:-} && -d $P/usr/share/games/fortunes ]] && corpus=$P/usr/share/games/fortunes
 "$B/models/prepare_text" "$W/stage-data" 0.1 "$corpus" >/dev/null || { echo "prepare_text failed"; exit 1; }
 data=(--train_bin "$W/stage-data/train.bin" --val_bin "$W/stage-data/val.bin")
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) || gpu_name=""
+case $gpu_name in
+  *H200*) model_gpu=h200 ;;
+  *A100*) model_gpu=a100 ;;
+  *) model_gpu=h100 ;;
+esac
+echo "card: ${gpu_name:-unknown}; the step modelled on: $model_gpu"
+files=$W/project-files
+mkdir -p "$files"
+runs=" ${RUNS:-profile-cudnn profile-ours profile-all-ours throughput torch tuned} "
+want() { [[ $runs == *" $1 "* ]]; }
 rc=0
 # train_124m NAME MIN_SECONDS ARGS...: GPT-2 124M at O3 on cuda with what is
 # left before the deadline (at least MIN_SECONDS, else a note), into
@@ -55,17 +75,34 @@ train_124m() {
     *) rc=1 ;;
   esac
 }
-for attn in cudnn ours; do
-  train_124m "profile-$attn" 40 --batch_size 8 --grad_accum 1 --steps 5 --attention "$attn" --kernel_profile 3 || continue
-  sed -n '/^kernel profile of step/,/^modelled step on/p; /graph replay of the same step/p' "$W/profile-$attn.log"
-  tail -3 "$W/profile-$attn.log"
-  cp "$W/profile-$attn/kernel_profile.json" "$OUT/kernel_profile_$attn.json" 2>/dev/null || true
-done
+# profile NAME ARGS...: the 124M step (B 8 x 1024) with step 3 profiled; its table to the log.
+profile() {
+  local name=$1
+  shift
+  train_124m "$name" 40 --batch_size "${BATCH:-8}" --grad_accum 1 --steps 5 --kernel_profile 3 --model_gpu "$model_gpu" "$@" ||
+    return 0
+  sed -n '/^kernel profile of step/,/^modelled step on/p; /graph replay of the same step/p' "$W/$name.log"
+  tail -3 "$W/$name.log"
+  cp "$W/$name.log" "$files/" 2>/dev/null
+  cp "$W/$name/kernel_profile.json" "$files/kernel_profile_${name#profile-}.json" 2>/dev/null || true
+}
+want profile-cudnn && profile profile-cudnn --attention cudnn
+want profile-ours && profile profile-ours --attention ours
+# Every kernel ours: the tensor-core attention and GEMM (--gemm mma).
+want profile-all-ours && profile profile-all-ours --attention ours --gemm mma
+# throughput_run NAME ARGS...: the config's micro-batch (64 x 1024, grad_accum 8), O3: tokens/s.
+throughput_run() {
+  local name=$1
+  shift
+  train_124m "$name" 60 --steps 8 --log_every 1 "$@" || return 1
+  grep -E "^memory plan|^step " "$W/$name.log" | tail -6
+  cp "$W/$name.log" "$files/" 2>/dev/null
+  cp "$W/$name/metrics.jsonl" "$files/${name}_metrics.jsonl" 2>/dev/null || true
+}
+want throughput-ours && throughput_run throughput-ours --attention ours
+want profile-cudnn-b64 && BATCH=64 profile profile-cudnn-b64 --attention cudnn
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
-if train_124m throughput 60 --steps 8 --log_every 1 --attention cudnn; then
-  grep -E "^memory plan|^step " "$W/throughput.log" | tail -6
-  cp "$W/throughput/metrics.jsonl" "$OUT/throughput_metrics.jsonl" 2>/dev/null || true
-fi
+want throughput && throughput_run throughput --attention cudnn
 # PyTorch's GPT-2 on the same card and token ids, the same 524,288 tokens a step.
 torch_run() {  # B ACCUM: into $W/torch.log; 0 when it ran to the end
   local t
@@ -78,8 +115,11 @@ torch_run() {  # B ACCUM: into $W/torch.log; 0 when it ran to the end
   timeout -k 5 "$t" python3 "$root/bench/gpt2_torch_gpu.py" --train_bin "$W/stage-data/train.bin" --device cuda \
     --batch_size "$1" --grad_accum "$2" --steps 6 --warmup 2 >"$W/torch.log" 2>&1
 }
-torch_run 64 8
-torch_rc=$?
+torch_rc=2
+if want torch; then
+  torch_run 64 8
+  torch_rc=$?
+fi
 if ((torch_rc != 0 && torch_rc != 2)) && grep -qi "out of memory\|OutOfMemoryError" "$W/torch.log"; then
   echo "note: PyTorch's GPT-2 ran out of memory at 64 x 1024: 32 x 1024 x 16"
   torch_run 32 16
@@ -87,7 +127,7 @@ if ((torch_rc != 0 && torch_rc != 2)) && grep -qi "out of memory\|OutOfMemoryErr
 fi
 if ((torch_rc == 0)); then
   tail -3 "$W/torch.log"
-  cp "$W/torch.log" "$OUT/torch_gpt2.log"
+  cp "$W/torch.log" "$files/torch_gpt2.log"
   python3 - "$W/throughput/metrics.jsonl" "$W/torch.log" <<'PY' || true
 import json, re, statistics, sys
 ours = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
@@ -97,16 +137,9 @@ print(f"ours / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.2f}x"
 PY
 elif ((torch_rc != 2)); then
   echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
-fi
-# Every kernel ours: the tensor-core attention and GEMM (--gemm mma), step 3 profiled as stage 1's.
-if train_124m profile-all-ours 40 --batch_size 8 --grad_accum 1 --steps 5 --attention ours --gemm mma --kernel_profile 3; then
-  sed -n '/^modelled step on/p; /graph replay of the same step/p' "$W/profile-all-ours.log"
-  tail -3 "$W/profile-all-ours.log"
-  cp "$W/profile-all-ours/kernel_profile.json" "$OUT/kernel_profile_all_ours.json" 2>/dev/null || true
+  cp "$W/torch.log" "$files/torch_gpt2.log" 2>/dev/null
 fi
 # Ours again with cuBLASLt's candidates timed per shape (off by default: docs/kernels/gemm.md).
-if ENGINE_CUBLASLT_TUNE=1 train_124m throughput-tuned 60 --steps 8 --log_every 1 --attention cudnn; then
-  grep -E "^step " "$W/throughput-tuned.log" | tail -3
-  cp "$W/throughput-tuned/metrics.jsonl" "$OUT/throughput_tuned_metrics.jsonl" 2>/dev/null || true
-fi
+want tuned && ENGINE_CUBLASLT_TUNE=1 throughput_run throughput-tuned --attention cudnn
+tar -czf "$OUT/project-files.tar.gz" -C "$W" project-files && echo "files: OUT/project-files.tar.gz ($(ls "$files" | wc -l))"
 exit $rc

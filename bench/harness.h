@@ -67,11 +67,13 @@ struct ImplRow {
 // version of the case's GPU kernel, run on emu and cuda before ours and
 // printed as "emu/naive", with its own bytes (its traffic model, from its
 // comment block) and flops, validated against the same cpu reference with
-// the case's tolerance. f32 cases only.
+// the case's tolerance, or its own where it sums in another order. f32 cases
+// only.
 struct Rung {
   std::string name;  // "naive", "smem", "mma", "unfused"
   double bytes = 0, flops = 0;
   std::function<Runner(Device)> bind;
+  double atol = 0, rtol = 0;  // 0: the case's
 };
 // The names --impl takes besides the rungs': the cpu reference, our GPU
 // kernels, the vendors.

@@ -160,7 +160,7 @@ template <typename T, int kHS, bool kCausal>
 void launch(const T* q, const T* k, const T* v, T* out, float* lse, const MmaDims& a, void* stream) {
   const size_t smem = size_t(kBr + 4 * kBc) * size_t(kHS + kPad) * sizeof(T);
   const unsigned grid = unsigned(a.BH) * unsigned((a.Tq + kBr - 1) / kBr);
-  allow_smem(attention_forward_mma_kernel<T, kHS, kCausal>, smem);
+  gpu::allow_dynamic_smem<attention_forward_mma_kernel<T, kHS, kCausal>>(smem);
   LAUNCH_KERNEL((attention_forward_mma_kernel<T, kHS, kCausal>), grid, kThreads, smem, as_stream(stream), q, k, v, out,
                 lse, a);
 }

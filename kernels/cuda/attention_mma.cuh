@@ -33,21 +33,6 @@ __device__ __forceinline__ void load_rows(T* tile, const T* head, int64_t ld, in
   }
 }
 
-// More than 48 KiB of dynamic shared memory must be asked for, once per
-// kernel (the attribute stays set for the process's device).
-template <typename... Params>
-void allow_smem(void (*kernel)(Params...), size_t smem) {
-#if defined(__CUDACC__)
-  static const bool once = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)once;
-#else
-  (void)kernel, (void)smem;
-#endif
-}
-
 // The A fragment of rows [row0, row0 + 16), columns [k0, k0 + 16) of a
 // row-major tile (ld elements a row): ldmatrix.x4's four 8 x 8 matrices are
 // (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).

@@ -260,10 +260,10 @@ void launch_backward(const T* dout, const T* q, const T* k, const T* v, const fl
   const size_t dq_smem = (2 * kBr + 4 * kInnerKeys<kHS>)*kLd * sizeof(T);
   const unsigned k_grid = unsigned(a.BH) * unsigned((a.Tk + kBc - 1) / kBc);
   const unsigned q_grid = unsigned(a.BH) * unsigned((a.Tq + kBr - 1) / kBr);
-  allow_smem(attention_mma_dkdv_kernel<T, kHS, kCausal>, dkdv_smem);
+  gpu::allow_dynamic_smem<attention_mma_dkdv_kernel<T, kHS, kCausal>>(dkdv_smem);
   LAUNCH_KERNEL((attention_mma_dkdv_kernel<T, kHS, kCausal>), k_grid, kThreads, dkdv_smem, as_stream(stream), dout, q,
                 k, v, lse, delta, dk, dv, a);
-  allow_smem(attention_mma_dq_kernel<T, kHS, kCausal>, dq_smem);
+  gpu::allow_dynamic_smem<attention_mma_dq_kernel<T, kHS, kCausal>>(dq_smem);
   LAUNCH_KERNEL((attention_mma_dq_kernel<T, kHS, kCausal>), q_grid, kThreads, dq_smem, as_stream(stream), dout, q, k, v,
                 lse, delta, dq, a);
 }

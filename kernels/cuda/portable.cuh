@@ -21,9 +21,10 @@
 //       nvcc only: throws eng::Error "file:line: call failed: reason"
 //       (base/error.h's idiom).
 //
-// Also here, for both paths: load_relaxed (a relaxed atomic load) and
-// atomic_max_float, the usual compare-and-swap float max (CUDA has no float
-// atomicMax).
+// Also here, for both paths: gpu::allow_dynamic_smem<kernel>(bytes) (a
+// launch asking for more than 48 KiB of dynamic shared memory needs it
+// first), load_relaxed (a relaxed atomic load) and atomic_max_float, the
+// usual compare-and-swap float max (CUDA has no float atomicMax).
 //
 // Under g++ a kernel TU must not include <cuda_runtime.h>: the emulator
 // supplies the device-side names that header declares.
@@ -44,6 +45,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "base/error.h"
@@ -81,6 +83,27 @@ void launch_kernel_at(const char* file, int line, void (*kernel)(Params...), dim
 #define LAUNCH_KERNEL(...) ::emu::launch_kernel_at(__FILE__, __LINE__, #__VA_ARGS__, __VA_ARGS__)
 
 #endif
+
+namespace eng::gpu {
+// More than 48 KiB of dynamic shared memory must be asked for, once per
+// kernel (the attribute stays set for the process's device); the emulator
+// refuses such a launch without it, as a GPU does ("invalid argument"). The
+// kernel is the template argument, so each has its own `once`: keyed on the
+// parameter types instead, kernels of one signature would share it, and all
+// but the first launched be refused (the H200 found that).
+template <auto kKernel>
+void allow_dynamic_smem(size_t bytes) {
+  static const bool once = [bytes] {
+#if defined(__CUDACC__)
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+#else
+    ::emu::set_max_dynamic_smem(reinterpret_cast<std::uintptr_t>(kKernel), bytes);
+#endif
+    return true;
+  }();
+  (void)once;
+}
+}  // namespace eng::gpu
 
 // A relaxed atomic load, for reading memory that other threads update with
 // atomics: a plain load there is a data race in CUDA's memory model (and

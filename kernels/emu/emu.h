@@ -158,6 +158,10 @@ void cp_async_issue(const AsyncCopy& copy, const char* file, int line);
 void cp_async_commit(const char* file, int line);
 std::vector<AsyncCopy> cp_async_wait(int newest_pending, const char* file, int line);
 unsigned char* dynamic_smem(const char* file, int line);
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+// bytes): a launch of that kernel may then ask for up to `bytes` of dynamic
+// shared memory; above 48 KiB without it, the launch fails as on a GPU.
+void set_max_dynamic_smem(std::uintptr_t kernel, size_t bytes);
 [[noreturn]] void trap(const char* file, int line);
 
 namespace detail {

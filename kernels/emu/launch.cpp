@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
@@ -88,6 +89,20 @@ void record_error(Launch& L, const std::string& msg) {
   record_error(L, std::make_exception_ptr(eng::Error(msg)), nullptr);
 }
 
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize)'s look-alike: what each
+// kernel (by address) was allowed; a GPU refuses a launch above 48 KiB without it.
+constexpr size_t kDefaultDynamicSmem = 48 * 1024;
+std::mutex g_smem_mutex;
+std::map<std::uintptr_t, size_t>& smem_allowed() {
+  static std::map<std::uintptr_t, size_t> m;
+  return m;
+}
+size_t max_dynamic_smem(std::uintptr_t code) {
+  const std::lock_guard<std::mutex> lock(g_smem_mutex);
+  const auto it = smem_allowed().find(code);
+  return it == smem_allowed().end() ? kDefaultDynamicSmem : it->second;
+}
+
 void validate(const LaunchSpec& s) {
   const std::string what =
       eng::cat("LAUNCH_KERNEL(", kernel_name(s.what), ") with grid ", xyz(s.grid.x, s.grid.y, s.grid.z), ", block ",
@@ -101,6 +116,10 @@ void validate(const LaunchSpec& s) {
     bad("grid limits are x < 2^31, y and z <= 65535 (CUDA: invalid configuration argument)");
   if (s.smem_bytes > 227 * 1024)
     bad(eng::cat(s.smem_bytes, " bytes of dynamic shared memory exceed the 227 KiB an sm_90 block can have"));
+  if (s.smem_bytes > kDefaultDynamicSmem && max_dynamic_smem(s.code) < s.smem_bytes)
+    bad(eng::cat(s.smem_bytes, " bytes of dynamic shared memory: over 48 KiB a kernel must first be allowed them, ",
+                 "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (allowed ",
+                 max_dynamic_smem(s.code), "; CUDA: invalid argument)"));
 }
 
 // The TLS block of the module containing `code` on this thread.
@@ -326,6 +345,11 @@ const dim3& blockDim = emu::detail::g_block_dim;
 const dim3& gridDim = emu::detail::g_grid_dim;
 
 namespace emu {
+
+void set_max_dynamic_smem(std::uintptr_t kernel, size_t bytes) {
+  const std::lock_guard<std::mutex> lock(detail::g_smem_mutex);
+  detail::smem_allowed()[kernel] = bytes;
+}
 using namespace detail;
 
 int barrier(BarrierOp op, int predicate, const char* file, int line) {

@@ -6,7 +6,9 @@
 #                tiny shape on the cpu, on our token file: a line per step
 #                with a finite loss near ln(V) at the start, the closing
 #                "torch tokens/s" line; a token id past the vocabulary is
-#                one line naming the file. bench/gpu_stage.sh parses.
+#                one line naming the file. bench/gpu_stage.sh and
+#                scripts/gpu_call.sh parse; gpu_call.sh without the
+#                carried .gpu/ is one line saying so.
 # Usage: test_bench_cli.sh BUILD_DIR CASE   (exit 77: skipped, no python3-torch)
 set -euo pipefail
 build=$1
@@ -39,6 +41,12 @@ case $case_name in
       fail "bad message: $(cat "$work/bad")"
     [[ $(wc -l <"$work/bad") -eq 1 ]] || fail "not one line: $(cat "$work/bad")"
     bash -n "$root/bench/gpu_stage.sh" || fail "bench/gpu_stage.sh does not parse"
+    bash -n "$root/scripts/gpu_call.sh" || fail "scripts/gpu_call.sh does not parse"
+    # Without the carried .gpu/ (fetch-debs.sh), the call says so in one line.
+    local_copy=$work/repo
+    mkdir -p "$local_copy/scripts" && cp "$root/scripts/gpu_call.sh" "$local_copy/scripts/"
+    if bash "$local_copy/scripts/gpu_call.sh" >"$work/nogpu" 2>&1; then fail "gpu_call.sh ran without .gpu/"; fi
+    grep -q "gpu_call: no .gpu/on-gpu.sh" "$work/nogpu" || fail "bad message: $(cat "$work/nogpu")"
     echo "ok: $(tail -1 "$work/log")"
     ;;
   *)

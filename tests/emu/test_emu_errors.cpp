@@ -125,6 +125,20 @@ __global__ void fine_kernel(int* out) {
   __syncthreads();
   out[threadIdx.x] = int(__shfl_xor_sync(0xffffffffu, threadIdx.x, 1));
 }
+// Two kernels of one signature, as the tensor-core attention's variants are.
+__global__ void big_smem_kernel(float* out) {
+  DYNAMIC_SMEM(float, dyn);
+  dyn[threadIdx.x] = float(threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = dyn[31 - threadIdx.x];
+}
+__global__ void big_smem_twin_kernel(float* out) {
+  DYNAMIC_SMEM(float, dyn);
+  dyn[threadIdx.x] = 1.f;
+  __syncthreads();
+  out[threadIdx.x] = dyn[threadIdx.x];
+}
+
 void check_still_works() {
   std::vector<int> out(64, -1);
   LAUNCH_KERNEL(fine_kernel, 1, 64, 0, nullptr, out.data());
@@ -211,6 +225,26 @@ TEST_CASE("emu rejects misuse: launch shapes, shuffle widths, masks, nesting, in
                         Contains(forward_schedule() ? "does not include the calling lane 1" : "does not include"));
   CHECK_THROWS_WITH(LAUNCH_KERNEL(parent_kernel, 1, 1, 0, nullptr, out.data()), Contains("dynamic parallelism"));
   CHECK_THROWS_WITH(__syncthreads(), Contains("outside an emulated kernel"));
+  check_still_works();
+}
+
+// A GPU refuses a launch asking for more than 48 KiB of dynamic shared
+// memory unless cudaFuncSetAttribute allowed that kernel as much ("invalid
+// argument"); the H200 found a kernel allowed in place of its twin.
+TEST_CASE("emu refuses over 48 KiB of dynamic shared memory until that kernel is allowed it", "[emu]") {
+  std::vector<float> out(32);
+  constexpr size_t kBytes = 64 * 1024;
+  LAUNCH_KERNEL(big_smem_kernel, 1, 32, 48 * 1024, nullptr, out.data());  // 48 KiB: no attribute needed
+  CHECK(out[0] == 31.f);
+  CHECK_THROWS_WITH(LAUNCH_KERNEL(big_smem_kernel, 1, 32, kBytes, nullptr, out.data()),
+                    Contains("65536 bytes of dynamic shared memory") &&
+                        Contains("cudaFuncAttributeMaxDynamicSharedMemorySize") && Contains("invalid argument"));
+  emu::set_max_dynamic_smem(reinterpret_cast<std::uintptr_t>(&big_smem_kernel), kBytes);
+  LAUNCH_KERNEL(big_smem_kernel, 1, 32, kBytes, nullptr, out.data());
+  CHECK(out[31] == 0.f);
+  CHECK_THROWS_WITH(LAUNCH_KERNEL(big_smem_kernel, 1, 32, kBytes + 4, nullptr, out.data()), Contains("allowed 65536"));
+  // The attribute is the kernel's own: its twin of the same signature is still refused.
+  CHECK_THROWS_WITH(LAUNCH_KERNEL(big_smem_twin_kernel, 1, 32, kBytes, nullptr, out.data()), Contains("allowed 49152"));
   check_still_works();
 }
 

@@ -9,7 +9,8 @@
 // The seed a training step announces (ExpectedSeed) is folded into the
 // forward's dlogits, and the backward from that seed rescales nothing.
 // A padded vocabulary (cross_entropy_padded: V classes in rows of W) equals
-// the loss on the first V columns, with dlogits 0 in the padding.
+// the loss on the first V columns, with dlogits 0 in the padding. A row
+// longer than the kernel's shared-memory cache takes its two-read path.
 #include "engine/autograd.h"
 #include "engine/kernel_profile.h"
 #include "engine/ops.h"
@@ -56,6 +57,17 @@ TEST_CASE("emu cross_entropy: loss and dlogits match the cpu reference", "[emu][
         const Tensor x = Tensor::randn({N, V}, uint64_t(N * 1000 + V), 2.f);
         check_against_cpu(x, t, N > 1 ? 4 : 0, 1.0);
       }
+}
+
+// Rows of up to 104 KiB are kept in shared memory between the kernel's two
+// passes (every row above); a longer one is read twice from global memory:
+// V = 27000 in f32 (108 KB) is, in bf16 (54 KB) it is kept.
+TEST_CASE("emu cross_entropy: a row too long for shared memory is read twice, with the same result", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(t));
+    const Tensor x = Tensor::randn({3, 27000}, 77, 2.f);
+    check_against_cpu(x, t, 0, 1.0);
+  }
 }
 
 TEST_CASE("emu cross_entropy: an incoming gradient other than 1 rescales dlogits", "[emu][kernels]") {

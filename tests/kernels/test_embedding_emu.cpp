@@ -67,6 +67,26 @@ TEST_CASE("emu embedding: ids of any shape, repeated ids, absent ids give zero r
     }
 }
 
+// The backward splits a row's positions among up to 8 groups of threads
+// (embedding.cu): one id named 100 times (GPT-2's byte tokens repeat so),
+// rows narrower than a warp of packs (8 groups) and wider than 256 lanes
+// (4 groups, two chunks of channels a row), against the cpu's sum in
+// position order.
+TEST_CASE("emu embedding: a row named by many positions sums them all, narrow and wide rows", "[emu][kernels]") {
+  for (auto [t, C] : {std::pair{DType::bf16, int64_t(64)}, std::pair{DType::f32, int64_t(1100)}}) {
+    INFO(dtype_name(t) << " C = " << C);
+    const int64_t V = 5, n = 130;
+    std::vector<int32_t> ids(size_t(n), 3);  // id 3 a hundred times, the rest spread
+    for (int64_t i = 0; i < 30; ++i) ids[size_t(i * 4)] = int32_t(i % 3);
+    const Tensor w = Tensor::randn({V, C}, 41), g = Tensor::randn({n, C}, 42);
+    Tensor wr = rounded(w, t).set_requires_grad(true);
+    embedding(wr, Tensor::from_ints(ids, {n})).backward(rounded(g, t));
+    Tensor we = on_emu(w, t).set_requires_grad(true);
+    embedding(we, Tensor::from_ints(ids, {n}, kEmu)).backward(on_emu(g, t));
+    CHECK_EMU_CLOSE(we.grad(), wr.grad(), t);
+  }
+}
+
 TEST_CASE("emu embedding: backward is bitwise deterministic", "[emu][kernels]") {
   const int64_t V = 7, C = 37, n = 37;
   const Tensor ids = Tensor::from_ints(make_ids(n, V), {n}, kEmu);
