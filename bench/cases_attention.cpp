@@ -181,15 +181,15 @@ Case attention_fwd(const Dims& d) {
     const double n = double((d.T + 63) / 64), pairs = d.causal() ? n * (n + 1) / 2 : n * n;
     const double bytes =
         d.elem() * d.bnh() * double(d.HS) * (2.0 * double(d.T) + 128.0 * pairs) + 4.0 * d.bnh() * double(d.T);
-    c.ladder.push_back({"mma", bytes, 4.0 * d.bnh() * double(d.HS) * 4096.0 * pairs, [d](Device dev) {
-                          AttnState a = forward_inputs(dev, d);
-                          auto run = [=] {
-                            ENGINE_GPU_CALL(dev, attention_forward_mma, gpu::storage_of(d.st), a.q.data_ptr(),
-                                            a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(),
-                                            gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask, nullptr);
-                          };
-                          return Runner{run, [=] { return host(a.out); }};
-                        }});
+    c.ladder.push_back(mma_rung(bytes, 4.0 * d.bnh() * double(d.HS) * 4096.0 * pairs, [d](Device dev) {
+      AttnState a = forward_inputs(dev, d);
+      auto run = [=] {
+        ENGINE_GPU_CALL(dev, attention_forward_mma, gpu::storage_of(d.st), a.q.data_ptr(), a.k.data_ptr(),
+                        a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(),
+                        gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask, nullptr);
+      };
+      return Runner{run, [=] { return host(a.out); }};
+    }));
   }
   return c;
 }
@@ -237,20 +237,19 @@ Case attention_bwd(const Dims& d) {
     const double tiles = 128.0 * e * d.bnh() * double(d.HS) * pairs;
     const double bytes = (2.0 * e * bthh + 4.0 * bnht) + (4.0 * e * bthh + tiles + 512.0 * d.bnh() * pairs) +
                          (3.0 * e * bthh + tiles + 8.0 * bnht);
-    c.ladder.push_back({"mma", bytes, 2.0 * bthh + 14.0 * d.bnh() * double(d.HS) * 4096.0 * pairs, [d](Device dev) {
-                          AttnState a = forward_inputs(dev, d);
-                          forward(dev, a, d);
-                          const Tensor dout = input(d, 34, dev), dq = output(d, dev), dk = output(d, dev),
-                                       dv = output(d, dev), delta = Tensor::empty({d.B, d.NH, d.T}, DType::f32, dev);
-                          auto run = [=] {
-                            ENGINE_GPU_CALL(dev, attention_backward_mma, gpu::storage_of(d.st), dout.data_ptr(),
-                                            a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(),
-                                            a.lse.data<float>(), delta.data<float>(), dq.data_ptr(), dk.data_ptr(),
-                                            dv.data_ptr(), gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0}, d.mask,
-                                            nullptr);
-                          };
-                          return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
-                        }});
+    c.ladder.push_back(mma_rung(bytes, 2.0 * bthh + 14.0 * d.bnh() * double(d.HS) * 4096.0 * pairs, [d](Device dev) {
+      AttnState a = forward_inputs(dev, d);
+      forward(dev, a, d);
+      const Tensor dout = input(d, 34, dev), dq = output(d, dev), dk = output(d, dev), dv = output(d, dev),
+                   delta = Tensor::empty({d.B, d.NH, d.T}, DType::f32, dev);
+      auto run = [=] {
+        ENGINE_GPU_CALL(dev, attention_backward_mma, gpu::storage_of(d.st), dout.data_ptr(), a.q.data_ptr(),
+                        a.k.data_ptr(), a.v.data_ptr(), a.out.data_ptr(), a.lse.data<float>(), delta.data<float>(),
+                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), gpu::AttentionDims{d.B, d.T, d.T, d.NH, d.HS, 0},
+                        d.mask, nullptr);
+      };
+      return Runner{run, [=] { return concat({host(dq), host(dk), host(dv)}); }};
+    }));
   }
   return c;
 }

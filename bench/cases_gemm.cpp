@@ -201,7 +201,7 @@ static std::vector<Rung> gemm_mma_ladder(const GemmCall& g, DType st) {
                   },
                   [=] { return host(o.c); }};
   };
-  return {{"mma", bytes, 2.0 * M * N * K, bind}};
+  return {mma_rung(bytes, 2.0 * M * N * K, bind)};
 }
 
 static Case gemm_case(const std::string& name, const std::string& what, Trans ta, Trans tb, int64_t M, int64_t N,

@@ -274,8 +274,7 @@ void Workbench::run_case(const Case& c) {
       ImplRow row = ours;
       row.bytes = rung.bytes, row.flops = rung.flops, row.bind = rung.bind;
       if (rung.atol > 0) row.atol = rung.atol, row.rtol = rung.rtol;
-      // The mma rungs run on tensor cores (bf16/f16): against that column, not FP32's.
-      if (rung.name == "mma" && row.bound != Bound::memory) row.bound = Bound::compute_bf16_fp16;
+      if (rung.bound) row.bound = *rung.bound;
       measure(c, impl, row, ref, std::string(name) + "/" + rung.name);
     }
     if (!opt_.wants("ours")) continue;

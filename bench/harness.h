@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,8 +74,16 @@ struct Rung {
   std::string name;  // "naive", "smem", "mma", "unfused"
   double bytes = 0, flops = 0;
   std::function<Runner(Device)> bind;
-  double atol = 0, rtol = 0;  // 0: the case's
+  double atol = 0, rtol = 0;                  // 0: the case's
+  std::optional<Bound> bound = std::nullopt;  // unset: the case's
 };
+// A tensor-core rung (kernels/cuda/gemm_mma.h, attention_mma.h; bf16, f16):
+// measured against the BF16/FP16 peak, not the CUDA cores' FP32.
+inline Rung mma_rung(double bytes, double flops, std::function<Runner(Device)> bind) {
+  Rung r{"mma", bytes, flops, std::move(bind)};
+  r.bound = Bound::compute_bf16_fp16;
+  return r;
+}
 // The names --impl takes besides the rungs': the cpu reference, our GPU
 // kernels, the vendors.
 inline constexpr const char* kImplNames[] = {"cpu", "ours", "cublaslt", "cudnn"};
