@@ -5,6 +5,8 @@
 #   tensorboard (its own event-file reader, EventAccumulator, checks the
 #   event files the engine writes) with protobuf and absl-py, which that
 #   reader imports;
+#   tiktoken (OpenAI's BPE, the reference the GPT-2 tokenizer's ids are
+#   checked against) with regex, which it imports;
 #   timm and safetensors (timm's VisionTransformer loads the engine's ViT
 #   checkpoints: tests/cli/timm_check.py), over Debian's torch and torchvision.
 # Versions pinned; numpy, torch and PyYAML are Debian's.
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.deps/py
-pins=(tensorboard==2.21.0 protobuf==7.36.2 absl-py==2.5.1 timm==1.0.31 safetensors==0.8.0)
+pins=(tensorboard==2.21.0 protobuf==7.36.2 absl-py==2.5.1 timm==1.0.31 safetensors==0.8.0 tiktoken==0.12.0 regex==2026.11.19)
 stamp="${pins[*]}"
 if [[ -f $dest/PINS && "$(cat $dest/PINS)" == "$stamp" ]]; then
   echo "setup: Python test packages present ($stamp)"

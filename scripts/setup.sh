@@ -40,6 +40,9 @@ if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   bash "$(dirname "$0")/fetch_cudnn_frontend.sh" ||
     echo "setup: WARNING: could not fetch the cuDNN frontend headers; the CUDA build will have no cuDNN path" >&2
 fi
+# GPT-2's BPE ranks (PyPI, checksummed) for the gpt2 tokenizer.
+bash "$(dirname "$0")/fetch_gpt2_vocab.sh" ||
+  echo "setup: WARNING: could not fetch GPT-2's BPE ranks; --tokenizer gpt2 and its tests need them" >&2
 # The Python packages some tests read the engine's files with (PyPI, pinned).
 bash "$(dirname "$0")/fetch_pydeps.sh" ||
   echo "setup: WARNING: could not fetch the Python test packages; the tests that need them will skip" >&2

@@ -17,6 +17,7 @@
 #include "models/gpt2/gpt2_tp.h"
 #include "models/gpt2/sample.h"
 #include "models/train/memory_plan.h"
+#include "models/train/sample_text.h"
 #include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
@@ -47,12 +48,6 @@ std::vector<int64_t> gpt2_stage_layers(const TrainConfig& c) {
 
 namespace {
 
-std::string decode_bytes(const std::vector<int32_t>& tokens) {
-  std::string s;
-  for (int32_t t : tokens) s.push_back(t < 256 && (t >= 32 || t == '\n' || t == '\t') ? char(t) : '?');
-  return s;
-}
-
 class GPT2Task : public TrainTask {
  public:
   GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev, const ModelGrid& mg)
@@ -65,6 +60,7 @@ class GPT2Task : public TrainTask {
         train_(c.s("train_bin"), g_.vocab_size),
         val_(c.s("val_bin"), g_.vocab_size),
         sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
+        sample_text_(c, g_.vocab_size),
         dev_(dev),
         mg_(mg) {
     if (mg.split()) {
@@ -238,9 +234,12 @@ class GPT2Task : public TrainTask {
       }
       return out;
     };
-    const std::vector<int32_t> out = generate(logits, g_.vocab_size, g_.block_size, {'\n'}, cfg_.i("sample_tokens"),
-                                              cfg_.f("temperature"), cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
-    return "---- sample at step " + std::to_string(step) + " ----" + decode_bytes(out) + "\n----";
+    const std::vector<int32_t> out =
+        generate(logits, g_.vocab_size, g_.block_size, sample_text_.prompt(), cfg_.i("sample_tokens"),
+                 cfg_.f("temperature"), cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
+    const std::string& note = sample_text_.note();  // auto fell back to ids: say why
+    return "---- sample at step " + std::to_string(step) + (note.empty() ? "" : " (" + note + ")") + " ----" +
+           sample_text_.render(out) + "\n----";
   }
 
   void init_from(const std::string& path) override {
@@ -296,6 +295,7 @@ class GPT2Task : public TrainTask {
   Recompute recompute_;
   TokenFile train_, val_;
   TokenSampler sampler_;
+  SampleText sample_text_;
   Device dev_;
   ModelGrid mg_;
   std::unique_ptr<GPT2> model_;       // one process holds the whole model, or

@@ -91,6 +91,15 @@ const std::vector<OptionSpec>& train_options() {
       {"sample_tokens", 160, "tokens per sample", "gpt2"},
       {"temperature", 0.8, "sampling temperature", "gpt2"},
       {"top_k", 40, "sample from the k most likely tokens (0: all)", "gpt2"},
+      {"tokenizer", "auto",
+       "how samples read: auto (bytes up to vocab_size 256, gpt2 from 50257 when its file is there, else ids) | bytes "
+       "| gpt2 (GPT-2's BPE) | ids",
+       "gpt2"},
+      {"tokenizer_file", "",
+       "gpt2: its ranks file or a directory with vocab.json and merges.txt (empty: "
+       "$ENGINE_GPT2_VOCAB, else .deps/gpt2/gpt2.tiktoken)",
+       "gpt2"},
+      {"prompt", "", "text the samples continue (empty: a newline under bytes, <|endoftext|> under gpt2)", "gpt2"},
       {"log_every", 10, "progress line every N steps when stdout is not a terminal"},
       {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
       {"tensorboard", "",
