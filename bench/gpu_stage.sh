@@ -22,7 +22,9 @@
 #      (ENGINE_CUBLASLT_TUNE=1), when time is left.
 #   7. (asked for by name only) throughput-ours: run 3 with our tensor-core
 #      attention; profile-cudnn-b64: stage 1's profile at the config's
-#      micro-batch, 64 x 1024.
+#      micro-batch, 64 x 1024; generate: GPT-2 124M's tokens/s in the
+#      generate program (fp32, 256 new tokens) with and without its KV cache
+#      (docs/generate.md), from a one-step checkpoint.
 # RUNS names the runs to make (default: profile-cudnn profile-ours
 # profile-all-ours throughput torch tuned, in that order, the cheap profiles
 # first; a later call of the same task names only what is still owed). Each run
@@ -100,6 +102,14 @@ throughput_run() {
   cp "$W/$name/metrics.jsonl" "$files/${name}_metrics.jsonl" 2>/dev/null || true
 }
 want throughput-ours && throughput_run throughput-ours --attention ours
+# generate's tokens/s on the card, KV cache and the window path (weights from one step).
+if want generate && train_124m generate-ckpt 60 --batch_size 1 --seq_len 64 --grad_accum 1 --steps 1 --precision O0; then
+  for cache in "" --no_kv_cache; do
+    echo "+ generate $cache (256 tokens)"
+    timeout -k 5 "$(left)" "$B/models/generate" --model "$W/generate-ckpt/checkpoint" --device cuda --tokenizer ids \
+      --prompt_ids 50256 --max_tokens 256 --ignore_eot $cache 2>&1 >/dev/null | tail -2
+  done
+fi
 want profile-cudnn-b64 && BATCH=64 profile profile-cudnn-b64 --attention cudnn
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
 want throughput && throughput_run throughput --attention cudnn

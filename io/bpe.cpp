@@ -97,7 +97,8 @@ void Bpe::build_table() {
     if (special_[size_t(id)]) continue;
     const std::string& b = bytes_[size_t(id)];
     const int dup = find(b);
-    if (dup >= 0) throw UserError(cat(source_, ": tokens ", dup, " and ", id, " are the same bytes; each token must be unique"));
+    if (dup >= 0)
+      throw UserError(cat(source_, ": tokens ", dup, " and ", id, " are the same bytes; each token must be unique"));
     uint64_t h = hash_bytes(b) & table_.mask;
     while (table_.slot[h] >= 0) h = (h + 1) & table_.mask;
     table_.slot[h] = id;
@@ -105,7 +106,8 @@ void Bpe::build_table() {
   for (int c = 0; c < 256; ++c) {
     byte_id_[c] = find(std::string_view(std::string(1, char(c))));
     if (byte_id_[c] < 0)
-      throw UserError(cat(source_, ": byte 0x", std::hex, c, " has no token; a byte-level BPE needs all 256 bytes as tokens"));
+      throw UserError(
+          cat(source_, ": byte 0x", std::hex, c, " has no token; a byte-level BPE needs all 256 bytes as tokens"));
   }
 }
 
@@ -243,7 +245,8 @@ std::vector<int> Bpe::encode(std::string_view text, bool allow_special) const {
 
 const std::string& Bpe::token_bytes(int id) const {
   if (id < 0 || id >= vocab_size())
-    throw UserError(cat("token id ", id, " is outside the tokenizer's vocabulary of ", vocab_size(), " (", source_, ")"));
+    throw UserError(
+        cat("token id ", id, " is outside the tokenizer's vocabulary of ", vocab_size(), " (", source_, ")"));
   return bytes_[size_t(id)];
 }
 
@@ -253,9 +256,64 @@ std::string Bpe::decode(const std::vector<int>& ids) const {
   return s;
 }
 
+namespace {
+
+std::string spell(const std::string& bytes) {  // bytes through GPT-2's byte-to-unicode table, as UTF-8
+  std::string s;
+  for (unsigned char b : bytes) {
+    const uint32_t cp = gpt2_byte_char(b);
+    if (cp < 0x80)
+      s.push_back(char(cp));
+    else
+      s.push_back(char(0xC0 | cp >> 6)), s.push_back(char(0x80 | (cp & 0x3F)));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string Bpe::hf_vocab_json() const {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (int id = 0; id < vocab_size(); ++id)
+    j[special_[size_t(id)] ? bytes_[size_t(id)] : spell(bytes_[size_t(id)])] = id;
+  return j.dump() + "\n";
+}
+
+std::string Bpe::hf_merges_txt() const {
+  std::string out = "#version: 0.2\n";
+  if (pair_rule_) {
+    for (const auto& [l, r] : merges_) out += spell(bytes_[size_t(l)]) + " " + spell(bytes_[size_t(r)]) + "\n";
+    return out;
+  }
+  // Each token of two bytes or more, in rank order: merge its bytes as the
+  // encoder would, with only the ranks below its own, down to one pair.
+  for (int id = 0; id < vocab_size(); ++id) {
+    const std::string& tok = bytes_[size_t(id)];
+    if (special_[size_t(id)] || tok.size() < 2) continue;
+    std::vector<std::string> parts;
+    for (char c : tok) parts.emplace_back(1, c);
+    while (parts.size() > 2) {
+      int best = -1, best_rank = id;
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        const int r = find(parts[i] + parts[i + 1]);
+        if (r >= 0 && r < best_rank) best = int(i), best_rank = r;
+      }
+      if (best < 0) break;
+      parts[size_t(best)] += parts[size_t(best) + 1];
+      parts.erase(parts.begin() + best + 1);
+    }
+    if (parts.size() != 2 || find(parts[0]) < 0 || find(parts[1]) < 0 || find(parts[0]) >= id || find(parts[1]) >= id)
+      throw UserError(
+          cat(source_, ": token ", id, " is not the merge of two lower-ranked tokens; it has no merges.txt line"));
+    out += spell(parts[0]) + " " + spell(parts[1]) + "\n";
+  }
+  return out;
+}
+
 Bpe Bpe::load(const std::string& path) {
   namespace fs = std::filesystem;
-  if (fs::is_directory(path)) return load_hf((fs::path(path) / "vocab.json").string(), (fs::path(path) / "merges.txt").string());
+  if (fs::is_directory(path))
+    return load_hf((fs::path(path) / "vocab.json").string(), (fs::path(path) / "merges.txt").string());
   return load_tiktoken(path);
 }
 
@@ -305,13 +363,15 @@ Bpe Bpe::load_hf(const std::string& vocab_json, const std::string& merges_txt) {
   } catch (const nlohmann::json::exception& e) {
     throw UserError(cat(vocab_json, ": not JSON (", e.what(), ")"));
   }
-  if (!vocab.is_object()) throw UserError(cat(vocab_json, ": expected an object of token -> id (Hugging Face's vocab.json)"));
+  if (!vocab.is_object())
+    throw UserError(cat(vocab_json, ": expected an object of token -> id (Hugging Face's vocab.json)"));
   t.bytes_.assign(vocab.size(), std::string());
   t.special_.assign(vocab.size(), 0);
   std::vector<uint8_t> seen(vocab.size(), 0);
   for (const auto& [key, val] : vocab.items()) {
     if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() >= int64_t(vocab.size()))
-      throw UserError(cat(vocab_json, ": token \"", key, "\" has id ", val.dump(), "; ids must be 0 .. ", vocab.size() - 1));
+      throw UserError(
+          cat(vocab_json, ": token \"", key, "\" has id ", val.dump(), "; ids must be 0 .. ", vocab.size() - 1));
     const size_t id = val.get<size_t>();
     if (seen[id]) throw UserError(cat(vocab_json, ": id ", id, " given twice"));
     seen[id] = 1;
@@ -327,8 +387,9 @@ Bpe Bpe::load_hf(const std::string& vocab_json, const std::string& merges_txt) {
       uint32_t cp;
       i += decode_utf8(p + i, key.size() - i, cp);
       if (cp >= 512 || byte_of_char[cp] == 0xFFFFFFFFu)
-        throw UserError(cat(vocab_json, ": token \"", key,
-                            "\" has a character outside GPT-2's byte-to-unicode table (not a byte-level BPE vocabulary)"));
+        throw UserError(
+            cat(vocab_json, ": token \"", key,
+                "\" has a character outside GPT-2's byte-to-unicode table (not a byte-level BPE vocabulary)"));
       bytes.push_back(char(byte_of_char[cp]));
     }
     t.bytes_[id] = bytes;
@@ -342,22 +403,27 @@ Bpe Bpe::load_hf(const std::string& vocab_json, const std::string& merges_txt) {
     if (line.empty() || (no == 1 && line.rfind("#version", 0) == 0)) continue;
     const size_t sp = line.find(' ');
     if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string::npos)
-      throw UserError(cat(merges_txt, ":", no, ": expected 'LEFT RIGHT' (one merge a line, as Hugging Face's merges.txt)"));
+      throw UserError(
+          cat(merges_txt, ":", no, ": expected 'LEFT RIGHT' (one merge a line, as Hugging Face's merges.txt)"));
     auto token_of = [&](const std::string& spelled) {
       std::string bytes;
       const auto* p = reinterpret_cast<const unsigned char*>(spelled.data());
       for (size_t i = 0; i < spelled.size();) {
         uint32_t cp;
         i += decode_utf8(p + i, spelled.size() - i, cp);
-        if (cp >= 512 || byte_of_char[cp] == 0xFFFFFFFFu) bytes.clear(), i = spelled.size();
-        else bytes.push_back(char(byte_of_char[cp]));
+        if (cp >= 512 || byte_of_char[cp] == 0xFFFFFFFFu)
+          bytes.clear(), i = spelled.size();
+        else
+          bytes.push_back(char(byte_of_char[cp]));
       }
       const int id = bytes.empty() ? -1 : t.find(bytes);
       if (id < 0) throw UserError(cat(merges_txt, ":", no, ": \"", spelled, "\" is not a token of ", vocab_json));
       return id;
     };
-    const int l = token_of(line.substr(0, sp)), r = token_of(line.substr(sp + 1)), lr = token_of(line.substr(0, sp) + line.substr(sp + 1));
+    const int l = token_of(line.substr(0, sp)), r = token_of(line.substr(sp + 1)),
+              lr = token_of(line.substr(0, sp) + line.substr(sp + 1));
     t.pairs_.emplace(uint64_t(uint32_t(l)) << 32 | uint32_t(r), std::make_pair(priority++, lr));
+    t.merges_.emplace_back(l, r);
   }
   return t;
 }

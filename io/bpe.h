@@ -35,7 +35,7 @@ class Bpe {
   static Bpe load_hf(const std::string& vocab_json, const std::string& merges_txt);
 
   int vocab_size() const { return int(bytes_.size()); }  // special tokens included
-  int eot() const { return eot_; }                          // <|endoftext|>, -1 if none
+  int eot() const { return eot_; }                       // <|endoftext|>, -1 if none
   const std::string& source() const { return source_; }
 
   // Appends the tokens of text (special-token spellings are plain text).
@@ -47,6 +47,15 @@ class Bpe {
   // An id outside the vocabulary is a UserError naming it.
   std::string decode(const std::vector<int>& ids) const;
   const std::string& token_bytes(int id) const;
+
+  // Hugging Face's spelling of this vocabulary, what GPT2TokenizerFast and
+  // AutoTokenizer read: vocab.json (token string -> id, in id order) and
+  // merges.txt ("#version: 0.2", then one "left right" pair a line, by
+  // rank). From a ranks file each merge is recovered as the one pair a
+  // token's bytes reduce to under the lower ranks; a token that reduces to
+  // none is an error naming it.
+  std::string hf_vocab_json() const;
+  std::string hf_merges_txt() const;
 
  private:
   // Token bytes -> id, open addressing (the encoder's one hot lookup).
@@ -68,6 +77,7 @@ class Bpe {
   // Hugging Face's rule: (left id << 32 | right id) -> (priority, merged id).
   bool pair_rule_ = false;
   std::unordered_map<uint64_t, std::pair<int64_t, int>> pairs_;
+  std::vector<std::pair<int, int>> merges_;  // Hugging Face's file: its pairs by priority
   int eot_ = -1;
   std::string source_;
 };

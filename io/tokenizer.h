@@ -21,7 +21,7 @@ class Tokenizer {
 
   const std::string& kind() const { return kind_; }
   int vocab_size() const { return bpe_ ? bpe_->vocab_size() : 256; }
-  int eot() const { return bpe_ ? bpe_->eot() : -1; }  // the document separator, -1 for bytes
+  int eot() const { return bpe_ ? bpe_->eot() : -1; }               // the document separator, -1 for bytes
   void encode(std::string_view text, std::vector<int>& out) const;  // appends; specials are text
   std::string decode(const std::vector<int>& ids) const;
   const Bpe* bpe() const { return bpe_.get(); }

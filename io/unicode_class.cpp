@@ -14,8 +14,10 @@ bool in_ranges(const uint32_t (&r)[N][2], uint32_t cp) {
   size_t lo = 0, hi = N;  // first range whose last code point >= cp
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (r[mid][1] < cp) lo = mid + 1;
-    else hi = mid;
+    if (r[mid][1] < cp)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < N && r[lo][0] <= cp;
 }
@@ -23,8 +25,7 @@ bool in_ranges(const uint32_t (&r)[N][2], uint32_t cp) {
 // Unicode's White_Space property (PropList.txt; unchanged since Unicode 6.3).
 bool white_space(uint32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 CharClass slow_class(uint32_t cp) {

@@ -24,19 +24,43 @@ constexpr uint32_t kInvalidCodePoint = 0xFFFFFFFFu;
 // Decodes the code point at p (n > 0 bytes left); returns its length in bytes.
 inline size_t decode_utf8(const unsigned char* p, size_t n, uint32_t& cp) {
   const unsigned c = p[0];
-  if (c < 0x80) { cp = c; return 1; }
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
   size_t len;
   uint32_t v, min;
-  if ((c & 0xE0) == 0xC0) { len = 2; v = c & 0x1F; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; v = c & 0x0F; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; v = c & 0x07; min = 0x10000; }
-  else { cp = kInvalidCodePoint; return 1; }
-  if (len > n) { cp = kInvalidCodePoint; return 1; }
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    v = c & 0x1F;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    v = c & 0x0F;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    v = c & 0x07;
+    min = 0x10000;
+  } else {
+    cp = kInvalidCodePoint;
+    return 1;
+  }
+  if (len > n) {
+    cp = kInvalidCodePoint;
+    return 1;
+  }
   for (size_t i = 1; i < len; ++i) {
-    if ((p[i] & 0xC0) != 0x80) { cp = kInvalidCodePoint; return 1; }
+    if ((p[i] & 0xC0) != 0x80) {
+      cp = kInvalidCodePoint;
+      return 1;
+    }
     v = (v << 6) | (p[i] & 0x3F);
   }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { cp = kInvalidCodePoint; return 1; }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+    cp = kInvalidCodePoint;
+    return 1;
+  }
   cp = v;
   return len;
 }

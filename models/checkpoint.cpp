@@ -21,7 +21,7 @@ bool recover_checkpoint_dir(const std::string& dir) {
 
 void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, const nlohmann::json& model_config,
                          const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
-                         const nlohmann::json& config, const nlohmann::json& extra) {
+                         const nlohmann::json& config, const nlohmann::json& extra, const ExtraFiles& files) {
   const fs::path final_dir(dir), tmp_dir(dir + ".tmp"), old_dir(dir + ".old");
   recover_checkpoint_dir(dir);
   fs::remove_all(tmp_dir);
@@ -35,6 +35,7 @@ void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, 
     nlohmann::json state{{"step", step}, {"config", config}};
     state.update(extra);
     write_file_durably((tmp_dir / "state.json").string(), state.dump(2) + "\n");
+    for (const auto& [name, content] : files) write_file_durably((tmp_dir / name).string(), content);
     sync_dir(tmp_dir.string());  // the files' names too, before the old checkpoint goes
   } catch (const std::exception& e) {
     // A full disk or a dead file system: the partial copy goes (it holds

@@ -18,10 +18,13 @@
 namespace eng::models {
 
 using WeightsIO = std::function<void(const std::string& path)>;  // writes or reads model.safetensors
+// Other files the directory carries (name, content): the tokenizer's, so the
+// ecosystem's loaders find it beside the weights.
+using ExtraFiles = std::vector<std::pair<std::string, std::string>>;
 
 void save_checkpoint_dir(const std::string& dir, const WeightsIO& save_weights, const nlohmann::json& model_config,
                          const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
-                         const nlohmann::json& config, const nlohmann::json& extra);
+                         const nlohmann::json& config, const nlohmann::json& extra, const ExtraFiles& files = {});
 // A save killed between its two renames leaves the previous checkpoint as
 // "<dir>.old" and no <dir>: renames it back (true), before a run reads or
 // replaces it. One process only (train: rank 0, holding the out_dir lock).

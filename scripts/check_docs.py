@@ -88,7 +88,7 @@ SEPARATORS = {"|", "||", "&&", ";", "&", "(", ")"}
 OTHER_PROGRAMS = {"mpirun", "srun", "sbatch", "#SBATCH", "nsys", "ncu", "cmake", "ctest", "gdb", "tensorboard",
                   "pytest", "python3", "pip", "kernels", "collectives", "loader", "tp_layers", "train_mlp",
                   "prepare_weather", "prepare_text", "prepare_fashion_mnist", "engine_tests", "h5py", "workbench",
-                  "tokenize"}
+                  "tokenize", "generate"}
 
 
 class Doc:
@@ -329,7 +329,7 @@ def check_folder_readme(doc):
 
 
 # The other programs the docs run; their --help lists their options.
-OTHER_BUILT = ["models/train_mlp", "models/prepare_weather", "models/prepare_text", "models/tokenize", "models/prepare_fashion_mnist", "bench/kernels",
+OTHER_BUILT = ["models/train_mlp", "models/prepare_weather", "models/prepare_text", "models/tokenize", "models/generate", "models/prepare_fashion_mnist", "bench/kernels",
                "bench/collectives", "bench/loader", "bench/tp_layers"]
 
 

@@ -19,6 +19,7 @@ fi
 py=$(command -v python3 || true)
 "${py:-/usr/bin/python3}" -m venv --clear "$dest" ||
   { echo "setup: could not make a virtual environment in $dest (Debian: apt-get install python3-venv)" >&2; exit 1; }
-# numpy: torch warns at import without it (unused by the bench).
-"$dest/bin/python" -m pip install -q --disable-pip-version-check "torch==$version" numpy
+# numpy: torch warns at import without it (unused by the bench); pyyaml:
+# transformers (.deps/hf) imports it, for tokenizer_cli.export's pipeline check.
+"$dest/bin/python" -m pip install -q --disable-pip-version-check "torch==$version" numpy pyyaml
 echo "setup: PyTorch $("$dest/bin/python" -c 'import torch; print(torch.__version__)') in $dest"

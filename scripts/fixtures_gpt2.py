@@ -20,6 +20,10 @@ hf_style.safetensors: the same weights in the layout GPT2LMHeadModel.state_dict(
   (1, 1, P, P) (HF's are bool; F32 here, the engine's reader has no BOOL), metadata {"format": "pt"}.
   Written by the `safetensors` package's save_file when it is importable (so the engine is tested on a
   file Python's safetensors wrote), else by make_fixtures.py's hand-written writer; the run prints which.
+gpt2_greedy.safetensors: greedy decoding from the same weights (as GPT2LMHeadModel.generate with
+  do_sample=False, the context cropped to the last block_size tokens as nanoGPT's generate does once
+  it is longer): prompt (5,) i32, tokens (64,) i32 the continuation, margin () f64 the smallest gap
+  between the best and second-best logit over the 64 steps (so an engine in float32 picks the same).
 
 The reference runs in float64 from the float32 weights and is rounded to float32 once (as the op
 fixtures), so tolerances in the test budget only the engine's float32 error.
@@ -149,6 +153,27 @@ def gpt2_tiny_fixture(out_dir, write_safetensors):
     print(f"  gpt2_tiny: loss {loss.item():.6f}, AdamW losses {[round(x, 6) for x in losses]}, "
           f"norms {[round(x, 6) for x in norms]}")
     return write_safetensors(os.path.join(out_dir, "gpt2_tiny.safetensors"), tensors, meta)
+
+
+GREEDY_PROMPT = [3, 14, 15, 9, 26]
+
+
+def gpt2_greedy_fixture(out_dir, write_safetensors):
+    w = {n: t.double() for n, t in init_weights().items()}
+    toks, margins = list(GREEDY_PROMPT), []
+    with torch.no_grad():
+        for _ in range(64):
+            window = torch.tensor([toks[-CFG["block_size"]:]], dtype=torch.int32)
+            last = gpt2_logits(w, window)[-1]
+            top2 = torch.topk(last, 2).values
+            margins.append(float(top2[0] - top2[1]))
+            toks.append(int(last.argmax()))
+    assert min(margins) > 1e-4, min(margins)
+    tensors = [("prompt", torch.tensor(GREEDY_PROMPT, dtype=torch.int32)),
+               ("tokens", torch.tensor(toks[len(GREEDY_PROMPT):], dtype=torch.int32)),
+               ("margin", torch.tensor(min(margins), dtype=torch.float64))]
+    print(f"  gpt2_greedy: {toks[len(GREEDY_PROMPT):][:12]}..., smallest top-2 margin {min(margins):.4g}")
+    return write_safetensors(os.path.join(out_dir, "gpt2_greedy.safetensors"), tensors, {"weights": "gpt2_tiny"})
 
 
 def hf_style_fixture(out_dir, write_safetensors):

@@ -55,7 +55,7 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer&
 
 void save_checkpoint(const std::string& dir, const GPT2& model,
                      const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
-                     const nlohmann::json& config, const nlohmann::json& extra) {
+                     const nlohmann::json& config, const nlohmann::json& extra, const ExtraFiles& files) {
   // config.json makes the directory loadable by GPT2LMHeadModel.from_pretrained.
   const GPT2Config& c = model.config();
   // GPT-2's <|endoftext|> (50256) is the last id of its 50257 tokens; a
@@ -76,7 +76,20 @@ void save_checkpoint(const std::string& dir, const GPT2& model,
                           {"layer_norm_epsilon", 1e-5},
                           {"tie_word_embeddings", true}};
   save_checkpoint_dir(
-      dir, [&](const std::string& path) { save_gpt2_weights(path, model); }, hf, opt_state, step, config, extra);
+      dir, [&](const std::string& path) { save_gpt2_weights(path, model); }, hf, opt_state, step, config, extra, files);
+}
+
+ExtraFiles gpt2_tokenizer_files(const text::Bpe& bpe, int64_t block_size) {
+  const std::string eot = bpe.eot() >= 0 ? bpe.token_bytes(bpe.eot()) : std::string("<|endoftext|>");
+  const nlohmann::json cfg{{"tokenizer_class", "GPT2Tokenizer"},
+                           {"model_max_length", block_size},
+                           {"bos_token", eot},
+                           {"eos_token", eot},
+                           {"unk_token", eot},
+                           {"add_prefix_space", false}};
+  return {{"vocab.json", bpe.hf_vocab_json()},
+          {"merges.txt", bpe.hf_merges_txt()},
+          {"tokenizer_config.json", cfg.dump(2) + "\n"}};
 }
 
 nlohmann::json load_checkpoint(const std::string& dir, GPT2& model, Optimizer& opt) {

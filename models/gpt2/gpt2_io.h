@@ -11,6 +11,8 @@
 #include <string>
 
 #include "engine/optim/optimizer.h"
+#include "io/bpe.h"
+#include "models/checkpoint.h"
 #include "models/gpt2/gpt2.h"
 
 namespace eng::models {
@@ -31,7 +33,14 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const Optimizer&
 // every rank taking part; rank 0 then writes).
 void save_checkpoint(const std::string& dir, const GPT2& model,
                      const std::vector<std::pair<std::string, Tensor>>& opt_state, int64_t step,
-                     const nlohmann::json& config, const nlohmann::json& extra = nlohmann::json::object());
+                     const nlohmann::json& config, const nlohmann::json& extra = nlohmann::json::object(),
+                     const ExtraFiles& files = {});
+// GPT-2's tokenizer files for a checkpoint directory, as the Hugging Face hub
+// has them beside GPT-2's weights: vocab.json, merges.txt and
+// tokenizer_config.json (model_max_length = block_size, <|endoftext|> as
+// bos, eos and unk), so AutoTokenizer.from_pretrained(dir) reads the run's
+// tokenizer and the generate program finds it there.
+ExtraFiles gpt2_tokenizer_files(const text::Bpe& bpe, int64_t block_size);
 // Loads weights and optimizer state; returns the state.json object.
 nlohmann::json load_checkpoint(const std::string& dir, GPT2& model, Optimizer& opt);
 

@@ -1,4 +1,4 @@
-// Temperature / top-k sampling loop.
+// Temperature / top-k / top-p sampling and the loop.
 #include "models/gpt2/sample.h"
 
 #include <algorithm>
@@ -10,48 +10,51 @@
 
 namespace eng::models {
 
-std::vector<int32_t> gpt2_generate(const GPT2& model, std::vector<int32_t> tokens, int64_t n_new, double temperature,
-                                   int64_t top_k, uint64_t seed) {
-  const LogitsFn logits = [&model](const std::vector<int32_t>& window) {
-    // Our attention at every length (GPT2::forward says why not cuDNN's).
-    return model
-        .forward(Tensor::from_ints(window, {1, int64_t(window.size())}, model.device()), Recompute::no, Autocast(),
-                 AttentionImpl::ours)
-        .to_vector();
+int32_t pick_token(const float* logits, int64_t V, const SampleOptions& o, uint64_t k) {
+  ENGINE_CHECK(V > 0, "sample: no logits");
+  ENGINE_CHECK(o.temperature >= 0, "sample: temperature must be >= 0, got ", o.temperature);
+  ENGINE_CHECK(o.top_p > 0 && o.top_p <= 1, "sample: top_p must be in (0, 1], got ", o.top_p);
+  if (o.temperature == 0) return int32_t(std::max_element(logits, logits + V) - logits);
+  std::vector<std::pair<double, int32_t>> scored(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v) scored[size_t(v)] = {double(logits[v]) / o.temperature, int32_t(v)};
+  int64_t keep = o.top_k > 0 && o.top_k < V ? o.top_k : V;
+  auto more_likely = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  return generate(logits, model.config().vocab_size, model.config().block_size, std::move(tokens), n_new, temperature,
-                  top_k, seed);
+  std::partial_sort(scored.begin(), scored.begin() + keep, scored.end(), more_likely);
+  const double top = scored[0].first;
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += std::exp(scored[size_t(i)].first - top);
+  if (o.top_p < 1) {  // the fewest most likely whose share of the kept mass reaches top_p
+    double acc = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      acc += std::exp(scored[size_t(i)].first - top);
+      if (acc >= o.top_p * total) {
+        keep = i + 1;
+        total = acc;
+        break;
+      }
+    }
+  }
+  const double u = double(rng::uniform(o.seed, k)) * total;
+  double acc = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    acc += std::exp(scored[size_t(i)].first - top);
+    if (u < acc) return scored[size_t(i)].second;
+  }
+  return scored[size_t(keep - 1)].second;
 }
 
 std::vector<int32_t> generate(const LogitsFn& logits_of, int64_t V, int64_t ctx, std::vector<int32_t> tokens,
-                              int64_t n_new, double temperature, int64_t top_k, uint64_t seed) {
+                              int64_t n_new, const SampleOptions& o) {
   ENGINE_CHECK(!tokens.empty(), "generate: empty prompt");
-  ENGINE_CHECK(temperature > 0, "generate: temperature must be > 0, got ", temperature);
   NoGradGuard ng;
   for (int64_t k = 0; k < n_new; ++k) {
     const int64_t T = std::min<int64_t>(int64_t(tokens.size()), ctx);
     std::vector<int32_t> window(tokens.end() - T, tokens.end());
     const std::vector<float> logits = logits_of(window);
     ENGINE_CHECK(int64_t(logits.size()) == T * V, "generate: ", logits.size(), " logits for ", T, " x ", V);
-    // Last position's logits, scaled by 1/temperature, softmaxed over the top k.
-    std::vector<std::pair<double, int32_t>> scored(static_cast<size_t>(V));
-    for (int64_t v = 0; v < V; ++v)
-      scored[size_t(v)] = {double(logits[size_t((T - 1) * V + v)]) / temperature, int32_t(v)};
-    const int64_t keep = top_k > 0 && top_k < V ? top_k : V;
-    std::partial_sort(scored.begin(), scored.begin() + keep, scored.end(),
-                      [](const auto& a, const auto& b) { return a.first > b.first; });
-    double total = 0;
-    for (int64_t i = 0; i < keep; ++i) total += std::exp(scored[size_t(i)].first - scored[0].first);
-    double u = double(rng::uniform(seed, uint64_t(k))) * total, acc = 0;
-    int32_t pick = scored[size_t(keep - 1)].second;
-    for (int64_t i = 0; i < keep; ++i) {
-      acc += std::exp(scored[size_t(i)].first - scored[0].first);
-      if (u < acc) {
-        pick = scored[size_t(i)].second;
-        break;
-      }
-    }
-    tokens.push_back(pick);
+    tokens.push_back(pick_token(logits.data() + (T - 1) * V, V, o, uint64_t(k)));
   }
   return tokens;
 }

@@ -46,17 +46,24 @@ int main(int argc, char** argv) {
         return argv[++a];
       };
       if (arg == "--help") return std::printf("%s", kUsage), 0;
-      if (arg == "--tokenizer") kind = value();
-      else if (arg == "--vocab") vocab = value();
-      else if (arg == "--allow_special") allow_special = true;
-      else if (arg == "--decode" || arg == "--pieces") mode = arg.substr(2);
+      if (arg == "--tokenizer")
+        kind = value();
+      else if (arg == "--vocab")
+        vocab = value();
+      else if (arg == "--allow_special")
+        allow_special = true;
+      else if (arg == "--decode" || arg == "--pieces")
+        mode = arg.substr(2);
       else if (arg == "--time") {
         mode = "time";
         reps = std::atoi(value().c_str());
         if (reps < 1) throw UserError("--time needs a count of at least 1");
-      } else if (arg.rfind("--", 0) == 0) throw UserError(cat("unknown option ", arg, " (see --help)"));
-      else if (file.empty()) file = arg;
-      else throw UserError(cat("one FILE only, got '", file, "' and '", arg, "'"));
+      } else if (arg.rfind("--", 0) == 0)
+        throw UserError(cat("unknown option ", arg, " (see --help)"));
+      else if (file.empty())
+        file = arg;
+      else
+        throw UserError(cat("one FILE only, got '", file, "' and '", arg, "'"));
     }
     if (file.empty()) return std::fprintf(stderr, "%s", kUsage), 2;
     const std::string text = read_file(file);
@@ -75,8 +82,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto encode = [&](std::vector<int>& ids) {
-      if (allow_special && tok.bpe()) ids = tok.bpe()->encode(text, true);
-      else tok.encode(text, ids);
+      if (allow_special && tok.bpe())
+        ids = tok.bpe()->encode(text, true);
+      else
+        tok.encode(text, ids);
     };
     std::vector<int> ids;
     if (mode == "time") {

@@ -71,6 +71,16 @@ void validate_config(const TrainConfig& c) {
         "O2 (bf16)");
   }
   ENGINE_USER_CHECK(c.i("global_batch") >= 0, "config: global_batch must be >= 0");
+  ENGINE_USER_CHECK(c.i("keep_checkpoints") >= 0, "config: keep_checkpoints must be >= 0");
+  ENGINE_USER_CHECK(c.s("resume_from").empty() || c.json()["resume"] == true, "config: resume_from ",
+                    c.s("resume_from"), " needs --resume (the run continues in out_dir from that checkpoint)");
+  if (model == "gpt2" && !c.s("eval_hellaswag").empty()) {
+    ENGINE_USER_CHECK(tp == 1 && cp == 1 && pp == 1,
+                      "config: eval_hellaswag runs on data-parallel ranks only (the "
+                      "examples split over them); tp, cp and pp must be 1, got ",
+                      tp, ", ", cp, ", ", pp);
+    ENGINE_USER_CHECK(c.i("hellaswag_limit") >= 0, "config: hellaswag_limit must be >= 0");
+  }
   check_optimizer_options(c);
   ENGINE_USER_CHECK(c.i("zero") == 0 || c.i("zero") == 1, "config: zero = ", c.i("zero"),
                     ": 0 (off) or 1 (ZeRO-1) only");

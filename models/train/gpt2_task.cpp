@@ -15,9 +15,10 @@
 #include "io/token_file.h"
 #include "models/gpt2/gpt2_io.h"
 #include "models/gpt2/gpt2_tp.h"
+#include "models/gpt2/hellaswag.h"
 #include "models/gpt2/sample.h"
+#include "models/gpt2/sample_text.h"
 #include "models/train/memory_plan.h"
-#include "models/train/sample_text.h"
 #include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
@@ -48,6 +49,12 @@ std::vector<int64_t> gpt2_stage_layers(const TrainConfig& c) {
 
 namespace {
 
+std::vector<HellaSwagExample> load_eval_hellaswag(const TrainConfig& c, const SampleText& text) {
+  if (c.s("eval_hellaswag").empty()) return {};
+  ENGINE_USER_CHECK(text.tokenizer(), "config: eval_hellaswag needs a tokenizer (bytes or gpt2), not ", text.kind());
+  return load_hellaswag(c.s("eval_hellaswag"), *text.tokenizer(), c.i("hellaswag_limit"));
+}
+
 class GPT2Task : public TrainTask {
  public:
   GPT2Task(const TrainConfig& c, const BatchPlan& plan, Device dev, const ModelGrid& mg)
@@ -60,7 +67,8 @@ class GPT2Task : public TrainTask {
         train_(c.s("train_bin"), g_.vocab_size),
         val_(c.s("val_bin"), g_.vocab_size),
         sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
-        sample_text_(c, g_.vocab_size),
+        sample_text_(c.s("tokenizer"), c.s("tokenizer_file"), c.s("prompt"), g_.vocab_size),
+        hellaswag_(load_eval_hellaswag(c, sample_text_)),
         dev_(dev),
         mg_(mg) {
     if (mg.split()) {
@@ -181,6 +189,15 @@ class GPT2Task : public TrainTask {
     // hold the same one, its cp ranks the means of their positions.
     r.loss = comm::all_reduce_host(total / double(batches * plan_.accum), comm::HostOp::sum, "the validation loss") /
              double(comm::world().size / mg_.pp_size());
+    if (!hellaswag_.empty()) {  // dp only (config_checks): rank r scores examples r, r + dp, ...
+      const HellaSwagTally t = tally(score_hellaswag(*model_, hellaswag_, plan_.dp_rank, plan_.dp, 4, ac));
+      const double n = comm::all_reduce_host(t.examples, comm::HostOp::sum, "the HellaSwag count");
+      const double ok = comm::all_reduce_host(t.correct, comm::HostOp::sum, "the HellaSwag count");
+      const double ok_norm = comm::all_reduce_host(t.correct_norm, comm::HostOp::sum, "the HellaSwag count");
+      r.metrics["val_hellaswag_acc"] = ok / n;
+      r.metrics["val_hellaswag_acc_norm"] = ok_norm / n;
+      r.line = cat("hellaswag acc_norm ", ok_norm / n, " (", ok_norm, "/", n, "), acc ", ok / n);
+    }
     return r;
   }
   bool has_samples() const override { return true; }
@@ -234,9 +251,9 @@ class GPT2Task : public TrainTask {
       }
       return out;
     };
+    const SampleOptions so{cfg_.f("temperature"), cfg_.i("top_k"), 1.0, seed_ * 977 + uint64_t(step)};
     const std::vector<int32_t> out =
-        generate(logits, g_.vocab_size, g_.block_size, sample_text_.prompt(), cfg_.i("sample_tokens"),
-                 cfg_.f("temperature"), cfg_.i("top_k"), seed_ * 977 + uint64_t(step));
+        generate(logits, g_.vocab_size, g_.block_size, sample_text_.prompt(), cfg_.i("sample_tokens"), so);
     const std::string& note = sample_text_.note();  // auto fell back to ids: say why
     return "---- sample at step " + std::to_string(step) + (note.empty() ? "" : " (" + note + ")") + " ----" +
            sample_text_.render(out) + "\n----";
@@ -263,7 +280,10 @@ class GPT2Task : public TrainTask {
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
-    models::save_checkpoint(dir, tp_model_ ? *full_ : *model_, opt_state, step, config, extra);
+    const text::Tokenizer* tok = sample_text_.tokenizer();
+    if (tok && tok->bpe() && tokenizer_files_.empty())  // made once: the recovered merges take 50k small BPE runs
+      tokenizer_files_ = gpt2_tokenizer_files(*tok->bpe(), g_.block_size);
+    models::save_checkpoint(dir, tp_model_ ? *full_ : *model_, opt_state, step, config, extra, tokenizer_files_);
   }
   // Under tp: every rank loads the one-process checkpoint into a model and
   // an AdamW of its own shape on the host, then keeps its shards.
@@ -296,6 +316,8 @@ class GPT2Task : public TrainTask {
   TokenFile train_, val_;
   TokenSampler sampler_;
   SampleText sample_text_;
+  std::vector<HellaSwagExample> hellaswag_;  // --eval_hellaswag's examples, tokenized
+  mutable ExtraFiles tokenizer_files_;       // GPT-2's tokenizer beside the weights: gpt2 runs
   Device dev_;
   ModelGrid mg_;
   std::unique_ptr<GPT2> model_;       // one process holds the whole model, or

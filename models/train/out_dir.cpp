@@ -158,7 +158,7 @@ void OutDir::begin_output() {
       if (!claimed_) error = claim();
       if (error.empty() && mode_ == OutDirMode::overwrite)
         for (const char* name :
-             {"checkpoint", "checkpoint.tmp", "checkpoint.old", "metrics.jsonl", "metrics.jsonl.tmp"})
+             {"checkpoint", "checkpoint.tmp", "checkpoint.old", "checkpoints", "metrics.jsonl", "metrics.jsonl.tmp"})
           fs::remove_all(fs::path(path_) / name);
       if (error.empty() && mode_ == OutDirMode::overwrite)  // the event files only: tb/ may hold more
         for (const std::string& f : tb_event_files((fs::path(path_) / "tb").string())) fs::remove(f);

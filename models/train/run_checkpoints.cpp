@@ -8,17 +8,19 @@
 #include "base/error.h"
 #include "comm/world.h"
 #include "engine/profile.h"
+#include "models/train/kept_checkpoints.h"
 #include "models/train/run_stop.h"
 #include "models/train/train_dist.h"
 
 namespace eng::models {
 
 RunCheckpoints::RunCheckpoints(std::function<void(int64_t)> save, std::string dir, double minutes, int64_t every,
-                               Progress& progress, bool lead)
+                               int64_t keep, Progress& progress, bool lead)
     : save_(std::move(save)),
       dir_(std::move(dir)),
       minutes_(minutes),
       every_(every),
+      keep_(keep),
       progress_(progress),
       lead_(lead) {}
 
@@ -32,6 +34,7 @@ std::string RunCheckpoints::write(int64_t done, bool io_failed) {
   std::string saved = cat("checkpoint saved at step ", done);
   try {
     save_(done);
+    if (lead_ && keep_ > 0) keep_checkpoint(dir_, done, keep_);
   } catch (const Error& e) {
     if (!io_failed) throw;  // this rank's error ends the job
     saved = e.what();       // after a write error, the report says what became of the checkpoint

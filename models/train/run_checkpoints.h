@@ -23,9 +23,10 @@ namespace eng::models {
 class RunCheckpoints {
  public:
   // save(step): the collective save; dir: where it goes (for the messages);
-  // minutes: --checkpoint_minutes (0: no clock); every: --checkpoint_every (0: none).
-  RunCheckpoints(std::function<void(int64_t)> save, std::string dir, double minutes, int64_t every, Progress& progress,
-                 bool lead);
+  // minutes: --checkpoint_minutes (0: no clock); every: --checkpoint_every (0: none);
+  // keep: --keep_checkpoints (0: the latest only; kept_checkpoints.h).
+  RunCheckpoints(std::function<void(int64_t)> save, std::string dir, double minutes, int64_t every, int64_t keep,
+                 Progress& progress, bool lead);
   // Right after step `done`'s metrics line (end: this run's last step).
   // Returns the signal that stops the run once its checkpoint is written and
   // rank 0 has said so, else 0. Throws WorldError on every rank after a
@@ -41,7 +42,7 @@ class RunCheckpoints {
   std::function<void(int64_t)> save_;
   std::string dir_;
   double minutes_;
-  int64_t every_;
+  int64_t every_, keep_;
   Progress& progress_;
   bool lead_;
   bool clock_due_ = false;  // agreed at this step's end

@@ -65,7 +65,6 @@
 
 using namespace eng;
 using namespace eng::models;
-
 namespace {
 
 // Runs checks that every rank makes alike (after agree()): their error is a
@@ -207,18 +206,19 @@ int run(int argc, char** argv) {
     if (zero && pipe) zero->set_pipeline(*pp_comm, uncounted);
   }
   Optimizer& optim = zero ? static_cast<Optimizer&>(*zero) : opt;  // what steps, saves and loads
-  const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint";
+  const std::string out_dir = cfg.s("out_dir"), ckpt_dir = out_dir + "/checkpoint",
+                    from = cfg.s("resume_from").empty() ? ckpt_dir : cfg.s("resume_from");
   int64_t start = 0;
-  nlohmann::json resumed;  // state.json of the checkpoint resumed from
+  nlohmann::json resumed;  // state.json of the checkpoint resumed from (`from`)
   if (lead && !out.auto_note().empty()) std::printf("%s\n", out.auto_note().c_str());
   if (out.resuming()) {
-    check_resume_optimizer(ckpt_dir, cfg);  // before its state is loaded
-    resumed = task->load_checkpoint(ckpt_dir, optim);
-    check_loaded_weights(model.named_parameters(), ckpt_dir + "/model.safetensors");
-    check_loaded_state(zero ? zero->shard_optimizer().state() : opt.state(), ckpt_dir + "/optimizer.safetensors");
-    check_resumed_config(ckpt_dir, resumed, cfg, task->shape_keys(), steps);
+    check_resume_optimizer(from, cfg);  // before its state is loaded
+    resumed = task->load_checkpoint(from, optim);
+    check_loaded_weights(model.named_parameters(), from + "/model.safetensors");
+    check_loaded_state(zero ? zero->shard_optimizer().state() : opt.state(), from + "/optimizer.safetensors");
+    check_resumed_config(from, resumed, cfg, task->shape_keys(), steps);
     start = resumed["step"].get<int64_t>();
-    task->check_resume(ckpt_dir, resumed);
+    task->check_resume(from, resumed);
   }
   if (lead) {
     std::printf("model: %s on %s\n", task->summary().c_str(), dev.str().c_str());
@@ -341,7 +341,7 @@ int run(int argc, char** argv) {
   };
   // The final, periodic, clock's and stopping checkpoints (run_checkpoints.h).
   RunCheckpoints checkpoints(save_checkpoint, ckpt_dir, cfg.f("checkpoint_minutes"), cfg.i("checkpoint_every"),
-                             progress, lead);
+                             cfg.i("keep_checkpoints"), progress, lead);
   int stopped_by = 0;  // the signal that stopped the run (0: it ran to its end)
   task->start(start);
   // What each group's communicator sends per training step (forward,

@@ -99,11 +99,21 @@ const std::vector<OptionSpec>& train_options() {
        "gpt2: its ranks file or a directory with vocab.json and merges.txt (empty: "
        "$ENGINE_GPT2_VOCAB, else .deps/gpt2/gpt2.tiktoken)",
        "gpt2"},
+      {"eval_hellaswag", "",
+       "HellaSwag's validation jsonl (ctx, endings, label): acc and acc_norm at every validation, the examples "
+       "split over the dp ranks (docs/generate.md)",
+       "gpt2"},
+      {"hellaswag_limit", 0, "score only the first N HellaSwag examples (0: all)", "gpt2"},
       {"prompt", "", "text the samples continue (empty: a newline under bytes, <|endoftext|> under gpt2)", "gpt2"},
       {"log_every", 10, "progress line every N steps when stdout is not a terminal"},
       {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
       {"tensorboard", "",
        "directory of the TensorBoard event file (empty: out_dir/tb; off: none); `tensorboard --logdir out_dir`"},
+      {"keep_checkpoints", 0,
+       "also keep the last N checkpoints as out_dir/checkpoints/step_NNNNNN (0: only out_dir/checkpoint, the latest)"},
+      {"resume_from", "",
+       "with --resume: continue from this checkpoint directory (a kept step_NNNNNN) instead of "
+       "out_dir/checkpoint"},
       {"checkpoint_every", 0, "save a checkpoint every N steps (0: only at the end)"},
       {"checkpoint_minutes", 30.0,
        "also save a checkpoint when this many minutes have passed since the last one (0: off), so a crash loses at "

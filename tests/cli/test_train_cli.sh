@@ -50,6 +50,29 @@ case $case_name in
       fail "final weights differ"
     echo "ok: 10 steps straight == 4 + resume + 6, bit for bit (losses and final weights)"
     ;;
+  keep_checkpoints)
+    # --keep_checkpoints 3 with a save every 2 steps: the last three saves
+    # stay as checkpoints/step_NNNNNN (hard links of the latest's files),
+    # older ones go; --resume_from a kept step re-runs the steps after it
+    # with the losses the run had there, bit for bit.
+    make_data
+    "$train" "${common[@]}" --steps 12 --checkpoint_every 2 --keep_checkpoints 3 --out_dir "$work/a" >/dev/null
+    kept=$(cd "$work/a/checkpoints" && echo *)
+    [[ $kept == "step_000008 step_000010 step_000012" ]] || fail "kept: '$kept', expected steps 8, 10, 12"
+    grep -q '"step": 10' "$work/a/checkpoints/step_000010/state.json" || fail "step_000010 is not step 10"
+    [[ $(stat -c %h "$work/a/checkpoints/step_000012/model.safetensors") -ge 2 ]] ||
+      fail "step_000012 is a copy, not a hard link of checkpoint/'s file"
+    cmp "$work/a/checkpoints/step_000012/model.safetensors" "$work/a/checkpoint/model.safetensors"
+    before=$(losses "$work/a" | tail -n 4)
+    "$train" "${common[@]}" --steps 12 --checkpoint_every 2 --keep_checkpoints 3 --resume \
+      --resume_from "$work/a/checkpoints/step_000008" --out_dir "$work/a" >"$work/log"
+    after=$(losses "$work/a" | tail -n 4)
+    [[ -n $before && $before == "$after" ]] || fail "steps 9-12 from step_000008: '$after', the run had '$before'"
+    cmp "$work/a/checkpoints/step_000012/model.safetensors" "$work/a/checkpoint/model.safetensors"
+    expect_config_error "config: resume_from $work/x needs --resume" "${common[@]}" --steps 4 --resume_from "$work/x"
+    expect_config_error "config: keep_checkpoints must be >= 0" --steps 4 --keep_checkpoints -1
+    echo "ok: three kept checkpoints; from step 8 the run repeats its losses bit for bit"
+    ;;
   resume_fp16)
     # O2-fp16 (f16 rounding with dynamic loss scaling; on the cpu, rounding
     # emulation): the loss scale and its clean-step count travel in the

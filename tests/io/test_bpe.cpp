@@ -99,8 +99,10 @@ TEST_CASE("bpe: GPT-2's pre-tokenizer splits as its pattern does", "[io][bpe]") 
   CHECK(pieces("a \xff\x80!b") == V{"a", " \xff\x80!", "b"});
   CHECK(pieces("\xe2\x82x") == V{"\xe2\x82", "x"});  // a cut 3-byte sequence
   // U+3000 is white space, U+001C is not (Unicode's White_Space, not str.isspace).
-  CHECK(pieces("a\xe3\x80\x80\xe3\x80\x80" "b") == V{"a", "\xe3\x80\x80", "\xe3\x80\x80", "b"});
-  CHECK(pieces("a\x1c" "b") == V{"a", "\x1c", "b"});
+  CHECK(pieces("a\xe3\x80\x80\xe3\x80\x80"
+               "b") == V{"a", "\xe3\x80\x80", "\xe3\x80\x80", "b"});
+  CHECK(pieces("a\x1c"
+               "b") == V{"a", "\x1c", "b"});
 }
 
 TEST_CASE("bpe: merges as tiktoken's rule, short and long pieces", "[io][bpe]") {
@@ -132,16 +134,18 @@ TEST_CASE("bpe: merges as tiktoken's rule, short and long pieces", "[io][bpe]") 
 
 TEST_CASE("bpe: ties merge the leftmost pair; Hugging Face's pair rule where it differs", "[io][bpe]") {
   const Bpe tk = Bpe::load_tiktoken(ranks_file("abc.tiktoken", {"aa", "bc", "ab", "abc"}));
-  CHECK(tk.encode("aaa") == std::vector<int>{256, 'a'});   // leftmost of two equal pairs
+  CHECK(tk.encode("aaa") == std::vector<int>{256, 'a'});  // leftmost of two equal pairs
   CHECK(tk.encode("aaaa") == std::vector<int>{256, 256});
-  CHECK(tk.encode("abc") == std::vector<int>{259});         // bc first, then a+bc is a token
+  CHECK(tk.encode("abc") == std::vector<int>{259});  // bc first, then a+bc is a token
   // The same tokens, but merges.txt lists "ab c", not "a bc": the pair rule keeps a, bc.
   std::string vocab = "{";
   for (int b = 0; b < 256; ++b) {
     const uint32_t cp = gpt2_byte_char(static_cast<unsigned char>(b));
     std::string spelled;
-    if (cp < 0x80) spelled = std::string(1, char(cp));
-    else spelled = {char(0xC0 | cp >> 6), char(0x80 | (cp & 0x3F))};
+    if (cp < 0x80)
+      spelled = std::string(1, char(cp));
+    else
+      spelled = {char(0xC0 | cp >> 6), char(0x80 | (cp & 0x3F))};
     if (spelled == "\"" || spelled == "\\") spelled = "\\" + spelled;
     vocab += "\"" + spelled + "\": " + std::to_string(b) + ", ";
   }
