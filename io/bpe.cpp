@@ -166,9 +166,8 @@ void Bpe::encode_piece(std::string_view piece, std::vector<int>& out) const {
       id[best] = merged[best];
       for (size_t k = best + 1; k + 1 < m; ++k) {  // drop part best + 1
         id[k] = id[k + 1];
-        rank[k] = rank[k + 1];
-        merged[k] = merged[k + 1];
         start[k] = start[k + 1];
+        if (k + 2 < m) rank[k] = rank[k + 1], merged[k] = merged[k + 1];  // pairs: one fewer than parts
       }
       start[m - 1] = start[m];
       --m;
@@ -226,14 +225,18 @@ std::vector<int> Bpe::encode(std::string_view text, bool allow_special) const {
     encode_ordinary(text, out);
     return out;
   }
+  std::vector<int> specials;
+  for (int id = 0; id < vocab_size(); ++id)
+    if (special_[size_t(id)]) specials.push_back(id);
+  std::vector<size_t> next;  // each special's next occurrence at or after i (npos: none)
+  for (int id : specials) next.push_back(text.find(bytes_[size_t(id)]));
   size_t i = 0;
   while (i < text.size()) {
     size_t at = std::string_view::npos;
     int which = -1;
-    for (int id = 0; id < vocab_size(); ++id) {
-      if (!special_[size_t(id)]) continue;
-      const size_t p = text.find(bytes_[size_t(id)], i);
-      if (p < at) at = p, which = id;
+    for (size_t s = 0; s < specials.size(); ++s) {
+      if (next[s] != std::string_view::npos && next[s] < i) next[s] = text.find(bytes_[size_t(specials[s])], i);
+      if (next[s] < at) at = next[s], which = specials[s];
     }
     encode_ordinary(text.substr(i, at == std::string_view::npos ? std::string_view::npos : at - i), out);
     if (which < 0) break;

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
         const std::string v = value();
         char* end = nullptr;
         const double d = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end || d < lo || d > hi)
+        if (v.empty() || *end || !(d >= lo && d <= hi))
           throw UserError(cat(arg, " must be in [", lo, ", ", hi, "], got '", v, "'"));
         return d;
       };

@@ -43,15 +43,15 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const text
       if (ex.endings.back().empty()) throw UserError(where + "an empty ending");
     }
     const nlohmann::json& l = j.value("label", nlohmann::json());
-    if (l.is_number_integer())
-      ex.label = l.get<int>();
-    else if (l.is_string() && !l.get<std::string>().empty() &&
-             l.get<std::string>().find_first_not_of("0123456789") == std::string::npos)
-      ex.label = std::stoi(l.get<std::string>());
-    else
-      throw UserError(where + "no integer \"label\"");
-    if (ex.label < 0 || ex.label >= int(ex.endings.size()))
-      throw UserError(cat(where, "label ", ex.label, " for ", ex.endings.size(), " endings"));
+    const std::string digits = l.is_string() ? l.get<std::string>() : std::string();
+    const bool is_digits =
+        !digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos;
+    if (!l.is_number_integer() && !is_digits) throw UserError(where + "no integer \"label\"");
+    const int64_t label = l.is_number_integer() ? l.get<int64_t>() : std::stoll(digits);
+    if (label < 0 || label >= int64_t(ex.endings.size()))
+      throw UserError(cat(where, "label ", label, " for ", ex.endings.size(), " endings"));
+    ex.label = int(label);
+    if (ex.ctx.empty()) throw UserError(where + "an empty \"ctx\" (an ending's first token would have no score)");
     out.push_back(std::move(ex));
   }
   if (out.empty()) throw UserError(cat(path, ": no examples"));

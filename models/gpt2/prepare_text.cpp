@@ -6,7 +6,8 @@
 // gpt2 every document starts with <|endoftext|> (50256), as llm.c's data
 // scripts write them; bytes has no such token and joins them as they are.
 // The last VAL_FRACTION of the tokens is validation; under gpt2 the split
-// moves on to the next document's start, so no document is cut in two.
+// moves on to the next document's start when the validation part holds one
+// (and keeps more than 256 tokens), so a document is cut only when it does not.
 // Two formats (io/token_file.h): flat (headerless train.bin / val.bin,
 // nanoGPT's) and shards (llm.c's: NAME_val_000000.bin, NAME_train_000000.bin,
 // ... with the 1024-byte header, --shard_tokens each). The whole text is held
@@ -179,8 +180,12 @@ int main(int argc, char** argv) {
     std::vector<fs::path> old;
     for (const auto& e : fs::directory_iterator(out_dir)) {
       const std::string f = e.path().filename().string();
-      if (e.path().extension() == ".bin" && (f.rfind(name + "_train_", 0) == 0 || f.rfind(name + "_val_", 0) == 0))
-        old.push_back(e.path());
+      for (const char* split : {"_train_", "_val_"}) {  // exactly NAME_train_NNNNNN.bin, NAME_val_NNNNNN.bin
+        const std::string head = name + split;
+        if (f.size() == head.size() + 10 && f.rfind(head, 0) == 0 && f.compare(f.size() - 4, 4, ".bin") == 0 &&
+            f.find_first_not_of("0123456789", head.size()) == f.size() - 4)
+          old.push_back(e.path());
+      }
     }
     std::sort(old.begin(), old.end());
     if (!old.empty() && !overwrite)

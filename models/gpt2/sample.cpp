@@ -15,8 +15,11 @@ int32_t pick_token(const float* logits, int64_t V, const SampleOptions& o, uint6
   ENGINE_CHECK(o.temperature >= 0, "sample: temperature must be >= 0, got ", o.temperature);
   ENGINE_CHECK(o.top_p > 0 && o.top_p <= 1, "sample: top_p must be in (0, 1], got ", o.top_p);
   if (o.temperature == 0) return int32_t(std::max_element(logits, logits + V) - logits);
+  // Shifted by the largest logit before the division: a tiny temperature
+  // then sends the others to -inf (weight 0), never inf - inf.
+  const double hi = double(*std::max_element(logits, logits + V));
   std::vector<std::pair<double, int32_t>> scored(static_cast<size_t>(V));
-  for (int64_t v = 0; v < V; ++v) scored[size_t(v)] = {double(logits[v]) / o.temperature, int32_t(v)};
+  for (int64_t v = 0; v < V; ++v) scored[size_t(v)] = {(double(logits[v]) - hi) / o.temperature, int32_t(v)};
   int64_t keep = o.top_k > 0 && o.top_k < V ? o.top_k : V;
   auto more_likely = [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);

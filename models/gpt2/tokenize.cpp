@@ -75,7 +75,10 @@ int main(int argc, char** argv) {
     if (mode == "decode") {
       std::istringstream in(text);
       std::vector<int> ids;
-      for (long long id; in >> id;) ids.push_back(int(id));
+      for (long long id; in >> id;) {
+        if (id < 0 || id > (1 << 30)) throw UserError(cat(file, ": token id ", id, " is out of range"));
+        ids.push_back(int(id));
+      }
       if (!in.eof()) throw UserError(cat(file, ": expected whitespace-separated token ids"));
       const std::string out = tok.decode(ids);
       std::fwrite(out.data(), 1, out.size(), stdout);

@@ -49,6 +49,14 @@ std::vector<int64_t> gpt2_stage_layers(const TrainConfig& c) {
 
 namespace {
 
+// Made at the start, on the rank that writes checkpoints: a ranks file whose
+// merges cannot be recovered fails before the first step, not at its first save.
+ExtraFiles checkpoint_tokenizer_files(const SampleText& text, int64_t block_size) {
+  const text::Tokenizer* tok = text.tokenizer();
+  if (comm::world().rank != 0 || !tok || !tok->bpe()) return {};
+  return gpt2_tokenizer_files(*tok->bpe(), block_size);
+}
+
 std::vector<HellaSwagExample> load_eval_hellaswag(const TrainConfig& c, const SampleText& text) {
   if (c.s("eval_hellaswag").empty()) return {};
   ENGINE_USER_CHECK(text.tokenizer(), "config: eval_hellaswag needs a tokenizer (bytes or gpt2), not ", text.kind());
@@ -69,6 +77,7 @@ class GPT2Task : public TrainTask {
         sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
         sample_text_(c.s("tokenizer"), c.s("tokenizer_file"), c.s("prompt"), g_.vocab_size),
         hellaswag_(load_eval_hellaswag(c, sample_text_)),
+        tokenizer_files_(checkpoint_tokenizer_files(sample_text_, g_.block_size)),
         dev_(dev),
         mg_(mg) {
     if (mg.split()) {
@@ -280,9 +289,6 @@ class GPT2Task : public TrainTask {
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
-    const text::Tokenizer* tok = sample_text_.tokenizer();
-    if (tok && tok->bpe() && tokenizer_files_.empty())  // made once: the recovered merges take 50k small BPE runs
-      tokenizer_files_ = gpt2_tokenizer_files(*tok->bpe(), g_.block_size);
     models::save_checkpoint(dir, tp_model_ ? *full_ : *model_, opt_state, step, config, extra, tokenizer_files_);
   }
   // Under tp: every rank loads the one-process checkpoint into a model and
@@ -317,7 +323,7 @@ class GPT2Task : public TrainTask {
   TokenSampler sampler_;
   SampleText sample_text_;
   std::vector<HellaSwagExample> hellaswag_;  // --eval_hellaswag's examples, tokenized
-  mutable ExtraFiles tokenizer_files_;       // GPT-2's tokenizer beside the weights: gpt2 runs
+  ExtraFiles tokenizer_files_;               // rank 0 of a gpt2 run: the tokenizer beside the weights
   Device dev_;
   ModelGrid mg_;
   std::unique_ptr<GPT2> model_;       // one process holds the whole model, or

@@ -296,7 +296,7 @@ int run(int argc, char** argv) {
     progress.val(step, r.loss, r.metrics, r.line);
   };
   if (start > 0)
-    progress.message("resumed from " + ckpt_dir + " at step " + std::to_string(start));
+    progress.message("resumed from " + from + " at step " + std::to_string(start));
   else
     validation(0);
 

@@ -74,6 +74,7 @@ expect_error "config.json: missing; --model takes a train checkpoint or a Huggin
 expect_error "--top_p must be in [1e-09, 1], got '0'" --model "$ck" --top_p 0
 expect_error "--prompt_ids: token 300 is outside the model's vocabulary of 256" --model "$ck" --prompt_ids "1 300"
 expect_error "unknown argument '--beam'" --model "$ck" --beam 4
+expect_error "--max_tokens must be in [1, 1e+07], got 'nan'" --model "$ck" --max_tokens nan
 sed -i 's/"gelu_new"/"relu"/' "$hf/config.json"
 expect_error "activation_function 'relu'; GPT-2 here is gelu_new" --model "$hf"
 echo "ok: bad input refused in one line"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # HellaSwag scoring (models/gpt2/hellaswag.h) against a PyTorch computation
 # of the same model (scripts/fixtures_gpt2.py's GPT-2 in plain torch, float64)
-# on tests/fixtures/hellaswag/hellaswag_mini.jsonl: every example's summed and
-# mean ending losses, predictions and both accuracies, from generate
-# --eval_hellaswag on cpu and emu; then train --eval_hellaswag on one process
-# and on two data-parallel ranks (the examples split between them) reports the
-# same accuracies at its validation.
-# Usage: test_hellaswag_cli.sh BUILD_DIR
+# on tests/fixtures/hellaswag/hellaswag_mini.jsonl; one ctest entry per case:
+#   torch  every example's summed and mean ending losses, predictions and both
+#          accuracies, from generate --eval_hellaswag on cpu and emu; bad
+#          files refused in one line;
+#   dp     train --eval_hellaswag on one process and on two data-parallel
+#          ranks (the examples split between them) reports the same
+#          accuracies at its validation, generate's (needs MPI).
+# Usage: test_hellaswag_cli.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1
+case_name=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -21,10 +24,15 @@ common=(--vocab_size 256 --block_size 48 --n_layer 2 --n_head 2 --n_embd 32 --ba
         --train_bin "$work/data/train.bin" --val_bin "$work/data/val.bin")
 "$build/models/train" "${common[@]}" --steps 60 --val_every 0 --out_dir "$work/run" >/dev/null
 ck=$work/run/checkpoint
-for dev in cpu emu; do
+devices=(cpu)
+[[ $case_name == torch ]] && devices=(cpu emu)
+for dev in "${devices[@]}"; do
   "$build/models/generate" --model "$ck" --eval_hellaswag "$mini" --scores "$work/scores_$dev.jsonl" --device $dev \
     >"$work/out_$dev"
 done
+n=$(sed -E 's/.*acc_norm [0-9.]+ \(([0-9]+)\).*/\1/' "$work/out_cpu")
+case $case_name in
+torch)
 PYTHONPATH=$root/scripts:$root/.deps/py /usr/bin/python3 - "$ck" "$mini" "$work/scores_cpu.jsonl" \
   "$work/scores_emu.jsonl" <<'PY'
 import json, sys
@@ -69,9 +77,26 @@ for path in sys.argv[3:]:
 print(f"ok: {len(want)} examples' losses and predictions equal PyTorch's (cpu, emu); acc_norm "
       f"{sum(r['pred_norm'] == r['label'] for r in want)}/{len(want)}")
 PY
-n=$(sed -E 's/.*acc_norm [0-9.]+ \(([0-9]+)\).*/\1/' "$work/out_cpu")
 [[ $(sed -E 's/; .*//' "$work/out_cpu") == $(sed -E 's/; .*//' "$work/out_emu") ]] ||
   fail "cpu and emu report differently: $(cat "$work/out_cpu" "$work/out_emu")"
+
+# Bad files: one line naming the file, the line and the key.
+bad_hs() {  # bad_hs WHAT JSONL
+  printf '%s\n' "$2" >"$work/bad.jsonl"
+  local rc=0
+  "$build/models/generate" --model "$ck" --eval_hellaswag "$work/bad.jsonl" >/dev/null 2>"$work/err" || rc=$?
+  ((rc != 0)) && [[ $(wc -l <"$work/err") -eq 1 ]] && grep -qF -- "$1" "$work/err" ||
+    fail "expected one line with '$1', got: $(cat "$work/err")"
+}
+bad_hs "bad.jsonl:1: label 4294967297 for 2 endings" '{"ctx": "a", "endings": ["b", "c"], "label": 4294967297}'
+bad_hs "bad.jsonl:1: no integer \"label\"" '{"ctx": "a", "endings": ["b", "c"], "label": "99999999999"}'
+bad_hs "bad.jsonl:1: an empty \"ctx\"" '{"ctx": "", "endings": ["b", "c"], "label": 0}'
+bad_hs "bad.jsonl:1: no \"endings\" array" '{"ctx": "a", "endings": ["b"], "label": 0}'
+bad_hs "bad.jsonl:1: not a JSON object" '{"ctx": "a",'
+echo "ok: bad HellaSwag files refused in one line"
+;;
+
+dp)
 
 # train --eval_hellaswag at its validation: one process, then dp 2. The
 # weights stay the checkpoint's (lr 1e-30), so both score the same model.
@@ -86,3 +111,6 @@ a=$(pick "$work/np1") b=$(pick "$work/np2")
 grep -q "\"val_hellaswag_acc_norm\":$(awk -v n="$n" 'BEGIN { print n / 10 }')" "$work/np1/metrics.jsonl" ||
   fail "train's acc_norm is not generate's ($n/10): $a"
 echo "ok: train --eval_hellaswag: np 2 equals np 1 ($(tr '\n' ' ' <<<"$a")), and generate's"
+;;
+*) fail "unknown case $case_name" ;;
+esac

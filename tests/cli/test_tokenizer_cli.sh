@@ -79,6 +79,8 @@ expect_error "cut.tiktoken:" --vocab "$work/cut.tiktoken" "$fortunes"
 expect_error "/nope.tiktoken: GPT-2's tokenizer file is missing" --vocab /nope.tiktoken "$fortunes"
 sed '3s/.*/Ġt Ġzzzq/' "$work/hf/merges.txt" >"$work/m" && mv "$work/m" "$work/hf/merges.txt"
 expect_error "merges.txt:3: \"Ġzzzq\" is not a token" --vocab "$work/hf" "$fortunes"
+printf '12 4294967297\n' >"$work/hugeid"
+expect_error "hugeid: token id 4294967297 is out of range" --decode "$work/hugeid"
 printf '12 99999\n' >"$work/badids"
 expect_error "token id 99999 is outside the tokenizer's vocabulary of 50257" --decode "$work/badids"
 expect_error "unknown tokenizer 'bpe'" --tokenizer bpe "$fortunes"
@@ -106,7 +108,10 @@ expect_prep_error() {  # expect_prep_error WHAT ARGS...
     fail "prepare_text $*: expected one line with '$what', got: $(cat "$work/err")"
 }
 expect_prep_error "fort_train_000000.bin exists: pass --overwrite" --tokenizer gpt2 --name fort "$work/many" 0.1 "$src"
+touch "$work/many/fort_val_train_000000.bin"  # another dataset's, named fort_val: not fort's
 "$prep" --tokenizer gpt2 --split_on % --overwrite --name fort "$work/many" 0.1 "$src" >/dev/null
+[[ -f $work/many/fort_val_train_000000.bin ]] || fail "--overwrite removed dataset fort_val's shard"
+rm "$work/many/fort_val_train_000000.bin"
 n=$(find "$work/many" -name 'fort_*.bin' | wc -l)
 ((n == 2)) || fail "--overwrite left $n shards, expected the new 2 (the old ones removed)"
 expect_prep_error "--format must be flat or shards" --format csv "$work/x" 0.1 "$src"

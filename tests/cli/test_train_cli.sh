@@ -66,6 +66,8 @@ case $case_name in
     before=$(losses "$work/a" | tail -n 4)
     "$train" "${common[@]}" --steps 12 --checkpoint_every 2 --keep_checkpoints 3 --resume \
       --resume_from "$work/a/checkpoints/step_000008" --out_dir "$work/a" >"$work/log"
+    grep -q "^resumed from $work/a/checkpoints/step_000008 at step 8$" "$work/log" ||
+      fail "the run did not resume from step_000008: $(grep resumed "$work/log")"
     after=$(losses "$work/a" | tail -n 4)
     [[ -n $before && $before == "$after" ]] || fail "steps 9-12 from step_000008: '$after', the run had '$before'"
     cmp "$work/a/checkpoints/step_000012/model.safetensors" "$work/a/checkpoint/model.safetensors"

@@ -131,5 +131,6 @@ TEST_CASE("sample: top-k and top-p draw only what they allow, in proportion", "[
       CHECK(std::abs(m - n * q) < 5 * sd + 1);
     }
   }
-  CHECK(pick_token(logits.data(), 10, {0.0, 0, 1.0, 1}, 0) == 5);  // greedy
+  CHECK(pick_token(logits.data(), 10, {0.0, 0, 1.0, 1}, 0) == 5);     // greedy
+  CHECK(pick_token(logits.data(), 10, {1e-300, 0, 1.0, 1}, 0) == 5);  // a tiny temperature: no inf - inf
 }
