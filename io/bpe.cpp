@@ -93,8 +93,12 @@ void Bpe::build_table() {
   while (cap < 2 * bytes_.size()) cap *= 2;
   table_.slot.assign(cap, -1);
   table_.mask = cap - 1;
+  specials_.clear();
   for (int id = 0; id < int(bytes_.size()); ++id) {
-    if (special_[size_t(id)]) continue;
+    if (special_[size_t(id)]) {
+      specials_.push_back(id);
+      continue;
+    }
     const std::string& b = bytes_[size_t(id)];
     const int dup = find(b);
     if (dup >= 0)
@@ -225,18 +229,15 @@ std::vector<int> Bpe::encode(std::string_view text, bool allow_special) const {
     encode_ordinary(text, out);
     return out;
   }
-  std::vector<int> specials;
-  for (int id = 0; id < vocab_size(); ++id)
-    if (special_[size_t(id)]) specials.push_back(id);
   std::vector<size_t> next;  // each special's next occurrence at or after i (npos: none)
-  for (int id : specials) next.push_back(text.find(bytes_[size_t(id)]));
+  for (int id : specials_) next.push_back(text.find(bytes_[size_t(id)]));
   size_t i = 0;
   while (i < text.size()) {
     size_t at = std::string_view::npos;
     int which = -1;
-    for (size_t s = 0; s < specials.size(); ++s) {
-      if (next[s] != std::string_view::npos && next[s] < i) next[s] = text.find(bytes_[size_t(specials[s])], i);
-      if (next[s] < at) at = next[s], which = specials[s];
+    for (size_t s = 0; s < specials_.size(); ++s) {
+      if (next[s] != std::string_view::npos && next[s] < i) next[s] = text.find(bytes_[size_t(specials_[s])], i);
+      if (next[s] < at) at = next[s], which = specials_[s];
     }
     encode_ordinary(text.substr(i, at == std::string_view::npos ? std::string_view::npos : at - i), out);
     if (which < 0) break;
@@ -260,6 +261,25 @@ std::string Bpe::decode(const std::vector<int>& ids) const {
 }
 
 namespace {
+
+// The inverse: GPT-2's spelling back to bytes; false for a character the table lacks.
+bool unspell(const std::string& spelled, std::string& bytes) {
+  static const std::array<int, 512> byte_of = [] {  // gpt2_byte_char's code points are < 512
+    std::array<int, 512> t;
+    t.fill(-1);
+    for (int b = 0; b < 256; ++b) t[gpt2_byte_char(static_cast<unsigned char>(b))] = b;
+    return t;
+  }();
+  bytes.clear();
+  const auto* p = reinterpret_cast<const unsigned char*>(spelled.data());
+  for (size_t i = 0; i < spelled.size();) {
+    uint32_t cp;
+    i += decode_utf8(p + i, spelled.size() - i, cp);
+    if (cp >= 512 || byte_of[cp] < 0) return false;
+    bytes.push_back(char(byte_of[cp]));
+  }
+  return true;
+}
 
 std::string spell(const std::string& bytes) {  // bytes through GPT-2's byte-to-unicode table, as UTF-8
   std::string s;
@@ -357,9 +377,6 @@ Bpe Bpe::load_hf(const std::string& vocab_json, const std::string& merges_txt) {
   Bpe t;
   t.source_ = vocab_json;
   t.pair_rule_ = true;
-  uint32_t byte_of_char[512];  // inverse of gpt2_byte_char (its code points are < 512)
-  std::fill(std::begin(byte_of_char), std::end(byte_of_char), 0xFFFFFFFFu);
-  for (int b = 0; b < 256; ++b) byte_of_char[gpt2_byte_char(static_cast<unsigned char>(b))] = uint32_t(b);
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(read_all(vocab_json));
@@ -384,18 +401,10 @@ Bpe Bpe::load_hf(const std::string& vocab_json, const std::string& merges_txt) {
       if (key == "<|endoftext|>") t.eot_ = int(id);
       continue;
     }
-    std::string bytes;
-    const auto* p = reinterpret_cast<const unsigned char*>(key.data());
-    for (size_t i = 0; i < key.size();) {
-      uint32_t cp;
-      i += decode_utf8(p + i, key.size() - i, cp);
-      if (cp >= 512 || byte_of_char[cp] == 0xFFFFFFFFu)
-        throw UserError(
-            cat(vocab_json, ": token \"", key,
-                "\" has a character outside GPT-2's byte-to-unicode table (not a byte-level BPE vocabulary)"));
-      bytes.push_back(char(byte_of_char[cp]));
-    }
-    t.bytes_[id] = bytes;
+    if (!unspell(key, t.bytes_[id]))
+      throw UserError(
+          cat(vocab_json, ": token \"", key,
+              "\" has a character outside GPT-2's byte-to-unicode table (not a byte-level BPE vocabulary)"));
   }
   t.build_table();
   std::istringstream in(read_all(merges_txt));
@@ -410,16 +419,7 @@ Bpe Bpe::load_hf(const std::string& vocab_json, const std::string& merges_txt) {
           cat(merges_txt, ":", no, ": expected 'LEFT RIGHT' (one merge a line, as Hugging Face's merges.txt)"));
     auto token_of = [&](const std::string& spelled) {
       std::string bytes;
-      const auto* p = reinterpret_cast<const unsigned char*>(spelled.data());
-      for (size_t i = 0; i < spelled.size();) {
-        uint32_t cp;
-        i += decode_utf8(p + i, spelled.size() - i, cp);
-        if (cp >= 512 || byte_of_char[cp] == 0xFFFFFFFFu)
-          bytes.clear(), i = spelled.size();
-        else
-          bytes.push_back(char(byte_of_char[cp]));
-      }
-      const int id = bytes.empty() ? -1 : t.find(bytes);
+      const int id = unspell(spelled, bytes) ? t.find(bytes) : -1;
       if (id < 0) throw UserError(cat(merges_txt, ":", no, ": \"", spelled, "\" is not a token of ", vocab_json));
       return id;
     };

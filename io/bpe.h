@@ -72,6 +72,7 @@ class Bpe {
 
   std::vector<std::string> bytes_;  // by id
   std::vector<uint8_t> special_;    // by id
+  std::vector<int> specials_;       // the special tokens' ids (build_table)
   Table table_;
   int byte_id_[256] = {};
   // Hugging Face's rule: (left id << 32 | right id) -> (priority, merged id).

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "engine/device.h"
 #include "io/durable_file.h"
+#include "models/gpt2/cli_args.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_io.h"
 #include "models/gpt2/hellaswag.h"
@@ -111,20 +112,10 @@ int main(int argc, char** argv) {
     int64_t max_tokens = 64, num_samples = 1;
     SampleOptions so;
     bool kv_cache = true, stop_at_eot = true;
-    for (int a = 1; a < argc; ++a) {
-      const std::string arg = argv[a];
-      auto value = [&]() -> std::string {
-        if (a + 1 >= argc) throw UserError(cat(arg, " needs a value (see --help)"));
-        return argv[++a];
-      };
-      auto number = [&](double lo, double hi) {
-        const std::string v = value();
-        char* end = nullptr;
-        const double d = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end || !(d >= lo && d <= hi))
-          throw UserError(cat(arg, " must be in [", lo, ", ", hi, "], got '", v, "'"));
-        return d;
-      };
+    for (CliArgs args(argc, argv); args.next();) {
+      const std::string& arg = args.arg();
+      auto value = [&] { return args.value(); };
+      auto number = [&](double lo, double hi) { return args.number(lo, hi); };
       if (arg == "--help") return std::printf("%s", kUsage), 0;
       if (arg == "--model")
         model_dir = value();

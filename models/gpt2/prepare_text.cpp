@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "io/token_file.h"
 #include "io/tokenizer.h"
+#include "models/gpt2/cli_args.h"
 
 namespace fs = std::filesystem;
 using namespace eng;
@@ -91,12 +92,9 @@ int main(int argc, char** argv) {
     long long shard_tokens = 100'000'000;
     bool overwrite = false;
     std::vector<std::string> pos;
-    for (int a = 1; a < argc; ++a) {
-      const std::string arg = argv[a];
-      auto value = [&]() -> std::string {
-        if (a + 1 >= argc) throw UserError(cat(arg, " needs a value (see --help)"));
-        return argv[++a];
-      };
+    for (CliArgs args(argc, argv); args.next();) {
+      const std::string& arg = args.arg();
+      auto value = [&] { return args.value(); };
       if (arg == "--help") return std::printf("%s", kUsage), 0;
       if (arg == "--tokenizer")
         kind = value();
@@ -110,13 +108,9 @@ int main(int argc, char** argv) {
         split_on = value();
       else if (arg == "--overwrite")
         overwrite = true;
-      else if (arg == "--shard_tokens") {
-        const std::string v = value();
-        char* end = nullptr;
-        shard_tokens = std::strtoll(v.c_str(), &end, 10);
-        if (!end || *end || shard_tokens < 1)
-          throw UserError(cat("--shard_tokens must be a positive count, got '", v, "'"));
-      } else if (arg.rfind("--", 0) == 0 && arg.size() > 2)
+      else if (arg == "--shard_tokens")
+        shard_tokens = (long long)args.number(1, 1e15);
+      else if (args.is_option())
         throw UserError(cat("unknown option ", arg, " (see --help)"));
       else
         pos.push_back(arg);

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "io/gpt2_pretokenize.h"
 #include "io/tokenizer.h"
+#include "models/gpt2/cli_args.h"
 
 using namespace eng;
 
@@ -39,12 +40,9 @@ int main(int argc, char** argv) {
     std::string kind = "gpt2", vocab, file, mode = "encode";
     bool allow_special = false;
     int reps = 0;
-    for (int a = 1; a < argc; ++a) {
-      const std::string arg = argv[a];
-      auto value = [&]() -> std::string {
-        if (a + 1 >= argc) throw UserError(cat(arg, " needs a value (see --help)"));
-        return argv[++a];
-      };
+    for (CliArgs args(argc, argv); args.next();) {
+      const std::string& arg = args.arg();
+      auto value = [&] { return args.value(); };
       if (arg == "--help") return std::printf("%s", kUsage), 0;
       if (arg == "--tokenizer")
         kind = value();
@@ -56,9 +54,8 @@ int main(int argc, char** argv) {
         mode = arg.substr(2);
       else if (arg == "--time") {
         mode = "time";
-        reps = std::atoi(value().c_str());
-        if (reps < 1) throw UserError("--time needs a count of at least 1");
-      } else if (arg.rfind("--", 0) == 0)
+        reps = int(args.number(1, 1e6));
+      } else if (args.is_option())
         throw UserError(cat("unknown option ", arg, " (see --help)"));
       else if (file.empty())
         file = arg;
