@@ -61,6 +61,35 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps =
 // reaching sum and normed both flow into x and r.
 std::pair<Tensor, Tensor> add_layernorm(const Tensor& x, const Tensor& r, const Tensor& w, const Tensor& b,
                                         double eps = 1e-5);
+// RMSNorm over the last dim (Llama's): x rsqrt(mean(x^2) + eps) w; w is (C).
+Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps = 1e-5);
+// The residual add fused with the rmsnorm after it, as add_layernorm:
+// (sum, normed), sum = x + r, normed = rmsnorm(sum, w).
+std::pair<Tensor, Tensor> add_rmsnorm(const Tensor& x, const Tensor& r, const Tensor& w, double eps = 1e-5);
+// SwiGLU on a packed gate|up projection (Llama's MLP): gu (..., 2H) holds
+// [gate | up] in its last dim; returns silu(gate) * up, (..., H).
+Tensor swiglu(const Tensor& gu);
+// The rotary position embedding's table, as Hugging Face's
+// LlamaRotaryEmbedding computes it: fp32 (positions, head_size), the cos of
+// pair i's angle at [t][i] and its sin at [t][head_size/2 + i], angle = t *
+// inv_freq[i], inv_freq[i] = theta^(-2i/head_size), with Llama 3's
+// frequency scaling (rope_scaling rope_type "llama3") when factor > 0.
+struct RopeOptions {
+  double theta = 10000.0;  // rope_theta
+  double factor = 0;       // llama3 scaling: 0 off
+  double low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_positions = 8192;  // original_max_position_embeddings
+  void validate() const;                  // errors name the field
+};
+Tensor rope_table(int64_t positions, int64_t head_size, const RopeOptions& o, Device dev);
+// Turns the first rot_heads heads (of table.size(1) values) of every (b, t)
+// row of x (B, T, ...) by the angles of positions pos_offset + t, IN PLACE
+// (Hugging Face Llama's rotate_half layout: pair i is (x[i], x[i + HS/2])),
+// and returns x's storage as a new node. For a packed qkv (B, T, (NH + 2
+// NKV) HS): rot_heads = NH + NKV turns q and k, v untouched. x must be an
+// op's output that nothing has saved (a GEMM's), never a leaf; pos_offset:
+// the first position (context parallel's slice, a KV cache's length).
+Tensor rope_(const Tensor& x, const Tensor& table, int64_t rot_heads, int64_t pos_offset = 0);
 // Softmax over the last dim. Causal::yes needs x (..., T, T) and masks keys j > query i.
 Tensor softmax(const Tensor& x, Causal causal = Causal::no);
 // Self-attention, q/k/v (B, T, NH, HS) -> (B, T, NH, HS), scores scaled by

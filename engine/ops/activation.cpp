@@ -1,8 +1,9 @@
-// gelu and relu; both save their input and recompute the local derivative.
-// gelu_grad (op_common.h) is GELU's backward, shared with linear_gelu.
+// gelu, relu and swiglu; each saves its input and recomputes the local
+// derivative. gelu_grad (op_common.h) is GELU's backward, shared with linear_gelu.
 #include "kernels/cuda/activation.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/swiglu.h"
 
 namespace eng {
 using namespace detail;
@@ -41,6 +42,32 @@ Tensor relu(const Tensor& x) {
     dispatch_float(g.dtype(),
                    [&]<typename T>() { cpu::relu_backward(sx.data<T>(), g.data<T>(), dx.data<T>(), g.numel()); });
     return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
+Tensor swiglu(const Tensor& gu) {
+  const DType t = check_float_inputs("swiglu", {gu}, GpuKernel::yes);
+  ENGINE_CHECK(gu.ndim() >= 1 && gu.size(-1) % 2 == 0, "swiglu: the last dim must be gate | up (even), got ",
+               gu.desc());
+  const int64_t H = gu.size(-1) / 2, N = gu.numel() / std::max<int64_t>(2 * H, 1);
+  Shape shape = gu.shape();
+  shape.back() = H;
+  Tensor out = Tensor::empty(shape, t, gu.device());
+  if (on_gpu(gu))
+    ENGINE_GPU_CALL(gu.device(), swiglu_forward, storage_of(t), gu.data_ptr(), out.data_ptr(), N, H, nullptr);
+  else
+    dispatch_float(t, [&]<typename F>() { cpu::swiglu_forward(gu.data<F>(), out.data<F>(), N, H); });
+  Tensor sgu = needs_record({gu}) ? gu.detach() : Tensor();
+  record("swiglu", out, {gu}, [sgu, N, H](const Tensor& g, const std::vector<bool>&) {
+    Tensor dgu = empty_like(sgu);
+    if (on_gpu(g))
+      ENGINE_GPU_CALL(g.device(), swiglu_backward, storage_of(g.dtype()), sgu.data_ptr(), g.data_ptr(), dgu.data_ptr(),
+                      N, H, nullptr);
+    else
+      dispatch_float(g.dtype(),
+                     [&]<typename F>() { cpu::swiglu_backward(sgu.data<F>(), g.data<F>(), dgu.data<F>(), N, H); });
+    return std::vector<Tensor>{dgu};
   });
   return out;
 }

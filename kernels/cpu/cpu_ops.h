@@ -43,6 +43,11 @@ template <typename T>
 void relu_forward(const T* x, T* out, int64_t n);
 template <typename T>
 void relu_backward(const T* x, const T* dout, T* dx, int64_t n);
+// gu (N, 2H): rows [gate | up]; out (N, H) = silu(gate) * up; dgu like gu.
+template <typename T>
+void swiglu_forward(const T* gu, T* out, int64_t N, int64_t H);
+template <typename T>
+void swiglu_backward(const T* gu, const T* dout, T* dgu, int64_t N, int64_t H);
 
 // layernorm.cpp: x (N, C); mean/rstd (N) saved for backward.
 template <typename T>
@@ -50,6 +55,22 @@ void layernorm_forward(const T* x, const T* w, const T* b, T* out, T* mean, T* r
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* w, const T* mean, const T* rstd, T* dx, T* dw, T* db,
                         int64_t N, int64_t C);
+
+// rmsnorm.cpp: x (N, C); rstd (N) saved for backward.
+template <typename T>
+void rmsnorm_forward(const T* x, const T* w, T* out, T* rstd, int64_t N, int64_t C, double eps);
+template <typename T>
+void rmsnorm_backward(const T* dout, const T* x, const T* w, const T* rstd, T* dx, T* dw, int64_t N, int64_t C);
+
+// rope.cpp: rotary embedding of the first `rot` heads of every (b, t) row
+// of x (rows ld apart), the next `copy` heads copied; positions pos_offset
+// + t of table (P, HS) (cos | sin per pair). direction +1: forward, -1: the
+// backward's inverse turn. out may be x (in place; then copy is 0).
+struct RopeDims {
+  int64_t B = 0, T = 0, HS = 0, ld = 0, rot = 0, copy = 0, pos_offset = 0;
+};
+template <typename T>
+void rope_apply(const T* x, T* out, const float* table, const RopeDims& d, int direction);
 
 // softmax.cpp: rows of length C; with causal, row r is query (r % T) of a
 // (T, T) block and keys j > query are masked to probability 0 (C == T).

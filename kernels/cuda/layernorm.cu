@@ -1,12 +1,15 @@
 // LayerNorm over the last dim, forward and backward, the residual add fused
 // with the forward and the residual's gradient added in the backward
-// (llm.c's layernorm_forward / fused_residual_forward / layernorm_backward).
+// (llm.c's layernorm_forward / fused_residual_forward / layernorm_backward);
+// and RMSNorm (Llama's), the same kernels with kRms: no mean subtracted
+// (m = 0 below), no bias, no db, dx without its mean(g) term.
 // Reference: kernels/cpu/layernorm.cpp; walk-through from the naive kernel:
 // docs/kernels/layernorm.md.
 //   out  = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(var + eps)
 //   dx   = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,
 //          xhat = (x - mean) * rstd
 //   dw   = sum over rows of dout * xhat,   db = sum over rows of dout
+// RMSNorm: the same with mean = 0 and mean(g) = 0, rstd = 1 / sqrt(mean(x^2) + eps).
 // Conventions: x, out, dx, w, b, dw, db in the storage type T (dw, db in
 // fp32, written or added to, as gpu::ParamGrads asks); mean and rstd
 // fp32, one per row; statistics and sums always in fp32 (two passes, never a
@@ -37,7 +40,9 @@ constexpr int kBackwardWarps = 8;  // the warp backward: 8 warps a block, a row 
 // and third sweeps re-read x from L1/L2, not DRAM, for rows up to ~ 10K wide.
 // Preconditions: C >= 1; V > 1 only if every row is 16-byte aligned.
 // bytes = N C (2 sizeof(T)) + 2 C sizeof(T) + 8 N;  flops = ~8 N C.
-template <typename T, int V>
+// kRms: no mean sweep (m = 0), no bias, no mean written; bytes less 2 C
+// sizeof(T) + 4 N, flops ~4 N C.
+template <typename T, int V, bool kRms>
 __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                          T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
                                          int64_t N, int C, float eps) {
@@ -45,13 +50,14 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < N; row += warps) {
     const T* xr = x + row * C;
-    float v[V], wv[V], bv[V];
+    float v[V], wv[V], bv[V] = {};
     float s = 0.f;
-    for (int i = lane * V; i < C; i += 32 * V) {
-      load_vec<V>(xr + i, v);
-      for (int k = 0; k < V; ++k) s += v[k];
-    }
-    const float m = warp_sum(s) / float(C);
+    if constexpr (!kRms)
+      for (int i = lane * V; i < C; i += 32 * V) {
+        load_vec<V>(xr + i, v);
+        for (int k = 0; k < V; ++k) s += v[k];
+      }
+    const float m = kRms ? 0.f : warp_sum(s) / float(C);
     float q = 0.f;
     for (int i = lane * V; i < C; i += 32 * V) {
       load_vec<V>(xr + i, v);
@@ -62,12 +68,12 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
     for (int i = lane * V; i < C; i += 32 * V) {
       load_vec<V>(xr + i, v);
       load_vec<V>(w + i, wv);
-      load_vec<V>(b + i, bv);
+      if constexpr (!kRms) load_vec<V>(b + i, bv);
       for (int k = 0; k < V; ++k) v[k] = (v[k] - m) * rs * wv[k] + bv[k];
       store_vec<V>(orow + i, v);
     }
     if (lane == 0) {
-      mean[row] = m;
+      if constexpr (!kRms) mean[row] = m;
       rstd[row] = rs;
     }
   }
@@ -80,7 +86,8 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
 // Launch, preconditions: as layernorm_forward_kernel (V > 1 only if x, r,
 // residual and out rows are all 16-byte aligned).
 // bytes = N C (4 sizeof(T)) + 2 C sizeof(T) + 8 N;  flops = ~9 N C.
-template <typename T, int V>
+// kRms: as layernorm_forward_kernel's.
+template <typename T, int V, bool kRms>
 __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ r,
                                                         const T* __restrict__ w, const T* __restrict__ b,
                                                         T* __restrict__ residual, T* __restrict__ out,
@@ -90,7 +97,7 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < N; row += warps) {
     const int64_t off = row * C;
-    float v[V], rv[V], wv[V], bv[V];
+    float v[V], rv[V], wv[V], bv[V] = {};
     float s = 0.f;
     for (int i = lane * V; i < C; i += 32 * V) {
       load_vec<V>(x + off + i, v);
@@ -99,7 +106,7 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
       store_vec<V>(residual + off + i, v);
       for (int k = 0; k < V; ++k) s += v[k];
     }
-    const float m = warp_sum(s) / float(C);
+    const float m = kRms ? 0.f : warp_sum(s) / float(C);
     float q = 0.f;
     // The same lane wrote these elements above, so it reads its own stores.
     for (int i = lane * V; i < C; i += 32 * V) {
@@ -110,12 +117,12 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
     for (int i = lane * V; i < C; i += 32 * V) {
       load_vec<V>(residual + off + i, v);
       load_vec<V>(w + i, wv);
-      load_vec<V>(b + i, bv);
+      if constexpr (!kRms) load_vec<V>(b + i, bv);
       for (int k = 0; k < V; ++k) v[k] = (v[k] - m) * rs * wv[k] + bv[k];
       store_vec<V>(out + off + i, v);
     }
     if (lane == 0) {
-      mean[row] = m;
+      if constexpr (!kRms) mean[row] = m;
       rstd[row] = rs;
     }
   }
@@ -142,7 +149,7 @@ __device__ __forceinline__ void backward_sums(const T* dr, const T* xr, const T*
 }
 // backward_pack writes the pack of dx = rstd (g - mg - xhat mgx) + dresidual
 // (dres: the row's, or nullptr) and adds its dw, db terms into adw, adb.
-template <int V, typename T>
+template <int V, bool kRms, typename T>
 __device__ __forceinline__ void backward_pack(const T* dr, const T* xr, const T* w, const T* dres, T* dxr, int i,
                                               float m, float rs, float mg, float mgx, float* adw, float* adb) {
   float dv[V], xv[V], wv[V], o[V];
@@ -157,7 +164,7 @@ __device__ __forceinline__ void backward_pack(const T* dr, const T* xr, const T*
     const float xhat = (xv[k] - m) * rs;
     o[k] += rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx);
     adw[k] += dv[k] * xhat;
-    adb[k] += dv[k];
+    if constexpr (!kRms) adb[k] += dv[k];
   }
   store_vec<V>(dxr + i, o);
 }
@@ -174,7 +181,8 @@ __device__ __forceinline__ void backward_pack(const T* dr, const T* xr, const T*
 // dynamic smem 2 C floats. Preconditions: C <= 32 V kIters; V > 1 only if
 // all rows are 16-byte aligned and C % V == 0.
 // bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
-template <typename T, int V, int kIters>
+// kRms: mean(g) = 0, no db: partial rows of C (grid C 4), 4 N for rstd alone.
+template <typename T, int V, int kIters, bool kRms>
 __global__ void __launch_bounds__(32 * kBackwardWarps)
     layernorm_backward_warp_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                    const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -188,17 +196,17 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
   for (int64_t row = int64_t(blockIdx.x) * nwarps + warp; row < N; row += int64_t(gridDim.x) * nwarps) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
-    const float m = mean[row], rs = rstd[row];
+    const float m = kRms ? 0.f : mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
 #pragma unroll
     for (int j = 0; j < kIters; ++j)
       if ((lane + 32 * j) * V < C) backward_sums<V>(dr, xr, w, (lane + 32 * j) * V, m, rs, sg, sgx);
-    const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+    const float mg = kRms ? 0.f : warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
     const T* dres = dresidual ? dresidual + row * C : nullptr;
 #pragma unroll
     for (int j = 0; j < kIters; ++j)
       if ((lane + 32 * j) * V < C)
-        backward_pack<V>(dr, xr, w, dres, dx + row * C, (lane + 32 * j) * V, m, rs, mg, mgx, adw[j], adb[j]);
+        backward_pack<V, kRms>(dr, xr, w, dres, dx + row * C, (lane + 32 * j) * V, m, rs, mg, mgx, adw[j], adb[j]);
   }
   for (int wp = 0; wp < nwarps; ++wp) {  // one warp at a time, in order
     if (warp == wp)
@@ -212,8 +220,9 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
       }
     __syncthreads();
   }
-  float* const prow = partial + int64_t(blockIdx.x) * 2 * C;
-  for (int i = int(threadIdx.x); i < 2 * C; i += int(blockDim.x)) prow[i] = smem[i];
+  constexpr int kParts = kRms ? 1 : 2;  // dw (and db)
+  float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
+  for (int i = int(threadIdx.x); i < kParts * C; i += int(blockDim.x)) prow[i] = smem[i];
 }
 
 // layernorm_backward_kernel (any row up to kLayernormBackwardMaxC): one
@@ -226,7 +235,8 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
 // dynamic smem = (2 C + 64) floats. Preconditions: C >= 1, C <=
 // kLayernormBackwardMaxC; V > 1 only if all rows are 16-byte aligned.
 // bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
-template <typename T, int V>
+// kRms: as the warp kernel's.
+template <typename T, int V, bool kRms>
 __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                           const float* __restrict__ mean, const float* __restrict__ rstd,
                                           const T* __restrict__ dresidual, T* __restrict__ dx,
@@ -242,7 +252,7 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
-    const float m = mean[row], rs = rstd[row];
+    const float m = kRms ? 0.f : mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
     for (int i = tid * V; i < C; i += step) backward_sums<V>(dr, xr, w, i, m, rs, sg, sgx);
     sg = warp_sum(sg);
@@ -259,21 +269,23 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
       sg += smem_red[j];
       sgx += smem_red[32 + j];
     }
-    const float mg = sg / float(C), mgx = sgx / float(C);
+    const float mg = kRms ? 0.f : sg / float(C), mgx = sgx / float(C);
     const T* dres = dresidual ? dresidual + row * C : nullptr;
     for (int i = tid * V; i < C; i += step)
-      backward_pack<V>(dr, xr, w, dres, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i);
+      backward_pack<V, kRms>(dr, xr, w, dres, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i);
   }
-  float* const prow = partial + int64_t(blockIdx.x) * 2 * C;
+  constexpr int kParts = kRms ? 1 : 2;  // dw (and db)
+  float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
   for (int i = tid * V; i < C; i += step)
     for (int k = 0; k < V; ++k) {
       prow[i + k] = smem_dw[i + k];
-      prow[C + i + k] = smem_db[i + k];
+      if constexpr (!kRms) prow[C + i + k] = smem_db[i + k];
     }
 }
 
 // layernorm_param_grad_reduce_kernel: dw[c] = sum over blocks of partial[b][c],
-// db[c] likewise from partial[b][C + c], in a fixed order: each of a block's
+// db[c] likewise from partial[b][C + c] (cols = 2 C; RMSNorm's: cols = C,
+// dw alone, partial rows of C), in a fixed order: each of a block's
 // 8 thread rows sums the blocks b = y, y + 8, ... of 32 columns, then row 0
 // adds the 8 sums in y order. TW: the storage type, or float (fp32 gradients
 // of 16-bit weights' masters); kAdd: the sums added to dw and db (fp32, a
@@ -281,24 +293,24 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
 // kernel before) left 3 blocks of 256 threads running 256 loads each in
 // series: about 30 us a call, most of the backward at GPT-2's B 8 on the
 // H200 (48 us a call in all, 23% of HBM).
-// Launch: blocks of 32 x 8 threads, grid-stride over tiles of 32 of the 2 C
-// columns, grid_for(tiles, 1).
-// bytes = nblocks 2 C 4 + 2 C sizeof(TW) (x2 with kAdd);  flops = 2 nblocks C.
+// Launch: blocks of 32 x 8 threads, grid-stride over tiles of 32 of the
+// cols columns, grid_for(tiles, 1).
+// bytes = nblocks cols 4 + cols sizeof(TW) (x2 with kAdd);  flops = nblocks cols.
 constexpr int kReduceRows = 8;
 template <typename TW, bool kAdd>
 __global__ void __launch_bounds__(32 * kReduceRows)
     layernorm_param_grad_reduce_kernel(const float* __restrict__ partial, TW* __restrict__ dw, TW* __restrict__ db,
-                                       int nblocks, int C) {
+                                       int nblocks, int C, int cols) {
   __shared__ float sums[kReduceRows][32];
-  const int tiles = (2 * C + 31) / 32;
+  const int tiles = (cols + 31) / 32;
   for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x)) {
     const int col = tile * 32 + int(threadIdx.x);
     float s = 0.f;
-    if (col < 2 * C)
-      for (int b = int(threadIdx.y); b < nblocks; b += kReduceRows) s += partial[int64_t(b) * 2 * C + col];
+    if (col < cols)
+      for (int b = int(threadIdx.y); b < nblocks; b += kReduceRows) s += partial[int64_t(b) * cols + col];
     sums[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
-    if (threadIdx.y == 0 && col < 2 * C) {
+    if (threadIdx.y == 0 && col < cols) {
       float t = 0.f;
       for (int y = 0; y < kReduceRows; ++y) t += sums[y][threadIdx.x];
       TW* out = col < C ? dw + col : db + (col - C);
@@ -308,10 +320,14 @@ __global__ void __launch_bounds__(32 * kReduceRows)
   }
 }
 
-void layernorm_forward(gpu::Storage st, const void* x, const void* w, const void* b, void* out, float* mean,
-                       float* rstd, int64_t N, int64_t C, double eps, void* stream) {
+namespace {
+// The launchers' bodies, shared by LayerNorm (kRms false) and RMSNorm: which
+// kernel instance, the vector width, the grid.
+template <bool kRms>
+void norm_forward(const char* fn, gpu::Storage st, const void* x, const void* w, const void* b, void* out, float* mean,
+                  float* rstd, int64_t N, int64_t C, double eps, void* stream) {
   if (N == 0 || C == 0) return;
-  ENGINE_CHECK(C <= INT_MAX, "layernorm_forward: rows of ", C, " elements are too wide");
+  ENGINE_CHECK(C <= INT_MAX, fn, ": rows of ", C, " elements are too wide");
   dispatch_storage(st, [&]<typename T>() {
     const T* px = static_cast<const T*>(x);
     const T* pw = static_cast<const T*>(w);
@@ -320,19 +336,20 @@ void layernorm_forward(gpu::Storage st, const void* x, const void* w, const void
     const unsigned grid = grid_for(N, kWarpsPerBlock);
     constexpr int P = Pack128<T>::size;
     if (rowwise::rows_vectorizable<T>(C, x, out) && aligned16(w, b))
-      LAUNCH_KERNEL(layernorm_forward_kernel<T, P>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb, po,
-                    mean, rstd, N, int(C), float(eps));
+      LAUNCH_KERNEL((layernorm_forward_kernel<T, P, kRms>), grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb,
+                    po, mean, rstd, N, int(C), float(eps));
     else
-      LAUNCH_KERNEL(layernorm_forward_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb, po,
-                    mean, rstd, N, int(C), float(eps));
+      LAUNCH_KERNEL((layernorm_forward_kernel<T, 1, kRms>), grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb,
+                    po, mean, rstd, N, int(C), float(eps));
   });
 }
 
-void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void* r, const void* w, const void* b,
-                                      void* residual, void* out, float* mean, float* rstd, int64_t N, int64_t C,
-                                      double eps, void* stream) {
+template <bool kRms>
+void norm_residual_forward(const char* fn, gpu::Storage st, const void* x, const void* r, const void* w, const void* b,
+                           void* residual, void* out, float* mean, float* rstd, int64_t N, int64_t C, double eps,
+                           void* stream) {
   if (N == 0 || C == 0) return;
-  ENGINE_CHECK(C <= INT_MAX, "fused_residual_layernorm_forward: rows of ", C, " elements are too wide");
+  ENGINE_CHECK(C <= INT_MAX, fn, ": rows of ", C, " elements are too wide");
   dispatch_storage(st, [&]<typename T>() {
     const T* px = static_cast<const T*>(x);
     const T* pr = static_cast<const T*>(r);
@@ -343,24 +360,23 @@ void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void
     const unsigned grid = grid_for(N, kWarpsPerBlock);
     constexpr int P = Pack128<T>::size;
     if (rowwise::rows_vectorizable<T>(C, x, r, residual) && aligned16(out, w, b))
-      LAUNCH_KERNEL(fused_residual_layernorm_forward_kernel<T, P>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px,
-                    pr, pw, pb, pres, po, mean, rstd, N, int(C), float(eps));
+      LAUNCH_KERNEL((fused_residual_layernorm_forward_kernel<T, P, kRms>), grid, 32 * kWarpsPerBlock, 0,
+                    as_stream(stream), px, pr, pw, pb, pres, po, mean, rstd, N, int(C), float(eps));
     else
-      LAUNCH_KERNEL(fused_residual_layernorm_forward_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px,
-                    pr, pw, pb, pres, po, mean, rstd, N, int(C), float(eps));
+      LAUNCH_KERNEL((fused_residual_layernorm_forward_kernel<T, 1, kRms>), grid, 32 * kWarpsPerBlock, 0,
+                    as_stream(stream), px, pr, pw, pb, pres, po, mean, rstd, N, int(C), float(eps));
   });
 }
 
-void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,
-                                       const float* mean, const float* rstd, const void* dresidual, void* dx, void* dw,
-                                       void* db, gpu::ParamGrads param_grads, float* scratch, int64_t N, int64_t C,
-                                       void* stream) {
+template <bool kRms>
+void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void* x, const void* w, const float* mean,
+                   const float* rstd, const void* dresidual, void* dx, void* dw, void* db, gpu::ParamGrads param_grads,
+                   float* scratch, int64_t N, int64_t C, void* stream) {
   if (C == 0) return;
-  ENGINE_CHECK(param_grads == gpu::ParamGrads::storage || st != gpu::Storage::f32,
-               "fused_residual_layernorm_backward: fp32 weight gradients are for 16-bit storage");
-  ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, "fused_residual_layernorm_backward: rows of ", C,
-               " elements exceed the ", gpu::kLayernormBackwardMaxC,
-               " the shared-memory dweight/dbias accumulators hold");
+  ENGINE_CHECK(param_grads == gpu::ParamGrads::storage || st != gpu::Storage::f32, fn,
+               ": fp32 weight gradients are for 16-bit storage");
+  ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, fn, ": rows of ", C, " elements exceed the ",
+               gpu::kLayernormBackwardMaxC, " the shared-memory dweight/dbias accumulators hold");
   dispatch_storage(st, [&]<typename T>() {
     const T* pd = static_cast<const T*>(dout);
     const T* px = static_cast<const T*>(x);
@@ -379,8 +395,8 @@ void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const 
       const int64_t cap = kMaxGrid < gpu::kLayernormBackwardWarpBlocks ? kMaxGrid : gpu::kLayernormBackwardWarpBlocks;
       nblocks = int(want < cap ? want : cap);
       auto launch = [&]<int V, int kIters>() {
-        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters>), unsigned(nblocks), 32 * kBackwardWarps, smem,
-                      as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
+        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms>), unsigned(nblocks), 32 * kBackwardWarps,
+                      smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
       };
       auto by_iters = [&]<int V>() {
         // No kIters = 1: ptxas (CUDA 13, sm_90) spills 12 bytes in the f32
@@ -403,24 +419,64 @@ void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const 
       const int64_t cap = kMaxGrid < gpu::kLayernormBackwardMaxBlocks ? kMaxGrid : gpu::kLayernormBackwardMaxBlocks;
       nblocks = int(N < cap ? N : cap);
       if (vec)
-        LAUNCH_KERNEL(layernorm_backward_kernel<T, P>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
-                      mean, rstd, pr, pdx, scratch, N, int(C));
+        LAUNCH_KERNEL((layernorm_backward_kernel<T, P, kRms>), unsigned(nblocks), threads, smem, as_stream(stream), pd,
+                      px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
       else
-        LAUNCH_KERNEL(layernorm_backward_kernel<T, 1>, unsigned(nblocks), threads, smem, as_stream(stream), pd, px, pw,
-                      mean, rstd, pr, pdx, scratch, N, int(C));
+        LAUNCH_KERNEL((layernorm_backward_kernel<T, 1, kRms>), unsigned(nblocks), threads, smem, as_stream(stream), pd,
+                      px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
     }
-    const dim3 grid = grid_for((2 * C + 31) / 32, 1), block(32, kReduceRows);
+    const int cols = int(kRms ? C : 2 * C);
+    const dim3 grid = grid_for((cols + 31) / 32, 1), block(32, kReduceRows);
     const float* part = static_cast<const float*>(scratch);
     if (param_grads == gpu::ParamGrads::f32)
       LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<float, false>), grid, block, 0, as_stream(stream), part,
-                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C));
+                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C), cols);
     else if (param_grads == gpu::ParamGrads::f32_add)
       LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<float, true>), grid, block, 0, as_stream(stream), part,
-                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C));
+                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C), cols);
     else
       LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<T, false>), grid, block, 0, as_stream(stream), part,
-                    static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C));
+                    static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C), cols);
   });
+}
+}  // namespace
+
+void layernorm_forward(gpu::Storage st, const void* x, const void* w, const void* b, void* out, float* mean,
+                       float* rstd, int64_t N, int64_t C, double eps, void* stream) {
+  norm_forward<false>("layernorm_forward", st, x, w, b, out, mean, rstd, N, C, eps, stream);
+}
+
+void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void* r, const void* w, const void* b,
+                                      void* residual, void* out, float* mean, float* rstd, int64_t N, int64_t C,
+                                      double eps, void* stream) {
+  norm_residual_forward<false>("fused_residual_layernorm_forward", st, x, r, w, b, residual, out, mean, rstd, N, C, eps,
+                               stream);
+}
+
+void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,
+                                       const float* mean, const float* rstd, const void* dresidual, void* dx, void* dw,
+                                       void* db, gpu::ParamGrads param_grads, float* scratch, int64_t N, int64_t C,
+                                       void* stream) {
+  norm_backward<false>("fused_residual_layernorm_backward", st, dout, x, w, mean, rstd, dresidual, dx, dw, db,
+                       param_grads, scratch, N, C, stream);
+}
+
+void rmsnorm_forward(gpu::Storage st, const void* x, const void* w, void* out, float* rstd, int64_t N, int64_t C,
+                     double eps, void* stream) {
+  norm_forward<true>("rmsnorm_forward", st, x, w, nullptr, out, nullptr, rstd, N, C, eps, stream);
+}
+
+void fused_residual_rmsnorm_forward(gpu::Storage st, const void* x, const void* r, const void* w, void* residual,
+                                    void* out, float* rstd, int64_t N, int64_t C, double eps, void* stream) {
+  norm_residual_forward<true>("fused_residual_rmsnorm_forward", st, x, r, w, nullptr, residual, out, nullptr, rstd, N,
+                              C, eps, stream);
+}
+
+void fused_residual_rmsnorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w, const float* rstd,
+                                     const void* dresidual, void* dx, void* dw, gpu::ParamGrads param_grads,
+                                     float* scratch, int64_t N, int64_t C, void* stream) {
+  norm_backward<true>("fused_residual_rmsnorm_backward", st, dout, x, w, nullptr, rstd, dresidual, dx, dw, nullptr,
+                      param_grads, scratch, N, C, stream);
 }
 
 }  // namespace eng::ENGINE_GPU_NS

@@ -4,6 +4,8 @@
 // which adds the residual stream's pending gradient into dx when given one
 // (dresidual; nullptr: the plain backward), and writes dweight/dbias in
 // the storage type or in fp32, or adds them to fp32 ones (gpu::ParamGrads).
+// The rmsnorm_* launchers: RMSNorm (Llama's) by the same kernels, no mean,
+// no bias, rstd alone saved; the same scratch, row widths and grids.
 #pragma once
 #include "kernels/cuda/gpu_ops.h"
 
@@ -54,6 +56,16 @@ inline int64_t layernorm_backward_blocks(int64_t N, int64_t C, Storage st) {
                                          int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 
+#define ENGINE_RMSNORM_LAUNCHERS                                                                                    \
+  void rmsnorm_forward(gpu::Storage st, const void* x, const void* w, void* out, float* rstd, int64_t N, int64_t C, \
+                       double eps, void* stream);                                                                   \
+  void fused_residual_rmsnorm_forward(gpu::Storage st, const void* x, const void* r, const void* w, void* residual, \
+                                      void* out, float* rstd, int64_t N, int64_t C, double eps, void* stream);      \
+  void fused_residual_rmsnorm_backward(                                                                             \
+      gpu::Storage st, const void* dout, const void* x, const void* w, const float* rstd, const void* dresidual,    \
+      void* dx, void* dw, gpu::ParamGrads param_grads, float* scratch, int64_t N, int64_t C, void* stream);
+ENGINE_GPU_DECLARE(ENGINE_RMSNORM_LAUNCHERS)
+
 // Costs (kernels/kernel_cost.h): forward: bytes = N C (2 sizeof(T)) + 2 C
 // sizeof(T) + 8 N, flops ~ 8 N C; fused residual: bytes = N C (4 sizeof(T))
 // + 2 C sizeof(T) + 8 N, flops ~ 9 N C; backward: bytes = N C ((3 +
@@ -61,7 +73,11 @@ ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 // written), then blocks 2 C 4 + 2 C sizeof(T) (read, dw and db written;
 // 4 bytes each for ParamGrads::f32, 8 read and written for f32_add),
 // flops ~ 15 N C + 2 blocks C, blocks the grid of the kernel the row width
-// takes (layernorm_backward_blocks).
+// takes (layernorm_backward_blocks). RMSNorm: forward bytes = N C (2
+// sizeof(T)) + C sizeof(T) + 4 N, flops ~ 4 N C; fused residual: N C (4
+// sizeof(T)) + C sizeof(T) + 4 N, flops ~ 5 N C; backward: as layernorm's
+// with 4 N (rstd alone), no db (C (t + tw)), partials of C (8 blocks C),
+// flops ~ 9 N C + blocks C.
 namespace eng::kcost {
 inline kprof::Cost layernorm_forward(gpu::Storage st, const void*, const void*, const void*, void*, float*, float*,
                                      int64_t N, int64_t C, double, void*) {
@@ -84,5 +100,24 @@ inline kprof::Cost fused_residual_layernorm_backward(gpu::Storage st, const void
   return kprof::memory(
       (dresidual ? 4 : 3) * nc * t + 8 * double(N) + double(C) * (t + 2 * tw) + 16 * blocks * double(C),
       15 * nc + 2 * blocks * double(C));
+}
+inline kprof::Cost rmsnorm_forward(gpu::Storage st, const void*, const void*, void*, float*, int64_t N, int64_t C,
+                                   double, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  return kprof::memory(2 * nc * t + double(C) * t + 4 * double(N), 4 * nc);
+}
+inline kprof::Cost fused_residual_rmsnorm_forward(gpu::Storage st, const void*, const void*, const void*, void*, void*,
+                                                  float*, int64_t N, int64_t C, double, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  return kprof::memory(4 * nc * t + double(C) * t + 4 * double(N), 5 * nc);
+}
+inline kprof::Cost fused_residual_rmsnorm_backward(gpu::Storage st, const void*, const void*, const void*, const float*,
+                                                   const void* dresidual, void*, void*, gpu::ParamGrads param_grads,
+                                                   float*, int64_t N, int64_t C, void*) {
+  const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
+  const double tw = param_grads == gpu::ParamGrads::storage ? t : param_grads == gpu::ParamGrads::f32 ? 4 : 8;
+  const double blocks = double(gpu::layernorm_backward_blocks(N, C, st));
+  return kprof::memory((dresidual ? 4 : 3) * nc * t + 4 * double(N) + double(C) * (t + tw) + 8 * blocks * double(C),
+                       9 * nc + blocks * double(C));
 }
 }  // namespace eng::kcost
