@@ -22,6 +22,7 @@ std::vector<Case> gelu_adamw_cases(bool quick);
 std::vector<Case> cross_entropy_embedding_cases(bool quick);
 std::vector<Case> attention_cases(bool quick);
 std::vector<Case> reduce_cases(bool quick);
+std::vector<Case> llama_cases(bool quick);      // rmsnorm, swiglu, rope (bench/cases_llama.cpp)
 std::vector<Case> optimizer_cases(bool quick);  // adamw8bit_step, adafactor_step
 
 // The GEMM shape sweep (--gemm-sweep): TFLOP/s for every (M, N, K) in the

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
       gemm_sweep(wb);
     } else {
       for (auto family : {matmul_cases, layernorm_softmax_cases, gelu_adamw_cases, optimizer_cases,
-                          cross_entropy_embedding_cases, attention_cases, reduce_cases})
+                          cross_entropy_embedding_cases, attention_cases, reduce_cases, llama_cases})
         for (const Case& c : family(o.quick))
           if (c.name.find(o.filter) != std::string::npos) wb.run_case(c);
     }

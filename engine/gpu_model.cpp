@@ -63,6 +63,11 @@ const std::map<std::string, double>& assumed_memory_share() {
       // row's eighth still in series, so a quarter of HBM, not the 76%
       // spread ids reach
       {"embedding_backward", 0.25},
+      // RMSNorm runs layernorm's kernels with kRms (kernels/cuda/layernorm.cu):
+      // their measured or assumed shares
+      {"rmsnorm_forward", 0.495},
+      {"fused_residual_rmsnorm_forward", 0.495},
+      {"fused_residual_rmsnorm_backward", 0.46},
   };
   return m;
 }

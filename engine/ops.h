@@ -108,6 +108,8 @@ enum class AttentionImpl : uint8_t { ours, ours_cuda_cores, cudnn };
 // q_offset (context parallelism): q is (B, Tq, NH, HS), the queries at
 // positions q_offset .. q_offset + Tq - 1 of the keys' sequence, k and v are
 // (B, Tk, NH, HS), all of it; causal masks keys j > q_offset + i. ours only.
+// k and v may have fewer heads, NKV dividing NH (grouped-query attention):
+// query head h reads K/V head h / (NH / NKV), in place. ours only.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal = Causal::yes,
                  AttentionImpl impl = AttentionImpl::ours, int64_t q_offset = 0);
 // Self-attention on the packed output of a qkv projection: qkv (B, T, 3C)
@@ -116,8 +118,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
 // three and calling attention, which is what it does on emu and cuda; on the
 // cpu the kernel reads q, k, v in place and its backward writes dqkv in one
 // tensor (no split copies, no zero-padded gradients to add up).
+// n_kv_head (grouped-query attention, Llama's; 0: n_head): qkv is (B, T,
+// (n_head + 2 n_kv_head) HS), q's heads then k's then v's, and query head h
+// reads K/V head h / (n_head / n_kv_head) in place; our kernels only.
 Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal = Causal::yes,
-                     AttentionImpl impl = AttentionImpl::ours);
+                     AttentionImpl impl = AttentionImpl::ours, int64_t n_kv_head = 0);
 // "ours" / "ours_cuda_cores" / "cudnn", and back (an error naming the accepted values).
 const char* attention_impl_name(AttentionImpl impl);
 AttentionImpl parse_attention_impl(const std::string& name);

@@ -12,7 +12,10 @@
 // forward's mask. AttentionImpl::cudnn is cuDNN's fused attention on the
 // cuda device (attention_cudnn.cpp). attention_qkv takes q, k, v packed in
 // one (B, T, 3C) tensor, read in place (its gradient written in place) by
-// our kernels on every device and by cuDNN's (strides).
+// our kernels on every device and by cuDNN's (strides). Grouped-query
+// attention (k, v with NKV < NH heads; a packed (B, T, (NH + 2 NKV) HS)
+// qkv) runs our kernels, which read each K/V head for its group in place;
+// cuDNN's is refused for it in one line.
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_mma.h"
 
@@ -155,12 +158,16 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
                  int64_t q_offset) {
   check_float_inputs("attention", {q, k, v}, GpuKernel::yes);
   ENGINE_CHECK(q.ndim() == 4, "attention: q must be (B, T, NH, HS), got ", q.desc());
-  ENGINE_CHECK(k.ndim() == 4 && k.size(0) == q.size(0) && k.size(2) == q.size(2) && k.size(3) == q.size(3) &&
-                   v.shape() == k.shape(),
-               "attention: q, k, v shapes differ: ", descs({q, k, v}));
+  ENGINE_CHECK(
+      k.ndim() == 4 && k.size(0) == q.size(0) && k.size(2) > 0 && q.size(2) % k.size(2) == 0 &&
+          k.size(3) == q.size(3) && v.shape() == k.shape(),
+      "attention: q, k, v shapes differ (k and v (B, Tk, NKV, HS), NKV dividing q's heads): ", descs({q, k, v}));
+  const int64_t NKV = k.size(2);
   ENGINE_CHECK(q_offset >= 0 && q_offset + q.size(1) <= k.size(1), "attention: ", q.size(1), " queries at offset ",
                q_offset, " do not lie within ", k.size(1), " keys: ", descs({q, k}));
   if (impl == AttentionImpl::cudnn) {
+    ENGINE_CHECK(NKV == q.size(2), "attention (cudnn): grouped-query attention (", NKV, " K/V heads for ", q.size(2),
+                 " query heads) runs our kernels only (use --attention ours)");
     ENGINE_CHECK(k.shape() == q.shape() && q_offset == 0,
                  "attention (cudnn): queries and keys must be the same sequence, got ", descs({q, k}), " at offset ",
                  q_offset, " (use --attention ours)");
@@ -177,36 +184,41 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  q.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", q.desc());
     return attention_gpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
-                         gpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal, impl);
+                         gpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset, 0, NKV}, causal,
+                         impl);
   }
   return attention_cpu("attention", {q, k, v}, {0, 0, 0}, q.shape(),
-                       cpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset}, causal);
+                       cpu::AttentionDims{q.size(0), q.size(1), k.size(1), q.size(2), HS, q_offset, 0, NKV}, causal);
 }
 
-Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, AttentionImpl impl) {
+Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, AttentionImpl impl, int64_t n_kv_head) {
   check_float_inputs("attention_qkv", {qkv}, GpuKernel::yes);
-  ENGINE_CHECK(qkv.ndim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, "attention_qkv: qkv ", qkv.desc(),
-               " is not (B, T, 3 * ", n_head, " heads * head size)");
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / n_head;
+  const int64_t NKV = n_kv_head ? n_kv_head : n_head;
+  ENGINE_CHECK(qkv.ndim() == 3 && n_head > 0 && NKV > 0 && n_head % NKV == 0 && qkv.size(2) % (n_head + 2 * NKV) == 0,
+               "attention_qkv: qkv ", qkv.desc(), " is not (B, T, (", n_head, " + 2 x ", NKV,
+               ") heads * head size), K/V heads dividing the query heads");
+  const int64_t B = qkv.size(0), T = qkv.size(1), W = qkv.size(2), HS = W / (n_head + 2 * NKV);
+  const int64_t C = n_head * HS, Ckv = NKV * HS;
   const Shape heads{B, T, n_head, HS};
   const bool ours = impl != AttentionImpl::cudnn;
   if (on_gpu(qkv) && ours) {
     ENGINE_CHECK(HS <= emuk::attention_max_head_size(), "attention: head size ", HS, " not supported on ",
                  qkv.device().str(), " (at most ", emuk::attention_max_head_size(), "): ", qkv.desc());
-    return attention_gpu("attention_qkv", {qkv}, {0, C, 2 * C}, heads,
-                         gpu::AttentionDims{B, T, T, n_head, HS, 0, 3 * C}, causal, impl);
+    return attention_gpu("attention_qkv", {qkv}, {0, C, C + Ckv}, heads,
+                         gpu::AttentionDims{B, T, T, n_head, HS, 0, W, NKV}, causal, impl);
   }
 #if defined(ENGINE_HAVE_CUDA)
-  if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda) {
+  if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda && NKV == n_head) {
     return attention_qkv_cudnn(qkv, n_head, causal);
   }
 #endif
-  if (on_gpu(qkv) || !ours) {  // cuDNN off the cuda device: attention says why not
-    const std::vector<Tensor> p = split(qkv, {C, C, C}, -1);
-    return attention(p[0].reshape(heads), p[1].reshape(heads), p[2].reshape(heads), causal, impl);
+  if (on_gpu(qkv) || !ours) {  // cuDNN off the cuda device or grouped: attention says why not
+    const std::vector<Tensor> p = split(qkv, {C, Ckv, Ckv}, -1);
+    const Shape kv_heads{B, T, NKV, HS};
+    return attention(p[0].reshape(heads), p[1].reshape(kv_heads), p[2].reshape(kv_heads), causal, impl);
   }
-  return attention_cpu("attention_qkv", {qkv}, {0, C, 2 * C}, heads, cpu::AttentionDims{B, T, T, n_head, HS, 0, 3 * C},
-                       causal);
+  return attention_cpu("attention_qkv", {qkv}, {0, C, C + Ckv}, heads,
+                       cpu::AttentionDims{B, T, T, n_head, HS, 0, W, NKV}, causal);
 }
 
 }  // namespace eng

@@ -9,6 +9,10 @@
 //   O = P V
 // backward: dV = P^T dO; dP = dO V^T; dS = P * (dP - rowsum(dP * P));
 //           dQ = dS K / sqrt(HS); dK = dS^T Q / sqrt(HS)
+// Grouped-query attention (d.NKV < NH): query head h reads K/V head
+// h / (NH / NKV) in place (no repeated copies); dK and dV of a K/V head sum
+// its query heads' shares in head order (the backward runs a K/V head's
+// group on one thread: fixed bits).
 // Self-attention is Tq = Tk, q_offset 0; context parallelism gives each rank
 // its slice of the queries (q_offset = its first position) against every
 // key, gathered.
@@ -129,6 +133,7 @@ ENGINE_CPU_CLONES void transpose_head(const T* src, int64_t ld, int64_t rows, in
 template <typename T>
 void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const AttentionDims& d, AttentionMask mask) {
   const int64_t B = d.B, Tq = d.Tq, Tk = d.Tk, NH = d.NH, HS = d.HS, ldo = NH * HS, ld = d.ld_qkv ? d.ld_qkv : ldo;
+  const int64_t NKV = d.NKV ? d.NKV : NH, G = NH / NKV, ldk = d.ld_qkv ? d.ld_qkv : NKV * HS;
   const T sc = T(1) / std::sqrt(T(HS));
   const int64_t rb = block_rows(Tq, mask), cb = block_rows(Tk, mask);
   // Each (b, h) is independent; the GEMMs inside run single-threaded there.
@@ -144,9 +149,9 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
       for (int64_t h = 0; h < NH; ++h) {
         T* P = att + (b * NH + h) * Tq * Tk;
         const T* qh = q + b * Tq * ld + h * HS;
-        const T* vh = v + b * Tk * ld + h * HS;
+        const T* vh = v + b * Tk * ldk + h / G * HS;
         T* oh = out + b * Tq * ldo + h * HS;
-        transpose_head(k + b * Tk * ld + h * HS, ld, keys, HS, kt, Tk);
+        transpose_head(k + b * Tk * ldk + h / G * HS, ldk, keys, HS, kt, Tk);
         for (int64_t i0 = 0; i0 < Tq; i0 += rb) {
           const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
           T* Pb = P + i0 * Tk;
@@ -155,7 +160,7 @@ void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const
             const int64_t last = last_key(i, d, mask);
             softmax_row(P + i * Tk, last, zeros_end(last, kend, Tk, cb));
           }
-          gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), Pb, Tk, vh, ld, T(0), oh + i0 * ldo, ldo);  // O = P V
+          gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), Pb, Tk, vh, ldk, T(0), oh + i0 * ldo, ldo);  // O = P V
         }
       }
   }
@@ -165,6 +170,7 @@ template <typename T>
 void attention_backward(const T* dout, const T* q, const T* k, const T* v, const T* att, T* dq, T* dk, T* dv,
                         const AttentionDims& d, AttentionMask mask) {
   const int64_t B = d.B, Tq = d.Tq, Tk = d.Tk, NH = d.NH, HS = d.HS, ldo = NH * HS, ld = d.ld_qkv ? d.ld_qkv : ldo;
+  const int64_t NKV = d.NKV ? d.NKV : NH, G = NH / NKV, ldk = d.ld_qkv ? d.ld_qkv : NKV * HS;
   const T sc = T(1) / std::sqrt(T(HS));
   const int64_t rb = block_rows(Tq, mask), cb = block_rows(Tk, mask);
   // Per thread: dS of one head (Tq x Tk; every entry of it that is read is
@@ -176,35 +182,43 @@ void attention_backward(const T* dout, const T* q, const T* k, const T* v, const
   {
     T* dS = work.get() + omp_get_thread_num() * per_thread;
     T* vt = dS + Tq * Tk;
+    // A K/V head and its group of G query heads on one thread: dK and dV
+    // sum the group's shares (beta 1 after the first) with no race.
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < NH; ++h) {
-        const T* P = att + (b * NH + h) * Tq * Tk;
-        const size_t qo = size_t(b * Tq * ld + h * HS), ko = size_t(b * Tk * ld + h * HS);
-        const T* doh = dout + b * Tq * ldo + h * HS;
-        transpose_head(v + ko, ld, keys, HS, vt, Tk);
-        for (int64_t i0 = 0; i0 < Tq; i0 += rb) {  // dP, dS, dQ by blocks of query rows
-          const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
-          T* dSb = dS + i0 * Tk;
-          gemm<T>(Trans::N, Trans::N, m, kend, HS, T(1), doh + i0 * ldo, ldo, vt, Tk, T(0), dSb, Tk);  // dP
-          for (int64_t i = i0; i < i0 + m; ++i) {  // softmax backward, folding in the 1/sqrt(HS) of S
-            const int64_t last = last_key(i, d, mask);
-            softmax_backward_row(P + i * Tk, dS + i * Tk, last, zeros_end(last, kend, Tk, cb), sc);
+      for (int64_t kh = 0; kh < NKV; ++kh) {
+        const size_t ko = size_t(b * Tk * ldk + kh * HS);
+        transpose_head(v + ko, ldk, keys, HS, vt, Tk);
+        for (int64_t h = kh * G; h < (kh + 1) * G; ++h) {
+          const T* P = att + (b * NH + h) * Tq * Tk;
+          const size_t qo = size_t(b * Tq * ld + h * HS);
+          const T* doh = dout + b * Tq * ldo + h * HS;
+          const T beta = h == kh * G ? T(0) : T(1);
+          for (int64_t i0 = 0; i0 < Tq; i0 += rb) {  // dP, dS, dQ by blocks of query rows
+            const int64_t m = std::min(rb, Tq - i0), kend = last_key(i0 + m - 1, d, mask) + 1;
+            T* dSb = dS + i0 * Tk;
+            gemm<T>(Trans::N, Trans::N, m, kend, HS, T(1), doh + i0 * ldo, ldo, vt, Tk, T(0), dSb, Tk);  // dP
+            for (int64_t i = i0; i < i0 + m; ++i) {  // softmax backward, folding in the 1/sqrt(HS) of S
+              const int64_t last = last_key(i, d, mask);
+              softmax_backward_row(P + i * Tk, dS + i * Tk, last, zeros_end(last, kend, Tk, cb), sc);
+            }
+            gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), dSb, Tk, k + ko, ldk, T(0), dq + qo + i0 * ld, ld);  // dQ
           }
-          gemm<T>(Trans::N, Trans::N, m, HS, kend, T(1), dSb, Tk, k + ko, ld, T(0), dq + qo + i0 * ld, ld);  // dQ
-        }
-        for (int64_t j0 = 0; j0 < Tk; j0 += cb) {  // dV, dK by blocks of key rows, from the first query seeing them
-          const int64_t n = std::min(cb, Tk - j0), i0 = first_query(j0, d, mask), m = Tq - i0;
-          T* dvb = dv + ko + j0 * ld;
-          T* dkb = dk + ko + j0 * ld;
-          if (m == 0) {  // keys no query sees (context parallel: after this rank's queries)
-            for (int64_t j = 0; j < n; ++j) std::fill_n(dvb + j * ld, HS, T(0)), std::fill_n(dkb + j * ld, HS, T(0));
-            continue;
+          for (int64_t j0 = 0; j0 < Tk; j0 += cb) {  // dV, dK by blocks of key rows, from the first query seeing them
+            const int64_t n = std::min(cb, Tk - j0), i0 = first_query(j0, d, mask), m = Tq - i0;
+            T* dvb = dv + ko + j0 * ldk;
+            T* dkb = dk + ko + j0 * ldk;
+            if (m == 0) {  // keys no query sees (context parallel: after this rank's queries)
+              if (beta == T(0))
+                for (int64_t j = 0; j < n; ++j)
+                  std::fill_n(dvb + j * ldk, HS, T(0)), std::fill_n(dkb + j * ldk, HS, T(0));
+              continue;
+            }
+            gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), P + i0 * Tk + j0, Tk, doh + i0 * ldo, ldo, beta, dvb,
+                    ldk);  // dV (+)= P^T dO
+            gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), dS + i0 * Tk + j0, Tk, q + qo + i0 * ld, ld, beta, dkb,
+                    ldk);  // dK (+)= dS^T Q
           }
-          gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), P + i0 * Tk + j0, Tk, doh + i0 * ldo, ldo, T(0), dvb,
-                  ld);  // dV = P^T dO
-          gemm<T>(Trans::T, Trans::N, n, HS, m, T(1), dS + i0 * Tk + j0, Tk, q + qo + i0 * ld, ld, T(0), dkb,
-                  ld);  // dK = dS^T Q
         }
       }
   }

@@ -89,8 +89,11 @@ void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
 // gradients into) one packed (B, T, 3, NH, HS) qkv tensor. out and dout
 // always have their own (NH*HS).
 enum class AttentionMask : uint8_t { none, causal };
+// NKV: K/V heads (grouped-query attention; 0 means NH): query head h reads
+// K/V head h / (NH / NKV); k, v, dk, dv are (B, Tk, NKV, HS), rows NKV*HS
+// apart, or ld_qkv in a packed (B, T, (NH + 2 NKV) HS) qkv.
 struct AttentionDims {
-  int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0, ld_qkv = 0;
+  int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0, ld_qkv = 0, NKV = 0;
 };
 template <typename T>
 void attention_forward(const T* q, const T* k, const T* v, T* out, T* att, const AttentionDims& d, AttentionMask mask);

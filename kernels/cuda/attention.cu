@@ -23,6 +23,10 @@
 // meet n_k key tiles; the diagonal moves by q_offset (causal: query i sees
 // keys 0..q_offset + i), and P counts the pairs at or below it. Below, Tn is
 // Tq for q, out, lse and Tk for k, v; self-attention is Tq = Tk, q_offset 0.
+// Grouped-query attention (NKV < NH K/V heads): query head h reads K/V head
+// h / group in place (group = NH / NKV; no repeated K/V in memory); the
+// dK/dV kernel takes one K/V head's key tile and walks every query tile of
+// its group's heads in turn, so dK and dV sum the group without atomics.
 // Layout: q, out, dq, dout are (B, Tq, NH, HS), k, v, dk, dv (B, Tk, NH, HS)
 // in the storage dtype T (f32/bf16/f16): row (b, t, h) starts at
 // ((b*T + t)*NH + h)*HS. lse and delta are fp32 (B, NH, Tq). All math is
@@ -103,13 +107,21 @@ __device__ __forceinline__ float dot_rows(const float* a, const float* b) {
 struct AttnDims {
   int Tq, Tk, q_off, NH, hs, BH, q_tiles, k_tiles;  // BH = B*NH; q_tiles = ceil(Tq / kTile), k_tiles likewise
   float scale;
-  int64_t ld;  // rows of q, k, v (and dq, dk, dv) are ld apart: NH*hs, or 3 NH hs in a packed qkv
+  int64_t ld;   // rows of q (and dq) are ld apart: NH*hs, or (NH + 2 NKV) hs in a packed qkv
+  int64_t ldk;  // rows of k, v (and dk, dv): NKV*hs, or ld in a packed qkv
+  int group;    // query heads per K/V head (NH / NKV; 1 without grouping)
+  int BKV;      // B * NKV
 };
-// Where head (b, h) starts in a (B, Tn, rows ld apart) tensor: q, k, v and
-// their gradients with ld = a.ld, out and dout (always (B, Tn, NH, HS)) with NH*hs.
+// Where head (b, h) starts in a (B, Tn, rows ld apart) tensor: q and dq
+// with ld = a.ld, out and dout (always (B, Tn, NH, HS)) with NH*hs.
 __device__ __forceinline__ int64_t head_base(const AttnDims& a, int bh, int Tn, int64_t ld) {
   const int b = bh / a.NH, h = bh % a.NH;
   return int64_t(b) * Tn * ld + int64_t(h) * a.hs;
+}
+// Where the K/V head that query head (b, h) reads starts in k, v (B, Tk, rows ldk apart).
+__device__ __forceinline__ int64_t kv_base(const AttnDims& a, int bh) {
+  const int b = bh / a.NH, h = bh % a.NH;
+  return int64_t(b) * a.Tk * a.ldk + int64_t(h / a.group) * a.hs;
 }
 // Whether query i attends to key j: causal, keys 0..q_off+i; none, every key.
 // Keys past Tk, the zero rows of a ragged last tile, are never seen (a zero
@@ -158,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_p[kTile][kTile + 1];
   constexpr int kD = kHS / kLanes;  // accumulator dims per lane
   const int bh = int(blockIdx.x) % a.BH, qt = a.q_tiles - 1 - int(blockIdx.x) / a.BH;
-  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = head_base(a, bh, a.Tk, a.ld), row_stride = a.ld;
+  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = kv_base(a, bh), row_stride = a.ld;
   const int64_t o_stride = int64_t(a.NH) * a.hs, obase = head_base(a, bh, a.Tq, o_stride);
   const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int q0 = qt * kTile, i = q0 + r;
@@ -170,8 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kt_last = last_key_tile<kMask>(qt, a);
   for (int kt = 0; kt <= kt_last; ++kt) {
     const int k0 = kt * kTile;
-    load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, row_stride, a.hs);
-    load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, row_stride, a.hs);
+    load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, a.ldk, a.hs);
+    load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, a.ldk, a.hs);
     __syncthreads();
     float s[kCols], tile_max = -INFINITY;
 #pragma unroll
@@ -213,16 +225,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// attention_backward_dkdv_kernel: one block per (key tile kt, b*h); K and V
-// stay in shared memory while the block walks the query tiles that see these
-// keys (causal: from the tile of query kt*16 - q_off on; none: all), recomputing per tile
-// P = exp(S - lse) and dS = P (dO V^T - D), and accumulating in registers
-// dV += P^T dO and dK += dS^T Q (scaled once at the end). Thread row c is a key.
-// Launch: grid = B*NH*k_tiles (causal: key tile 0, the most work, first), 128 threads.
-// Preconditions: as the forward; lse and delta hold the forward's values.
-// With P tile pairs as in the forward:
-// bytes = sizeof(T) B NH HS (4 Tn + 2 kTile P) + 8 B NH kTile P;
-// flops = 8 B NH HS kTile^2 P (S, dP, dV, dK) ~= 4 B NH Tn^2 HS causal,
+// attention_backward_dkdv_kernel: one block per (key tile kt, b*kv head); K and V
+// stay in shared memory while the block walks, for each query head of the
+// K/V head's group in turn, the query tiles that see these keys (causal: from the tile of query kt*16 - q_off on; none:
+// all), recomputing per tile P = exp(S - lse) and dS = P (dO V^T - D), and accumulating in registers dV += P^T dO and
+// dK += dS^T Q (scaled once at the end). Thread row c is a key. Launch: grid = B*NKV*k_tiles (causal: key tile 0, the
+// most work, first), 128 threads. Preconditions: as the forward; lse and delta hold the forward's values. With P tile
+// pairs as in the forward: bytes = sizeof(T) B NH HS (4 Tn + 2 kTile P) + 8 B NH kTile P; flops = 8 B NH HS kTile^2 P
+// (S, dP, dV, dK) ~= 4 B NH Tn^2 HS causal,
 //   8 B NH Tn^2 HS unmasked.
 template <typename T, int kHS, gpu::AttentionMask kMask>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -238,18 +248,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_ds[kTile][kTile + 1];
   __shared__ float smem_lse[kTile], smem_delta[kTile];
   constexpr int kD = kHS / kLanes;
-  const int bh = int(blockIdx.x) % a.BH, kt = int(blockIdx.x) / a.BH;
-  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = head_base(a, bh, a.Tk, a.ld), row_stride = a.ld;
-  const int64_t o_stride = int64_t(a.NH) * a.hs, obase = head_base(a, bh, a.Tq, o_stride);
+  const int bkv = int(blockIdx.x) % a.BKV, kt = int(blockIdx.x) / a.BKV;
+  const int bh0 = bkv / (a.NH / a.group) * a.NH + bkv % (a.NH / a.group) * a.group;  // the group's first (b, h)
+  const int64_t kbase = kv_base(a, bh0), row_stride = a.ld;
+  const int64_t o_stride = int64_t(a.NH) * a.hs;
   const int c = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int k0 = kt * kTile, key = k0 + c;
 
-  load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, row_stride, a.hs);
-  load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, row_stride, a.hs);
+  load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, a.ldk, a.hs);
+  load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, a.ldk, a.hs);
   float acc_dk[kD], acc_dv[kD];
 #pragma unroll
   for (int x = 0; x < kD; ++x) acc_dk[x] = acc_dv[x] = 0.f;
-  for (int qt = first_query_tile<kMask>(kt, a); qt < a.q_tiles; ++qt) {
+  const int q_first = first_query_tile<kMask>(kt, a), steps = (a.q_tiles - q_first) * a.group;
+  for (int step = 0; step < steps; ++step) {  // (query head of the group, query tile)
+    const int bh = bh0 + step / (a.q_tiles - q_first), qt = q_first + step % (a.q_tiles - q_first);
+    const int64_t qbase = head_base(a, bh, a.Tq, a.ld), obase = head_base(a, bh, a.Tq, o_stride);
     const int q0 = qt * kTile;
     load_tile<kHS>(smem_q, q + qbase, q0, a.Tq, row_stride, a.hs);
     load_tile<kHS>(smem_do, dout + obase, q0, a.Tq, o_stride, a.hs);
@@ -282,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // before the next query tile overwrites Q, dO, P, dS
   }
   if (key < a.Tk) {
-    const int64_t off = kbase + int64_t(key) * row_stride;
+    const int64_t off = kbase + int64_t(key) * a.ldk;
 #pragma unroll
     for (int x = 0; x < kD; ++x) {
       const int d = lane + x * kLanes;
@@ -318,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float smem_ds[kTile][kTile + 1];
   constexpr int kD = kHS / kLanes;
   const int bh = int(blockIdx.x) % a.BH, qt = a.q_tiles - 1 - int(blockIdx.x) / a.BH;
-  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = head_base(a, bh, a.Tk, a.ld), row_stride = a.ld;
+  const int64_t qbase = head_base(a, bh, a.Tq, a.ld), kbase = kv_base(a, bh), row_stride = a.ld;
   const int64_t o_stride = int64_t(a.NH) * a.hs, obase = head_base(a, bh, a.Tq, o_stride);
   const int r = int(threadIdx.x) / kLanes, lane = int(threadIdx.x) % kLanes;
   const int q0 = qt * kTile, i = q0 + r;
@@ -334,8 +348,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kt_last = last_key_tile<kMask>(qt, a);
   for (int kt = 0; kt <= kt_last; ++kt) {
     const int k0 = kt * kTile;
-    load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, row_stride, a.hs);
-    load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, row_stride, a.hs);
+    load_tile<kHS>(smem_k, k + kbase, k0, a.Tk, a.ldk, a.hs);
+    load_tile<kHS>(smem_v, v + kbase, k0, a.Tk, a.ldk, a.hs);
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
@@ -397,9 +411,10 @@ AttnDims make_dims(const char* fn, const gpu::AttentionDims& d, gpu::AttentionMa
   ENGINE_CHECK(d.Tq <= d.Tk && d.q_offset >= 0 && (mask != gpu::AttentionMask::causal || d.q_offset + d.Tq <= d.Tk), fn,
                ": queries at ", d.q_offset, "..", d.q_offset + d.Tq - 1, " do not lie within ", d.Tk, " keys");
   const int64_t q_tiles = (d.Tq + kTile - 1) / kTile, k_tiles = (d.Tk + kTile - 1) / kTile;
-  const int64_t rows = d.B * d.Tk * d.NH;
+  const int64_t rows = d.B * d.Tk * d.NH, NKV = d.NKV ? d.NKV : d.NH;
   ENGINE_CHECK(d.B * d.NH * k_tiles <= INT_MAX && rows <= INT_MAX, fn, ": (B, T, NH) = (", d.B, ", ", d.Tk, ", ", d.NH,
                ") too large");
+  ENGINE_CHECK(NKV > 0 && d.NH % NKV == 0, fn, ": ", NKV, " K/V heads do not divide ", d.NH, " query heads");
   ENGINE_CHECK(d.ld_qkv == 0 || d.ld_qkv >= d.NH * d.HS, fn, ": rows of q, k, v ", d.ld_qkv, " apart overlap their ",
                d.NH * d.HS, " elements");
   return AttnDims{int(d.Tq),
@@ -411,7 +426,10 @@ AttnDims make_dims(const char* fn, const gpu::AttentionDims& d, gpu::AttentionMa
                   int(q_tiles),
                   int(k_tiles),
                   1.f / std::sqrt(float(d.HS)),
-                  d.ld_qkv ? d.ld_qkv : d.NH * d.HS};
+                  d.ld_qkv ? d.ld_qkv : d.NH * d.HS,
+                  d.ld_qkv ? d.ld_qkv : NKV * d.HS,
+                  int(d.NH / NKV),
+                  int(d.B * NKV)};
 }
 }  // namespace
 
@@ -436,7 +454,7 @@ void attention_backward(gpu::Storage st, const void* dout, const void* q, const 
                         gpu::AttentionMask mask, void* stream) {
   if (d.B * d.Tq * d.NH == 0) return;
   const AttnDims a = make_dims("attention_backward", d, mask);
-  const unsigned q_grid = unsigned(a.BH) * unsigned(a.q_tiles), k_grid = unsigned(a.BH) * unsigned(a.k_tiles);
+  const unsigned q_grid = unsigned(a.BH) * unsigned(a.q_tiles), k_grid = unsigned(a.BKV) * unsigned(a.k_tiles);
   const int64_t rows = d.B * d.Tq * d.NH;
   dispatch_storage(st, [&]<typename T>() {
     const T* pdo = static_cast<const T*>(dout);

@@ -15,9 +15,13 @@ enum class AttentionMask : uint8_t { none, causal };
 struct AttentionDims {
   int64_t B = 0, Tq = 0, Tk = 0, NH = 0, HS = 0, q_offset = 0;
   // Rows (one per (b, t)) of q, k, v and of dq, dk, dv are ld_qkv elements
-  // apart; 0: NH * HS, each its own tensor. 3 NH HS: one packed (B, T, 3C)
-  // qkv read in place, its gradient written in place. out, dout: NH * HS.
+  // apart; 0: each its own tensor, q's rows NH * HS apart, k's and v's NKV
+  // * HS. (NH + 2 NKV) HS: one packed (B, T, (NH + 2 NKV) HS) qkv read in
+  // place, its gradient written in place. out, dout: NH * HS.
   int64_t ld_qkv = 0;
+  // K/V heads (grouped-query attention; 0: NH). NH % NKV == 0; query head h
+  // reads K/V head h / (NH / NKV); k, v, dk, dv are (B, Tk, NKV, HS).
+  int64_t NKV = 0;
 };
 }  // namespace eng::gpu
 
@@ -49,7 +53,8 @@ inline double attention_pairs(const gpu::AttentionDims& d, gpu::AttentionMask ma
 // per head dim and (query, key) pair.
 inline kprof::Cost attention_cost(kprof::Kind kind, gpu::Storage st, const gpu::AttentionDims& d,
                                   gpu::AttentionMask mask, double io, double f32, double per_pair) {
-  const double rows_q = double(d.B) * double(d.Tq) * double(d.NH), rows_k = double(d.B) * double(d.Tk) * double(d.NH);
+  const double rows_q = double(d.B) * double(d.Tq) * double(d.NH),
+               rows_k = double(d.B) * double(d.Tk) * double(d.NKV ? d.NKV : d.NH);
   kprof::Cost c;
   c.kind = kind;
   if (rows_q == 0) return c;  // nothing launched

@@ -44,16 +44,17 @@ __global__ void __launch_bounds__(kThreads)
   const int b = bh / a.NH, h = bh % a.NH;
   const int64_t head = int64_t(h) * kHS;
   const T* qh = q + int64_t(b) * a.Tq * a.ld + head;
-  const T* kh = k + int64_t(b) * a.Tk * a.ld + head;
-  const T* vh = v + int64_t(b) * a.Tk * a.ld + head;
+  const int64_t kv_head = int64_t(h / a.group) * kHS;  // grouped-query attention: the group's K/V head
+  const T* kh = k + int64_t(b) * a.Tk * a.ldk + kv_head;
+  const T* vh = v + int64_t(b) * a.Tk * a.ldk + kv_head;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), g = lane / 4, t = lane % 4;
 
   // The key tiles these queries see: all, or up to the last query's diagonal.
   const int k_tiles = (a.Tk + kBc - 1) / kBc;
   const int last = kCausal ? min(k_tiles - 1, (a.q_off + q0 + kBr - 1) / kBc) : k_tiles - 1;
   load_rows<T, kHS>(qs, qh, a.ld, q0, kBr, a.Tq);
-  load_rows<T, kHS>(ks, kh, a.ld, 0, kBc, a.Tk);
-  load_rows<T, kHS>(vs, vh, a.ld, 0, kBc, a.Tk);
+  load_rows<T, kHS>(ks, kh, a.ldk, 0, kBc, a.Tk);
+  load_rows<T, kHS>(vs, vh, a.ldk, 0, kBc, a.Tk);
   tc::cp_async_commit();
 
   uint32_t qf[kHS / 16][4];                                // the warp's 16 query rows as A fragments, d in chunks of 16
@@ -61,8 +62,8 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 (l: this lane's share)
   for (int j = 0; j <= last; ++j) {
     if (j < last) {
-      load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ld, (j + 1) * kBc, kBc, a.Tk);
-      load_rows<T, kHS>(vs + ((j + 1) % 2) * kTile, vh, a.ld, (j + 1) * kBc, kBc, a.Tk);
+      load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ldk, (j + 1) * kBc, kBc, a.Tk);
+      load_rows<T, kHS>(vs + ((j + 1) % 2) * kTile, vh, a.ldk, (j + 1) * kBc, kBc, a.Tk);
       tc::cp_async_commit();
       tc::cp_async_wait_group<1>();
     } else {
@@ -170,12 +171,12 @@ void attention_forward_mma(gpu::Storage st, const void* q, const void* k, const 
                            const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream) {
   ENGINE_CHECK(st != gpu::Storage::f32, "attention_forward_mma: tensor cores take bf16 or f16, not f32");
   ENGINE_CHECK(d.HS == 64 || d.HS == 128, "attention_forward_mma: head size ", d.HS, " (64 or 128)");
-  const int64_t ld = d.ld_qkv ? d.ld_qkv : d.NH * d.HS;
-  ENGINE_CHECK(ld % 8 == 0 && aligned16(q, k, v), "attention_forward_mma: q, k, v rows must start on 16 bytes");
+  const MmaDims a = mma_dims(d);
+  ENGINE_CHECK(a.ld % 8 == 0 && a.ldk % 8 == 0 && aligned16(q, k, v),
+               "attention_forward_mma: q, k, v rows must start on 16 bytes");
   ENGINE_CHECK(d.B * d.NH * ((d.Tq + kBr - 1) / kBr) < (int64_t(1) << 31) && d.Tk < (int64_t(1) << 30),
                "attention_forward_mma: ", d.B, " x ", d.NH, " heads of ", d.Tq, " queries is too large a grid");
   if (d.B * d.Tq * d.NH == 0) return;
-  const MmaDims a{int(d.Tq), int(d.Tk), int(d.q_offset), int(d.NH), int(d.B * d.NH), 1.f / std::sqrt(float(d.HS)), ld};
   const bool causal = mask == gpu::AttentionMask::causal;
   dispatch_storage(st, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, float>) {

@@ -2,6 +2,8 @@
 // forward; attention_mma_backward.cu): tile sizes, the launch's dimensions,
 // the cp.async tile loader, the fragment helpers and the shared-memory opt-in.
 #pragma once
+#include <cmath>
+
 #include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/storage.cuh"
 #include "kernels/cuda/tensor_core.cuh"
@@ -16,8 +18,26 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps, kBr = 16 * kWarps, kBc = 64, k
 struct MmaDims {
   int Tq, Tk, q_off, NH, BH;
   float scale;
-  int64_t ld;  // rows of q, k, v (and dq, dk, dv): NH HS, or 3 NH HS (packed qkv)
+  int64_t ld;   // rows of q (and dq): NH HS, or (NH + 2 NKV) HS (packed qkv)
+  int64_t ldk;  // rows of k, v (and dk, dv): NKV HS, or ld (packed qkv)
+  int group;    // query heads per K/V head (grouped-query attention; 1 without)
+  int BKV;      // B NKV
 };
+// The launch's dimensions from attention_forward's contract (the launchers
+// have checked HS and the grid).
+inline MmaDims mma_dims(const gpu::AttentionDims& d) {
+  const int64_t NKV = d.NKV ? d.NKV : d.NH;
+  return MmaDims{int(d.Tq),
+                 int(d.Tk),
+                 int(d.q_offset),
+                 int(d.NH),
+                 int(d.B * d.NH),
+                 1.f / std::sqrt(float(d.HS)),
+                 d.ld_qkv ? d.ld_qkv : d.NH * d.HS,
+                 d.ld_qkv ? d.ld_qkv : NKV * d.HS,
+                 int(d.NH / NKV),
+                 int(d.B * NKV)};
+}
 
 // Rows [row0, row0 + rows) of a head's (T, ld) matrix into a [rows][kHS + kPad]
 // tile; rows at or past T zero-filled. 16 bytes a copy; commit is the caller's.

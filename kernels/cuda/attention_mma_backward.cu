@@ -52,34 +52,41 @@ __global__ void __launch_bounds__(kThreads)
   T* const dos = qs + 2 * kTile;                                   // 2 stages of [kBq][kLd]
   float* const stats = reinterpret_cast<float*>(dos + 2 * kTile);  // 2 stages of lse[kBq], D[kBq]
   const int k_tiles = (a.Tk + kBc - 1) / kBc;
-  const int bh = int(blockIdx.x) / k_tiles, k0 = (int(blockIdx.x) % k_tiles) * kBc;
-  const int b = bh / a.NH, h = bh % a.NH;
-  const int64_t head = int64_t(h) * kHS, o_ld = int64_t(a.NH) * kHS;
-  const T* qh = q + int64_t(b) * a.Tq * a.ld + head;
-  const T* doh = dout + int64_t(b) * a.Tq * o_ld + head;
+  const int bkv = int(blockIdx.x) / k_tiles, k0 = (int(blockIdx.x) % k_tiles) * kBc;
+  const int NKV = a.NH / a.group, b = bkv / NKV, kvh = bkv % NKV;
+  const int64_t kv_head = int64_t(kvh) * kHS, o_ld = int64_t(a.NH) * kHS;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), g = lane / 4, t = lane % 4;
-  // The query tiles that see these keys: from the first whose last query reaches k0.
+  // The query tiles that see these keys: from the first whose last query
+  // reaches k0, for each query head of the K/V head's group in turn (steps
+  // of the pipeline: span tiles a head).
   const int q_tiles = (a.Tq + kBq - 1) / kBq;
   const int first = kCausal ? max(0, (k0 - a.q_off) / kBq) : 0;
-  const auto load_queries = [&](int stage, int i) {
-    load_rows<T, kHS>(qs + stage * kTile, qh, a.ld, i * kBq, kBq, a.Tq);
-    load_rows<T, kHS>(dos + stage * kTile, doh, o_ld, i * kBq, kBq, a.Tq);
+  const int span = q_tiles - first, steps = span > 0 ? span * a.group : 0;
+  // Step s is query tile first + s % span of the group's query head s / span
+  // (b, h0 + s / span): its rows and statistics start hg heads past the group's first.
+  const int64_t h0 = int64_t(kvh) * a.group;
+  const auto load_queries = [&](int stage, int step) {
+    const int hg = step / span, i = first + step - hg * span;
+    const int64_t head = (h0 + hg) * kHS, stat = (int64_t(b) * a.NH + h0 + hg) * a.Tq;
+    load_rows<T, kHS>(qs + stage * kTile, q + int64_t(b) * a.Tq * a.ld + head, a.ld, i * kBq, kBq, a.Tq);
+    load_rows<T, kHS>(dos + stage * kTile, dout + int64_t(b) * a.Tq * o_ld + head, o_ld, i * kBq, kBq, a.Tq);
     for (int x = int(threadIdx.x); x < kBq; x += kThreads) {
       const int query = i * kBq + x;  // past Tq: P = exp(-inf) = 0
-      stats[stage * 2 * kBq + x] = query < a.Tq ? lse[int64_t(bh) * a.Tq + query] : INFINITY;
-      stats[stage * 2 * kBq + kBq + x] = query < a.Tq ? delta[int64_t(bh) * a.Tq + query] : 0.f;
+      stats[stage * 2 * kBq + x] = query < a.Tq ? lse[stat + query] : INFINITY;
+      stats[stage * 2 * kBq + kBq + x] = query < a.Tq ? delta[stat + query] : 0.f;
     }
   };
-  load_rows<T, kHS>(ks, k + int64_t(b) * a.Tk * a.ld + head, a.ld, k0, kBc, a.Tk);
-  load_rows<T, kHS>(vs, v + int64_t(b) * a.Tk * a.ld + head, a.ld, k0, kBc, a.Tk);
-  if (first < q_tiles) load_queries(0, first);
+  load_rows<T, kHS>(ks, k + int64_t(b) * a.Tk * a.ldk + kv_head, a.ldk, k0, kBc, a.Tk);
+  load_rows<T, kHS>(vs, v + int64_t(b) * a.Tk * a.ldk + kv_head, a.ldk, k0, kBc, a.Tk);
+  if (steps > 0) load_queries(0, 0);
   tc::cp_async_commit();
 
   float dkacc[kHS / 8][4] = {}, dvacc[kHS / 8][4] = {};
-  for (int i = first; i < q_tiles; ++i) {
-    const int stage = (i - first) % 2;
-    if (i + 1 < q_tiles) {
-      load_queries(1 - stage, i + 1);
+  int i = first;  // this step's query tile
+  for (int step = 0; step < steps; ++step, i = i + 1 == q_tiles ? first : i + 1) {
+    const int stage = step % 2;
+    if (step + 1 < steps) {
+      load_queries(1 - stage, step + 1);
       tc::cp_async_commit();
       tc::cp_async_wait_group<1>();
     } else {
@@ -136,13 +143,13 @@ __global__ void __launch_bounds__(kThreads)
         tc::mma_m16n8k16<T>(dkacc[2 * dp + 1], dsa, b1);
       }
     }
-    __syncthreads();  // this stage is refilled by query tile i + 2
+    __syncthreads();  // this stage is refilled by step + 2
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = k0 + warp * 16 + g + 8 * r;
     if (key >= a.Tk) continue;
-    const int64_t off = (int64_t(b) * a.Tk + key) * a.ld + head;
+    const int64_t off = (int64_t(b) * a.Tk + key) * a.ldk + kv_head;
 #pragma unroll
     for (int dt = 0; dt < kHS / 8; ++dt)
 #pragma unroll
@@ -168,15 +175,16 @@ __global__ void __launch_bounds__(kThreads)
   const int bh = int(blockIdx.x) / q_tiles, q0 = (int(blockIdx.x) % q_tiles) * kBr;
   const int b = bh / a.NH, h = bh % a.NH;
   const int64_t head = int64_t(h) * kHS, o_ld = int64_t(a.NH) * kHS;
-  const T* kh = k + int64_t(b) * a.Tk * a.ld + head;
-  const T* vh = v + int64_t(b) * a.Tk * a.ld + head;
+  const int64_t kv_head = int64_t(h / a.group) * kHS;  // grouped-query attention: the group's K/V head
+  const T* kh = k + int64_t(b) * a.Tk * a.ldk + kv_head;
+  const T* vh = v + int64_t(b) * a.Tk * a.ldk + kv_head;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), g = lane / 4, t = lane % 4;
   const int k_tiles = (a.Tk + kBk - 1) / kBk;
   const int last = kCausal ? min(k_tiles - 1, (a.q_off + q0 + kBr - 1) / kBk) : k_tiles - 1;
   load_rows<T, kHS>(qs, q + int64_t(b) * a.Tq * a.ld + head, a.ld, q0, kBr, a.Tq);
   load_rows<T, kHS>(dos, dout + int64_t(b) * a.Tq * o_ld + head, o_ld, q0, kBr, a.Tq);
-  load_rows<T, kHS>(ks, kh, a.ld, 0, kBk, a.Tk);
-  load_rows<T, kHS>(vs, vh, a.ld, 0, kBk, a.Tk);
+  load_rows<T, kHS>(ks, kh, a.ldk, 0, kBk, a.Tk);
+  load_rows<T, kHS>(vs, vh, a.ldk, 0, kBk, a.Tk);
   tc::cp_async_commit();
   float row_lse[2], row_d[2];
 #pragma unroll
@@ -188,8 +196,8 @@ __global__ void __launch_bounds__(kThreads)
   float dqacc[kHS / 8][4] = {};
   for (int j = 0; j <= last; ++j) {
     if (j < last) {
-      load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ld, (j + 1) * kBk, kBk, a.Tk);
-      load_rows<T, kHS>(vs + ((j + 1) % 2) * kTile, vh, a.ld, (j + 1) * kBk, kBk, a.Tk);
+      load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ldk, (j + 1) * kBk, kBk, a.Tk);
+      load_rows<T, kHS>(vs + ((j + 1) % 2) * kTile, vh, a.ldk, (j + 1) * kBk, kBk, a.Tk);
       tc::cp_async_commit();
       tc::cp_async_wait_group<1>();
     } else {
@@ -258,7 +266,7 @@ void launch_backward(const T* dout, const T* q, const T* k, const T* v, const fl
   constexpr size_t kLd = kHS + kPad;
   const size_t dkdv_smem = (2 * kBc + 4 * kInnerQueries<kHS>)*kLd * sizeof(T) + 4 * kInnerQueries<kHS> * 4;
   const size_t dq_smem = (2 * kBr + 4 * kInnerKeys<kHS>)*kLd * sizeof(T);
-  const unsigned k_grid = unsigned(a.BH) * unsigned((a.Tk + kBc - 1) / kBc);
+  const unsigned k_grid = unsigned(a.BKV) * unsigned((a.Tk + kBc - 1) / kBc);
   const unsigned q_grid = unsigned(a.BH) * unsigned((a.Tq + kBr - 1) / kBr);
   gpu::allow_dynamic_smem<attention_mma_dkdv_kernel<T, kHS, kCausal>>(dkdv_smem);
   LAUNCH_KERNEL((attention_mma_dkdv_kernel<T, kHS, kCausal>), k_grid, kThreads, dkdv_smem, as_stream(stream), dout, q,
@@ -274,13 +282,12 @@ void attention_backward_mma(gpu::Storage st, const void* dout, const void* q, co
                             const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream) {
   ENGINE_CHECK(st != gpu::Storage::f32, "attention_backward_mma: tensor cores take bf16 or f16, not f32");
   ENGINE_CHECK(d.HS == 64 || d.HS == 128, "attention_backward_mma: head size ", d.HS, " (64 or 128)");
-  const int64_t ld = d.ld_qkv ? d.ld_qkv : d.NH * d.HS;
-  ENGINE_CHECK(ld % 8 == 0 && aligned16(q, k, v) && aligned16(dout),
+  const MmaDims a = mma_dims(d);
+  ENGINE_CHECK(a.ld % 8 == 0 && a.ldk % 8 == 0 && aligned16(q, k, v) && aligned16(dout),
                "attention_backward_mma: q, k, v and dout rows must start on 16 bytes");
   ENGINE_CHECK(d.B * d.NH * ((std::max(d.Tq, d.Tk) + 63) / 64) < (int64_t(1) << 31) && d.Tk < (int64_t(1) << 30),
                "attention_backward_mma: ", d.B, " x ", d.NH, " heads of ", d.Tq, " queries is too large a grid");
   if (d.B * d.Tq * d.NH == 0) return;
-  const MmaDims a{int(d.Tq), int(d.Tk), int(d.q_offset), int(d.NH), int(d.B * d.NH), 1.f / std::sqrt(float(d.HS)), ld};
   const bool causal = mask == gpu::AttentionMask::causal;
   const int64_t rows = d.B * d.Tq * d.NH;
   dispatch_storage(st, [&]<typename T>() {
