@@ -39,15 +39,18 @@ Tensor cp_attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal ca
   return attention(q, gather_seq_from_cp(k, cp), gather_seq_from_cp(v, cp), causal, impl, cp.rank() * q.size(1));
 }
 
-Tensor packed_attention(const Tensor& qkv, int64_t n_head, Causal causal, Communicator* cp, AttentionImpl impl) {
-  if (!cp) return attention_qkv(qkv, n_head, causal, impl);
-  ENGINE_CHECK(qkv.ndim() == 3 && qkv.size(2) % (3 * n_head) == 0,
-               "packed_attention: qkv must be (B, T, 3 C) with C a ", "multiple of n_head ", n_head, ", got ",
+Tensor packed_attention(const Tensor& qkv, int64_t n_head, Causal causal, Communicator* cp, AttentionImpl impl,
+                        int64_t n_kv_head) {
+  if (!cp) return attention_qkv(qkv, n_head, causal, impl, n_kv_head);
+  const int64_t NKV = n_kv_head ? n_kv_head : n_head;
+  ENGINE_CHECK(qkv.ndim() == 3 && n_head % NKV == 0 && qkv.size(2) % (n_head + 2 * NKV) == 0,
+               "packed_attention: qkv must be (B, T, (", n_head, " + 2 x ", NKV, ") heads x head size), got ",
                qkv.desc());
-  const int64_t C = qkv.size(2) / 3;
-  const std::vector<Tensor> parts = split(qkv, {C, C, C}, -1);
-  const Shape heads{qkv.size(0), qkv.size(1), n_head, C / n_head};
-  return cp_attention(parts[0].reshape(heads), parts[1].reshape(heads), parts[2].reshape(heads), causal, *cp, impl);
+  const int64_t HS = qkv.size(2) / (n_head + 2 * NKV), C = n_head * HS, Ckv = NKV * HS;
+  const std::vector<Tensor> parts = split(qkv, {C, Ckv, Ckv}, -1);
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  return cp_attention(parts[0].reshape({B, T, n_head, HS}), parts[1].reshape({B, T, NKV, HS}),
+                      parts[2].reshape({B, T, NKV, HS}), causal, *cp, impl);
 }
 
 Tensor cp_slice(const Tensor& x, int dim, const Communicator& cp) {

@@ -39,8 +39,10 @@ Tensor cp_attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal ca
 // Attention on the packed output of a (column-parallel) qkv projection, qkv
 // (B, T, 3 C) with q | k | v side by side: attention_qkv reads them in place;
 // with a cp group (nullptr: none) they are split, k and v gathered over it.
+// n_kv_head (grouped K/V heads; 0: n_head): qkv is (B, T, (n_head + 2
+// n_kv_head) HS), as attention_qkv takes it.
 Tensor packed_attention(const Tensor& qkv, int64_t n_head, Causal causal, Communicator* cp,
-                        AttentionImpl impl = AttentionImpl::ours);
+                        AttentionImpl impl = AttentionImpl::ours, int64_t n_kv_head = 0);
 // My slice of dim `dim` (T/cp positions), not recorded: inputs (ids,
 // targets, patches) that every cp rank holds whole; i32 ones on the host. A length that does not
 // divide by cp is a one-line error naming it.

@@ -9,26 +9,49 @@
 
 namespace eng::comm {
 
-Tensor shard_rows(const Tensor& full, int groups, const Communicator& tp) {
+namespace {
+std::vector<int64_t> equal_blocks(int64_t rows, int groups) {
+  ENGINE_CHECK(groups >= 1 && rows % groups == 0, "tp: ", rows, " rows in ", groups, " equal blocks");
+  return std::vector<int64_t>(size_t(groups), rows / groups);
+}
+}  // namespace
+
+Tensor shard_blocks(const Tensor& full, const std::vector<int64_t>& blocks, const Communicator& tp) {
   NoGradGuard no_grad;
-  const int64_t R = full.size(0), P = tp.size();
-  ENGINE_CHECK(groups >= 1 && R % (groups * P) == 0, "tp: dim 0 of ", full.desc(), " (", groups,
-               groups == 1 ? " block" : " blocks", ") does not divide by tp ", P);
-  const int64_t block = R / groups, n = block / P;
+  const int64_t P = tp.size();
+  int64_t start = 0;
   std::vector<Tensor> parts;
-  for (int g = 0; g < groups; ++g) parts.push_back(narrow(full, 0, g * block + tp.rank() * n, n));
-  return (groups == 1 ? parts[0] : concat(parts, 0)).detach();
+  for (int64_t block : blocks) {
+    ENGINE_CHECK(block % P == 0, "tp: a block of ", block, " rows of ", full.desc(), " does not divide by tp ", P);
+    parts.push_back(narrow(full, 0, start + tp.rank() * (block / P), block / P));
+    start += block;
+  }
+  ENGINE_CHECK(start == full.size(0), "tp: blocks of ", start, " rows for ", full.desc());
+  return (parts.size() == 1 ? parts[0] : concat(parts, 0)).detach();
+}
+
+Tensor unshard_blocks(const Tensor& shard, const std::vector<int64_t>& blocks, Communicator& tp) {
+  NoGradGuard no_grad;
+  const Tensor all = gather_from_sp(shard, tp);  // rank r's shard at rows [r k, (r + 1) k)
+  if (blocks.size() == 1 || tp.size() == 1) return all.detach();
+  const int64_t k = shard.size(0), P = tp.size();
+  std::vector<Tensor> parts;
+  int64_t off = 0;  // the block's first row within a shard
+  for (int64_t block : blocks) {
+    for (int64_t r = 0; r < P; ++r) parts.push_back(narrow(all, 0, r * k + off, block / P));
+    off += block / P;
+  }
+  return concat(parts, 0).detach();
+}
+
+Tensor shard_rows(const Tensor& full, int groups, const Communicator& tp) {
+  ENGINE_CHECK(groups >= 1 && full.size(0) % (groups * tp.size()) == 0, "tp: dim 0 of ", full.desc(), " (", groups,
+               groups == 1 ? " block" : " blocks", ") does not divide by tp ", tp.size());
+  return shard_blocks(full, equal_blocks(full.size(0), groups), tp);
 }
 
 Tensor unshard_rows(const Tensor& shard, int groups, Communicator& tp) {
-  NoGradGuard no_grad;
-  const Tensor all = gather_from_sp(shard, tp);  // rank r's shard at rows [r k, (r + 1) k)
-  if (groups == 1 || tp.size() == 1) return all.detach();
-  const int64_t k = shard.size(0), n = k / groups;
-  std::vector<Tensor> parts;
-  for (int g = 0; g < groups; ++g)
-    for (int r = 0; r < tp.size(); ++r) parts.push_back(narrow(all, 0, r * k + g * n, n));
-  return concat(parts, 0).detach();
+  return unshard_blocks(shard, equal_blocks(shard.size(0) * tp.size(), groups), tp);
 }
 
 Tensor shard_cols(const Tensor& full, const Communicator& tp) {
@@ -46,13 +69,16 @@ Tensor unshard_cols(const Tensor& shard, Communicator& tp) {
 ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, Bias has_bias, const InitOptions& init,
                                            Communicator& tp, TpLinearOptions opt)
     : tp_(&tp), opt_(opt) {
-  ENGINE_CHECK(opt.groups >= 1 && out % (int64_t(opt.groups) * tp.size()) == 0, "ColumnParallelLinear: ", out,
-               " output features in ", opt.groups, " block(s) do not divide by tp ", tp.size());
+  if (opt_.blocks.empty()) {
+    ENGINE_CHECK(opt.groups >= 1 && out % (int64_t(opt.groups) * tp.size()) == 0, "ColumnParallelLinear: ", out,
+                 " output features in ", opt.groups, " block(s) do not divide by tp ", tp.size());
+    opt_.blocks = equal_blocks(out, opt.groups);
+  }
   ENGINE_CHECK(!(opt.gather_output && opt.sequence_parallel),
                "ColumnParallelLinear: gather_output and sequence_parallel exclude each other");
   const Linear full(in, out, has_bias, init);  // every rank draws the same full weights
-  weight = register_parameter("weight", shard_rows(full.weight, opt.groups, tp));
-  if (has_bias == Bias::yes) bias = register_parameter("bias", shard_rows(full.bias, opt.groups, tp));
+  weight = register_parameter("weight", shard_blocks(full.weight, opt_.blocks, tp));
+  if (has_bias == Bias::yes) bias = register_parameter("bias", shard_blocks(full.bias, opt_.blocks, tp));
 }
 
 Tensor ColumnParallelLinear::input(const Tensor& x) const {
@@ -72,12 +98,12 @@ Tensor ColumnParallelLinear::forward_gelu(const Tensor& x, const Autocast& ac) c
   return ac.cast(linear_gelu(input(ac.cast(x)), ac.cast(weight), ac.cast(bias)));
 }
 
-Tensor ColumnParallelLinear::full_weight() const { return unshard_rows(weight, opt_.groups, *tp_); }
-Tensor ColumnParallelLinear::full_bias() const { return unshard_rows(bias, opt_.groups, *tp_); }
+Tensor ColumnParallelLinear::full_weight() const { return unshard_blocks(weight, opt_.blocks, *tp_); }
+Tensor ColumnParallelLinear::full_bias() const { return unshard_blocks(bias, opt_.blocks, *tp_); }
 
 void ColumnParallelLinear::load_full(const Tensor& w, const Tensor& b) {
-  weight.copy_from(shard_rows(w, opt_.groups, *tp_));
-  if (bias.defined()) bias.copy_from(shard_rows(b, opt_.groups, *tp_));
+  weight.copy_from(shard_blocks(w, opt_.blocks, *tp_));
+  if (bias.defined()) bias.copy_from(shard_blocks(b, opt_.blocks, *tp_));
 }
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, Bias has_bias, const InitOptions& init, Communicator& tp,

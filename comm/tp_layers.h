@@ -26,9 +26,11 @@
 //
 // groups: the output is `groups` blocks side by side, each split over tp, and
 // a rank holds its slice of every block. GPT-2's c_attn is (3C, C) = [q; k; v]
-// with groups = 3, so a rank gets whole heads' q, k and v.
+// with groups = 3, so a rank gets whole heads' q, k and v. blocks: the same
+// for blocks of unequal rows (a Llama's [q; k; v] with fewer K/V heads).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "engine/nn/layers.h"
@@ -40,6 +42,7 @@ struct TpLinearOptions {
   bool gather_output = false;     // column: all-gather the output's last dim (not with sequence_parallel)
   bool input_is_parallel = true;  // row: x is already split along its last dim (else scatter_to_tp first)
   int groups = 1;                 // column: see above
+  std::vector<int64_t> blocks;    // column: the blocks' rows (empty: `groups` equal blocks)
 };
 
 class ColumnParallelLinear : public Module {
@@ -79,6 +82,9 @@ class RowParallelLinear : public Module {
 // and tests: rows of `groups` blocks, and columns (the last dim).
 Tensor shard_rows(const Tensor& full, int groups, const Communicator& tp);
 Tensor unshard_rows(const Tensor& shard, int groups, Communicator& tp);
+// The same for blocks of the given full rows (each divisible by tp).
+Tensor shard_blocks(const Tensor& full, const std::vector<int64_t>& blocks, const Communicator& tp);
+Tensor unshard_blocks(const Tensor& shard, const std::vector<int64_t>& blocks, Communicator& tp);
 Tensor shard_cols(const Tensor& full, const Communicator& tp);
 Tensor unshard_cols(const Tensor& shard, Communicator& tp);
 

@@ -60,6 +60,14 @@ Tensor LayerNorm::forward(const Tensor& x, const Autocast& ac) const {
   return ac.cast(layernorm(ac.cast(x), ac.cast(weight), ac.cast(bias), eps));
 }
 
+RMSNorm::RMSNorm(int64_t C, const InitOptions& init, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", Tensor::full({C}, 1.0, init.dtype, init.device));
+}
+
+Tensor RMSNorm::forward(const Tensor& x, const Autocast& ac) const {
+  return ac.cast(rmsnorm(ac.cast(x), ac.cast(weight), eps));
+}
+
 Embedding::Embedding(int64_t V, int64_t C, const InitOptions& init) {
   const float std = init.std > 0 ? init.std : 1.0f;  // torch.nn.Embedding: N(0, 1)
   weight = register_parameter("weight", Tensor::randn({V, C}, sub_seed(init.seed, 0), std, init.dtype, init.device));

@@ -1,4 +1,4 @@
-// The basic layers: Linear, LayerNorm, Embedding, MLP. Initialisation follows
+// The basic layers: Linear, LayerNorm, RMSNorm, Embedding, MLP. Initialisation follows
 // PyTorch's defaults unless a std is given (GPT-2 passes 0.02); every random
 // init takes an explicit seed so two runs build the same model.
 // forward(x, autocast) applies a precision level (engine/precision.h): the
@@ -48,6 +48,16 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor forward(const Tensor& x, const Autocast& ac) const;  // statistics in fp32 inside the kernel
   Tensor weight, bias;
+  double eps;
+};
+
+// Llama's norm: x rsqrt(mean(x^2) + eps) w, w initialised to ones.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t C, const InitOptions& init, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const { return rmsnorm(x, weight, eps); }
+  Tensor forward(const Tensor& x, const Autocast& ac) const;  // statistics in fp32 inside the kernel
+  Tensor weight;
   double eps;
 };
 

@@ -10,17 +10,20 @@
 #include "models/checkpoint.h"
 #include "models/train/attention_option.h"
 #include "models/train/gpt2_task.h"
+#include "models/train/llama_task.h"
 #include "models/train/optimizer_option.h"
+#include "models/train/tasks.h"
 #include "models/train/vit_task.h"
 
 namespace eng::models {
 
 void validate_config(const TrainConfig& c) {
   const std::string model = c.s("model");
-  ENGINE_USER_CHECK(model == "gpt2" || model == "vit", "config: model '", model, "': gpt2 or vit");
+  ENGINE_USER_CHECK(model == "gpt2" || model == "llama" || model == "vit", "config: model '", model,
+                    "': gpt2, llama or vit");
   const std::string foreign = c.foreign_options(model);
-  ENGINE_USER_CHECK(foreign.empty(), "config: ", foreign, ": not read by model ", model, " (see --help: [",
-                    model == "gpt2" ? "vit" : "gpt2", "] options)");
+  ENGINE_USER_CHECK(foreign.empty(), "config: ", foreign, ": not read by model ", model,
+                    " (see --help: the options marked for the other models)");
   for (const char* k : {"batch_size", "grad_accum", "steps", "val_batches", "log_every"})
     ENGINE_USER_CHECK(c.i(k) > 0, "config: ", k, " must be > 0, got ", c.i(k));
   for (const char* k : {"check_replicas", "stop_after", "warmup_steps", "val_every", "checkpoint_every"})
@@ -50,7 +53,7 @@ void validate_config(const TrainConfig& c) {
                       "--attention ours");
     ENGINE_USER_CHECK(parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with cp = ", cp,
                       " is not supported yet; use O2 (bf16)");
-    if (model == "gpt2") {
+    if (model != "vit") {
       ENGINE_USER_CHECK(c.i("seq_len") % cp == 0, "config: seq_len = ", c.i("seq_len"), " does not divide by cp = ", cp,
                         " (each cp rank takes seq_len / cp positions; change seq_len or cp)");
       ENGINE_USER_CHECK(!c.b("sequence_parallel") || c.i("batch_size") * c.i("seq_len") / cp % tp == 0,
@@ -64,7 +67,7 @@ void validate_config(const TrainConfig& c) {
                     "' with pp = 1 (set pp to the number of stages listed)");
   if (pp > 1) {
     comm::parse_pipe_schedule(c.s("pp_schedule"));
-    model == "gpt2" ? gpt2_stage_layers(c) : vit_stage_layers(c);  // pp within n_layer, pp_layers well formed
+    model_stage_layers(c);  // pp within n_layer, pp_layers well formed
     ENGINE_USER_CHECK(
         parse_precision(c.s("precision")) != Precision::O2_fp16, "config: O2-fp16 with pp = ", pp,
         " is not supported yet (the loss scaler's overflow check would need every stage's agreement); use "
@@ -116,6 +119,8 @@ void validate_config(const TrainConfig& c) {
   }
   if (model == "gpt2")
     gpt2_config(c);
+  else if (model == "llama")
+    llama_config(c);
   else
     check_vit_options(c);
 }

@@ -19,6 +19,7 @@
 #include "models/gpt2/sample.h"
 #include "models/gpt2/sample_text.h"
 #include "models/train/memory_plan.h"
+#include "models/train/split_logits.h"
 #include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
@@ -219,46 +220,7 @@ class GPT2Task : public TrainTask {
       if (!tp_model_)
         return model_->forward(Tensor::from_ints(window, {1, T}, dev_), Recompute::no, Autocast(), AttentionImpl::ours)
             .to_vector();
-      // Sequence parallel needs T rows divisible by tp, context parallel by
-      // cp: pad on the right (causal: later positions change nothing before
-      // them), or, at the full context, drop the oldest few tokens (their
-      // rows stay 0; the loop reads the last row only).
-      const int64_t P = (cfg_.b("sequence_parallel") ? mg_.tp_size() : 1) * mg_.cp_size(), Tp = (T + P - 1) / P * P;
-      std::vector<int32_t> w = window;
-      const int64_t drop = Tp > g_.block_size ? T % P : 0;
-      if (drop > 0)
-        w.erase(w.begin(), w.begin() + drop);
-      else
-        w.resize(size_t(Tp), 0);
-      Tensor ids = Tensor::from_ints(w, {1, int64_t(w.size())});
-      if (mg_.cp) ids = comm::cp_slice(ids, 1, *mg_.cp);  // my positions
-      ids = ids.to(dev_);
-      Tensor mine_logits;  // (my rows, my vocabulary shard): the last stage's
-      if (pipe_) {
-        const auto outs = pipe_->forward_only(1,
-                                              [&](int64_t, const Tensor& in) {
-                                                return tp_model_->stage_forward(in, ids, Recompute::no, Autocast(),
-                                                                                AttentionImpl::ours);
-                                              },
-                                              {tp_model_->stage_rows(1, ids.size(1)), DType::f32});
-        if (!outs.empty()) mine_logits = outs[0];
-      } else {
-        mine_logits = tp_model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours);
-      }
-      std::vector<float> out(size_t(T * V), 0.f);
-      if (mine_logits.defined()) {
-        Tensor all = comm::gather_from_tp(mine_logits, tp_model_->tp());  // (my rows, padded vocabulary)
-        if (mg_.cp) all = comm::gather_from_sp(all, *mg_.cp);             // every cp rank's rows, in order
-        const std::vector<float> got = narrow(all, 1, 0, V).to_vector();
-        const int64_t rows = T - drop;  // the real rows, which end at the last token
-        std::copy(got.begin(), got.begin() + rows * V, out.begin() + drop * V);
-      }
-      if (pipe_) {  // the last stage's logits to every stage, which all draw the same token
-        Tensor t = Tensor::from_vector(out, {T * V}, DType::f32, dev_);
-        mg_.pp->broadcast(t, mg_.pp_size() - 1).wait();
-        out = t.to_vector();
-      }
-      return out;
+      return split_logits(*tp_model_, mg_, pipe_.get(), cfg_.b("sequence_parallel"), g_.block_size, V, window, dev_);
     };
     const SampleOptions so{cfg_.f("temperature"), cfg_.i("top_k"), 1.0, seed_ * 977 + uint64_t(step)};
     const std::vector<int32_t> out =

@@ -46,7 +46,7 @@
 #include "models/train/attention_option.h"
 #include "models/train/config_checks.h"
 #include "models/train/error_exit.h"
-#include "models/train/gpt2_task.h"
+#include "models/train/llama_task.h"
 #include "models/train/loaded_checks.h"
 #include "models/train/memory_plan.h"
 #include "models/train/mfu_peak.h"
@@ -58,10 +58,10 @@
 #include "models/train/run_stop.h"
 #include "models/train/step_profile.h"
 #include "models/train/task.h"
+#include "models/train/tasks.h"
 #include "models/train/train_config.h"
 #include "models/train/train_dist.h"
 #include "models/train/train_step.h"
-#include "models/train/vit_task.h"
 
 using namespace eng;
 using namespace eng::models;
@@ -88,6 +88,7 @@ int run(int argc, char** argv) {
     std::printf("%s", cfg.help_text().c_str());
     return 0;
   }
+  alike([&] { llama_shape_from_init(cfg); });  // a Llama's shape from --init_from's config.json
   const comm::World& world = comm::init_world();
   const bool lead = world.rank == 0;  // rank 0 alone prints and writes
   // SIGTERM, SIGUSR1, SIGINT: finish the step, save, exit kStoppedExit
@@ -143,12 +144,11 @@ int run(int argc, char** argv) {
     pp_comm = comm::make_communicator(grid.pp_group(), dev, backend);
     embed_comm = comm::make_communicator(grid.embed_group(), dev, backend);
     mg.pp = pp_comm.get();
-    mg.stage_layers = cfg.s("model") == "gpt2" ? gpt2_stage_layers(cfg) : vit_stage_layers(cfg);
+    mg.stage_layers = model_stage_layers(cfg);
     mg.stage_leader = grid.dp_rank() == 0 && grid.cp_rank() == 0 && grid.tp_rank() == 0;
   }
   // The data files are opened here, by every rank: an error names the file.
-  std::unique_ptr<TrainTask> task =
-      cfg.s("model") == "gpt2" ? make_gpt2_task(cfg, plan, dev, mg) : make_vit_task(cfg, plan, dev, mg);
+  std::unique_ptr<TrainTask> task = make_task(cfg, plan, dev, mg);
   const TpGrads& tp_grads = task->tp_grads();
   // Some of the model's parameters, by name (what --check_replicas compares).
   auto named = [&](const std::vector<Tensor>& ts) {

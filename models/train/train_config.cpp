@@ -14,19 +14,34 @@ using Json = nlohmann::json;
 
 const std::vector<OptionSpec>& train_options() {
   static const std::vector<OptionSpec> specs = {
-      {"model", "gpt2", "gpt2 (a language model on token files) | vit (a Vision Transformer on HDF5 images or fields)"},
+      {"model", "gpt2",
+       "gpt2 (GPT-2 on token files) | llama (a Llama: RMSNorm, rotary positions, SwiGLU, grouped K/V heads; on token "
+       "files; docs/llama.md) | vit (a Vision Transformer on HDF5 images or fields)"},
       {"device", "auto", "auto | cpu | cuda | cuda:N | emu (auto: cuda if a GPU answers, else cpu)"},
       {"train_bin", "data/fortunes/train.bin",
        "training tokens (little-endian uint16, headerless or llm.c shards): a file, a glob pattern or a directory",
-       "gpt2"},
-      {"val_bin", "data/fortunes/val.bin", "validation tokens (as train_bin)", "gpt2"},
-      {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)", "gpt2"},
-      {"block_size", 128, "the model's maximum sequence length (n_positions)", "gpt2"},
+       "lm"},
+      {"val_bin", "data/fortunes/val.bin", "validation tokens (as train_bin)", "lm"},
+      {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)", "lm"},
+      {"block_size", 128, "the model's maximum sequence length (n_positions)", "lm"},
       {"n_layer", 4, "transformer blocks (the ViT's depth)"},
       {"n_head", 4, "attention heads per block"},
       {"n_embd", 128, "embedding width C (a multiple of n_head)"},
+      {"n_kv_head", 0, "K/V heads (grouped-query attention), dividing n_head (0: n_head)", "llama"},
+      {"ffn_hidden", 0, "the MLP's hidden width, intermediate_size (0: 8 n_embd / 3 rounded up to a multiple of 64)",
+       "llama"},
+      {"rope_theta", 10000.0, "the rotary embedding's base (Llama 3: 500000)", "llama"},
+      {"rope_scaling_factor", 0.0,
+       "Llama 3's rope_scaling: factor (0: off); with rope_low_freq_factor, rope_high_freq_factor and "
+       "rope_original_max_positions",
+       "llama"},
+      {"rope_low_freq_factor", 1.0, "Llama 3's rope_scaling: low_freq_factor", "llama"},
+      {"rope_high_freq_factor", 4.0, "Llama 3's rope_scaling: high_freq_factor", "llama"},
+      {"rope_original_max_positions", 8192, "Llama 3's rope_scaling: original_max_position_embeddings", "llama"},
+      {"rms_eps", 1e-5, "RMSNorm's epsilon (rms_norm_eps)", "llama"},
+      {"tie_embeddings", false, "the lm_head shares the token embedding's matrix (tie_word_embeddings)", "llama"},
       {"batch_size", 16, "sequences (images, samples) per micro-batch, per data-parallel rank"},
-      {"seq_len", 128, "tokens per sequence (at most block_size)", "gpt2"},
+      {"seq_len", 128, "tokens per sequence (at most block_size)", "lm"},
       {"dataset", "images",
        "images (one HDF5 file: images, labels; classifier head) | weather (a directory of "
        "yearly HDF5 files of fields; dense forecasting head); docs/data.md",
@@ -74,7 +89,7 @@ const std::vector<OptionSpec>& train_options() {
       {"loss_scale_init", 65536.0, "O2-fp16: the initial dynamic loss scale (torch GradScaler's default 2^16)"},
       {"loss_scale_growth_interval", 2000, "O2-fp16: clean steps before the loss scale doubles"},
       {"seed", 1337, "seed for initialisation, batches and sampling"},
-      {"recompute", false, "activation checkpointing: recompute each block in backward", "gpt2"},
+      {"recompute", false, "activation checkpointing: recompute each block in backward", "lm"},
       {"attention", "ours",
        "ours (our fused FlashAttention-2 style kernels: on tensor cores in bf16/fp16 at head size 64 or 128, on "
        "CUDA cores otherwise) | ours_cuda_cores (our CUDA-core kernels always) | cudnn (cuDNN's fused attention: "
@@ -87,24 +102,24 @@ const std::vector<OptionSpec>& train_options() {
        "captured as a CUDA graph (cuda; emulated on emu; O2 on cpu); docs/precision.md"},
       {"val_every", 100, "validation loss every N steps (0: only at the end)"},
       {"val_batches", 8, "global batches per validation (vit: at most what the validation set holds)"},
-      {"sample_every", 200, "print a text sample every N steps (0: only at the end)", "gpt2"},
-      {"sample_tokens", 160, "tokens per sample", "gpt2"},
-      {"temperature", 0.8, "sampling temperature", "gpt2"},
-      {"top_k", 40, "sample from the k most likely tokens (0: all)", "gpt2"},
+      {"sample_every", 200, "print a text sample every N steps (0: only at the end)", "lm"},
+      {"sample_tokens", 160, "tokens per sample", "lm"},
+      {"temperature", 0.8, "sampling temperature", "lm"},
+      {"top_k", 40, "sample from the k most likely tokens (0: all)", "lm"},
       {"tokenizer", "auto",
        "how samples read: auto (bytes up to vocab_size 256, gpt2 from 50257 when its file is there, else ids) | bytes "
        "| gpt2 (GPT-2's BPE) | ids",
-       "gpt2"},
+       "lm"},
       {"tokenizer_file", "",
        "gpt2: its ranks file or a directory with vocab.json and merges.txt (empty: "
        "$ENGINE_GPT2_VOCAB, else .deps/gpt2/gpt2.tiktoken)",
-       "gpt2"},
+       "lm"},
       {"eval_hellaswag", "",
        "HellaSwag's validation jsonl (ctx, endings, label): acc and acc_norm at every validation, the examples "
        "split over the dp ranks (docs/generate.md)",
        "gpt2"},
       {"hellaswag_limit", 0, "score only the first N HellaSwag examples (0: all)", "gpt2"},
-      {"prompt", "", "text the samples continue (empty: a newline under bytes, <|endoftext|> under gpt2)", "gpt2"},
+      {"prompt", "", "text the samples continue (empty: a newline under bytes, <|endoftext|> under gpt2)", "lm"},
       {"log_every", 10, "progress line every N steps when stdout is not a terminal"},
       {"out_dir", "out/gpt2-tiny", "where metrics.jsonl and checkpoints go"},
       {"tensorboard", "",
@@ -343,9 +358,10 @@ std::string TrainConfig::s(const std::string& key) const { return values_.at(key
 std::string TrainConfig::help_text() const {
   std::ostringstream os;
   os << "usage: train [--config FILE.json] [--key value | --key=value]...\n"
-        "Trains GPT-2 on a flat uint16 token file (--model gpt2) or a ViT on HDF5 data (--model vit).\n"
-        "Options (a config file sets the same keys; command-line values override it; [gpt2] and\n"
-        "[vit] mark the options only that model reads):\n"
+        "Trains GPT-2 (--model gpt2) or a Llama (--model llama) on uint16 token files, or a ViT on HDF5\n"
+        "data (--model vit).\n"
+        "Options (a config file sets the same keys; command-line values override it; [gpt2], [llama]\n"
+        "and [vit] mark the options only that model reads, [lm] those both language models read):\n"
         "  --config FILE          JSON object of the keys below (configs/*.json)\n";
   for (const OptionSpec& s : train_options()) {
     std::string left = "  --" + s.key + " ";
@@ -356,11 +372,18 @@ std::string TrainConfig::help_text() const {
   return os.str();
 }
 
+bool option_read_by(const OptionSpec& s, const std::string& model) {
+  return s.model.empty() || s.model == model || (s.model == "lm" && (model == "gpt2" || model == "llama"));
+}
+
+bool TrainConfig::is_set(const std::string& key) const {
+  return std::count(set_keys_.begin(), set_keys_.end(), key) > 0;
+}
+
 std::string TrainConfig::foreign_options(const std::string& model) const {
   std::string out;
   for (const OptionSpec& s : train_options())
-    if (!s.model.empty() && s.model != model && std::count(set_keys_.begin(), set_keys_.end(), s.key) > 0)
-      out += (out.empty() ? "" : ", ") + s.key;
+    if (!option_read_by(s, model) && is_set(s.key)) out += (out.empty() ? "" : ", ") + s.key;
   return out;
 }
 

@@ -16,10 +16,13 @@ struct OptionSpec {
   std::string key;
   nlohmann::json default_value;  // its JSON type is the option's type
   std::string help;
-  std::string model = "";  // "gpt2" or "vit" when only that model reads it; "" for both
+  // Who reads it: "gpt2", "llama" or "vit" alone; "lm" both language
+  // models (gpt2 and llama); "" every model.
+  std::string model = "";
 };
 
 const std::vector<OptionSpec>& train_options();
+bool option_read_by(const OptionSpec& s, const std::string& model);
 
 class TrainConfig {
  public:
@@ -40,6 +43,7 @@ class TrainConfig {
   // value) that `model` does not read: a user who sets --patch for GPT-2 is
   // told, not ignored. "" when none.
   std::string foreign_options(const std::string& model) const;
+  bool is_set(const std::string& key) const;  // by a config file or the command line
 
  private:
   // raw: the text given on the command line, for messages ("" from a file).
