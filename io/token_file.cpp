@@ -21,10 +21,23 @@ namespace eng {
 
 namespace {
 
-// llm.c's shards (dev/data/*.py, llmc/dataloader.h) start with 256 int32s:
-// magic, version (1: uint16 tokens; 2: uint32, its Llama 3 data), token count.
-constexpr int32_t kLlmcMagic = 20240520;
+// llm.c's shards (dev/data/data_common.py, llmc/dataloader.h) start with
+// 256 int32s: magic, version, token count. GPT-2's: magic 20240520, version
+// 1, uint16 tokens; Llama 3's: magic 20240801, version 7, uint32 tokens.
+constexpr int32_t kLlmcMagic = 20240520, kLlmcMagicLlama3 = 20240801;
+constexpr int32_t kLlmcVersion = 1, kLlmcVersionLlama3 = 7;
 constexpr int64_t kLlmcHeaderBytes = 256 * 4;
+
+// Ids [0, n) of a shard's tokens of `width` bytes (2: uint16, 4: uint32) in raw, into out.
+void widen(const void* raw, int width, int64_t n, int32_t* out) {
+  if (width == 2) {
+    const auto* r = static_cast<const uint16_t*>(raw);
+    for (int64_t i = 0; i < n; ++i) out[i] = int32_t(r[i]);
+  } else {
+    const auto* r = static_cast<const uint32_t*>(raw);
+    for (int64_t i = 0; i < n; ++i) out[i] = int32_t(r[i]);  // checked below 2^31 at open
+  }
+}
 
 // pread of exactly `bytes` at `pos`, or a UserError naming the file (an
 // early end said as the stamp's check says it: "the file shrank from ...").
@@ -125,13 +138,14 @@ void TokenFile::open_shard(const std::string& path, int64_t vocab_size) {
     ENGINE_USER_CHECK(bytes != 0, path, ": empty token file");
     int32_t head[3] = {0, 0, 0};
     if (bytes >= 12) read_exactly(sh.fd, path, sh.stamp, 0, 12, head);
-    if (head[0] == kLlmcMagic) {
+    if (head[0] == kLlmcMagic || head[0] == kLlmcMagicLlama3) {
       // An llm.c shard: the header must agree with the file.
-      ENGINE_USER_CHECK(head[1] != 2, path, ": an llm.c shard of version 2 (uint32 tokens, its Llama 3 data); ",
-                        "GPT-2's vocabulary is read from version 1 shards (uint16 tokens)");
-      ENGINE_USER_CHECK(head[1] == 1, path, ": an llm.c shard header (magic ", kLlmcMagic, ") of unknown version ",
-                        head[1], "; version 1 (uint16 tokens) is read");
-      const int64_t want = kLlmcHeaderBytes + 2 * int64_t(head[2]);
+      const bool llama3 = head[0] == kLlmcMagicLlama3;
+      const int32_t version = llama3 ? kLlmcVersionLlama3 : kLlmcVersion;
+      ENGINE_USER_CHECK(head[1] == version, path, ": an llm.c shard header (magic ", head[0], ") of unknown version ",
+                        head[1], "; version ", version, " (", llama3 ? "uint32" : "uint16", " tokens) is read");
+      sh.width = llama3 ? 4 : 2;
+      const int64_t want = kLlmcHeaderBytes + sh.width * int64_t(head[2]);
       ENGINE_USER_CHECK(head[2] > 0 && bytes == want, path, ": its llm.c header says ", head[2], " tokens (", want,
                         " bytes with the header), the file holds ", bytes,
                         " bytes: truncated or still being written? Write the shard again");
@@ -142,14 +156,17 @@ void TokenFile::open_shard(const std::string& path, int64_t vocab_size) {
                         " (a token file holds 2-byte uint16 ids; truncated?)");
       sh.n = bytes / 2;
     }
-    // Every id below the vocabulary, read in 2 MiB chunks.
-    std::vector<uint16_t> chunk(size_t(1) << 20);
-    for (int64_t at = 0; at < sh.n; at += int64_t(chunk.size())) {
-      const int64_t n = std::min<int64_t>(int64_t(chunk.size()), sh.n - at);
-      read_exactly(sh.fd, path, sh.stamp, sh.offset + at * 2, n * 2, chunk.data());
-      for (int64_t i = 0; i < n; ++i)
-        ENGINE_USER_CHECK(chunk[size_t(i)] < vocab_size, path, ": token id ", chunk[size_t(i)], " at position ", at + i,
+    // Every id below the vocabulary, read in chunks of 2^20 tokens.
+    const int64_t chunk = int64_t(1) << 20;
+    std::vector<uint32_t> raw(static_cast<size_t>(chunk));
+    for (int64_t at = 0; at < sh.n; at += chunk) {
+      const int64_t n = std::min<int64_t>(chunk, sh.n - at);
+      read_exactly(sh.fd, path, sh.stamp, sh.offset + at * sh.width, n * sh.width, raw.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t id = sh.width == 2 ? reinterpret_cast<const uint16_t*>(raw.data())[i] : raw[size_t(i)];
+        ENGINE_USER_CHECK(int64_t(id) < vocab_size, path, ": token id ", id, " at position ", at + i,
                           " is outside the vocabulary [0, ", vocab_size, ")");
+      }
     }
     io::check_file_unchanged(sh.stamp, sh.fd, path, path);
     shards_.push_back(sh);  // the destructor closes it from here on
@@ -171,7 +188,7 @@ std::string TokenFile::describe() const {
   return cat(spec_, ": ", shards_.size(), " files, ", n_, " tokens", llmc ? " (llm.c shards)" : "");
 }
 
-void TokenFile::read(int64_t start, int64_t n, uint16_t* out) const {
+void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
   ENGINE_CHECK(start >= 0 && n >= 0 && start + n <= n_, spec_, ": tokens [", start, ", ", start + n,
                ") outside the files' ", n_);
   // The shard holding `start`: the last whose first token is at or before it.
@@ -179,8 +196,10 @@ void TokenFile::read(int64_t start, int64_t n, uint16_t* out) const {
       std::upper_bound(shards_.begin(), shards_.end(), start, [](int64_t v, const Shard& s) { return v < s.first; });
   for (--it; n > 0; ++it) {
     const int64_t at = start - it->first, take = std::min(n, it->n - at);
-    read_exactly(it->fd, it->path, it->stamp, it->offset + at * 2, take * 2, out);
+    std::vector<uint32_t> raw(size_t((take * it->width + 3) / 4));
+    read_exactly(it->fd, it->path, it->stamp, it->offset + at * it->width, take * it->width, raw.data());
     io::check_file_unchanged(it->stamp, it->fd, it->path, it->path);
+    widen(raw.data(), it->width, take, out);
     start += take, n -= take, out += take;
   }
 }
@@ -199,7 +218,7 @@ void TokenSampler::batch(int64_t step, Tensor& ids, Tensor& targets) const {
   int32_t* x = ids.data<int32_t>();
   int32_t* y = targets.data<int32_t>();
   const uint64_t span = uint64_t(file_.size() - T_);  // valid window starts: [0, size - T - 1]
-  std::vector<uint16_t> window(size_t(T_ + 1));
+  std::vector<int32_t> window(size_t(T_ + 1));
   for (int64_t b = 0; b < B_; ++b) {
     int64_t start;
     if (order_ == Order::random)
@@ -214,18 +233,16 @@ void TokenSampler::batch(int64_t step, Tensor& ids, Tensor& targets) const {
   }
 }
 
-void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens, bool llmc_header) {
+namespace {
+// The bytes of a token file through "<path>.tmp" and a rename; head: the llm.c header, or none.
+void write_tokens(const std::string& path, const int32_t* head, const void* tokens, size_t bytes) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     ENGINE_CHECK(out, tmp, ": cannot open for writing");
-    if (llmc_header) {
-      ENGINE_CHECK(tokens.size() < (size_t(1) << 31), path, ": ", tokens.size(), " tokens do not fit an llm.c header");
-      int32_t head[256] = {kLlmcMagic, 1, int32_t(tokens.size())};
-      out.write(reinterpret_cast<const char*>(head), sizeof head);
-    }
-    // uint16 in memory is little-endian on every platform we build for (x86-64, aarch64).
-    out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+    if (head) out.write(reinterpret_cast<const char*>(head), kLlmcHeaderBytes);
+    // uint16 and uint32 in memory are little-endian on every platform we build for (x86-64, aarch64).
+    out.write(static_cast<const char*>(tokens), std::streamsize(bytes));
     out.flush();
     if (!out) {
       out.close();
@@ -234,6 +251,19 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
     }
   }
   ENGINE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": rename from ", tmp, " failed");
+}
+}  // namespace
+
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens, bool llmc_header) {
+  ENGINE_CHECK(tokens.size() < (size_t(1) << 31), path, ": ", tokens.size(), " tokens do not fit an llm.c header");
+  const int32_t head[256] = {kLlmcMagic, kLlmcVersion, int32_t(tokens.size())};
+  write_tokens(path, llmc_header ? head : nullptr, tokens.data(), tokens.size() * 2);
+}
+
+void write_token_file_u32(const std::string& path, const std::vector<uint32_t>& tokens) {
+  ENGINE_CHECK(tokens.size() < (size_t(1) << 31), path, ": ", tokens.size(), " tokens do not fit an llm.c header");
+  const int32_t head[256] = {kLlmcMagicLlama3, kLlmcVersionLlama3, int32_t(tokens.size())};
+  write_tokens(path, head, tokens.data(), tokens.size() * 4);
 }
 
 }  // namespace eng

@@ -1,7 +1,9 @@
-// Token files: little-endian uint16 token ids, back to back, either with no
+// Token files: little-endian token ids, back to back, either uint16 with no
 // header (the train.bin / val.bin format of nanoGPT) or as llm.c's shards
 // (dev/data/data_common.py, llmc/dataloader.h: a 1024-byte header of 256
-// int32s, magic 20240520, version 1, the token count, then the tokens).
+// int32s, magic, version and token count, then the tokens): GPT-2's (magic
+// 20240520, version 1, uint16 ids) or Llama 3's (magic 20240801, version
+// 7, uint32 ids, for vocabularies past 65,536).
 // A TokenFile is one file or a set of them read as one sequence, their
 // tokens in name order: a glob pattern (`data/fineweb_train_*.bin`, as
 // llm.c's -i) or a directory (its *.bin files). Opening checks every file:
@@ -33,7 +35,7 @@ class TokenFile {
   int64_t size() const { return n_; }  // number of tokens, all files
   // Tokens [start, start + n) of the whole sequence into out (a range may
   // span two files), then each file read checked unchanged. Thread-safe.
-  void read(int64_t start, int64_t n, uint16_t* out) const;
+  void read(int64_t start, int64_t n, int32_t* out) const;
   const std::string& path() const { return spec_; }
   // "data/train.bin (N tokens)", or "SPEC: K files, N tokens (llm.c shards)".
   std::string describe() const;
@@ -44,6 +46,7 @@ class TokenFile {
     std::string path;
     int fd = -1;
     int64_t first = 0, n = 0, offset = 0;
+    int width = 2;  // bytes per id: 2 (uint16), 4 (Llama 3's uint32 shards)
     io::FileStamp stamp;
   };
 
@@ -77,5 +80,7 @@ class TokenSampler {
 // Writes tokens as a flat uint16 file through "<path>.tmp" and a rename;
 // with llmc_header, as an llm.c shard (version 1: the 1024-byte header).
 void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens, bool llmc_header = false);
+// An llm.c shard of Llama 3's format (magic 20240801, version 7, uint32 ids).
+void write_token_file_u32(const std::string& path, const std::vector<uint32_t>& tokens);
 
 }  // namespace eng

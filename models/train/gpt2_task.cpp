@@ -35,7 +35,6 @@ GPT2Config gpt2_config(const TrainConfig& c) {
   g.validate();
   ENGINE_USER_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= g.block_size, "config: seq_len ", c.i("seq_len"),
                     " must be in [1, block_size = ", g.block_size, "]");
-  ENGINE_USER_CHECK(g.vocab_size <= 65536, "config: vocab_size ", g.vocab_size, " does not fit uint16 token files");
   for (const char* k : {"sample_every", "sample_tokens", "top_k"})
     ENGINE_USER_CHECK(c.i(k) >= 0, "config: ", k, " must be >= 0, got ", c.i(k));
   ENGINE_USER_CHECK(c.f("temperature") > 0, "config: temperature must be > 0");

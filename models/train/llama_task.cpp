@@ -52,7 +52,6 @@ LlamaConfig llama_config(const TrainConfig& c) {
                     " with attention cudnn: grouped K/V heads run our kernels (--attention ours)");
   ENGINE_USER_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= l.block_size, "config: seq_len ", c.i("seq_len"),
                     " must be in [1, block_size = ", l.block_size, "]");
-  ENGINE_USER_CHECK(l.vocab_size <= 65536, "config: vocab_size ", l.vocab_size, " does not fit uint16 token files");
   const int64_t tp = c.i("tp");
   ENGINE_USER_CHECK(tp < 1 || (l.n_head % tp == 0 && l.n_kv_head % tp == 0 && l.hidden() % tp == 0),
                     "config: tp = ", tp, ": n_head ", l.n_head, ", n_kv_head ", l.n_kv_head, " and ffn_hidden ",

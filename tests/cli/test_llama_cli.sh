@@ -6,7 +6,8 @@
 #     otherwise is one line naming the file); where PyTorch 2 and
 #     transformers are (.deps/torch2, .deps/hf), LlamaForCausalLM loads the
 #     checkpoint with no missing or unexpected key and its loss on the first
-#     validation batch equals the run's last validation loss.
+#     validation batch equals the run's last validation loss; Llama 3's
+#     uint32 llm.c shards train a vocabulary past 65,536.
 #   dist: dp 2, ZeRO-1, tp 2 (with sequence parallelism), cp 2, pp 2 and
 #     np 4's tp 2 x pp 2 each equal one process; a tp 2 checkpoint resumes
 #     under pp 2.
@@ -63,6 +64,21 @@ for name, n in (("train", 4000), ("val", 1000)):
   grep -q "config: n_embd = 32 but .*tests/fixtures/llama/tiny/config.json says 24" "$work/d.log" ||
     fail "no one-line conflict error: $(cat "$work/d.log")"
   echo "ok: --init_from takes the shape of the transformers directory; a conflicting key is one line"
+
+  # Llama 3's llm.c shards (uint32 ids): a vocabulary past 65,536 trains.
+  /usr/bin/python3 -c 'import random, struct, sys
+random.seed(5)
+for name, n in (("big_train", 3000), ("big_val", 600)):
+    toks = [random.randrange(70001) for _ in range(n)]
+    open(sys.argv[1] + "/" + name + "_000000.bin", "wb").write(struct.pack("<256i", 20240801, 7, n, *([0] * 253)) + struct.pack("<%dI" % n, *toks))' \
+    "$work"
+  "$train" --model llama --vocab_size 70001 --block_size 16 --n_layer 1 --n_head 2 --n_kv_head 1 --n_embd 16 \
+    --ffn_hidden 32 --seq_len 16 --batch_size 2 --steps 2 --warmup_steps 1 --val_every 0 --val_batches 1 \
+    --sample_every 0 --tokenizer ids --device cpu --train_bin "$work/big_train_000000.bin" \
+    --val_bin "$work/big_val_000000.bin" --out_dir "$work/big" >"$work/big.log" 2>&1 || fail "uint32: $(tail -3 "$work/big.log")"
+  grep -q "^data: .*big_train_000000.bin (3000 tokens, an llm.c shard)" "$work/big.log" ||
+    fail "no data line: $(grep data: "$work/big.log")"
+  echo "ok: Llama 3's uint32 shards train a vocabulary of 70,001"
 
   py=$root/.deps/torch2/bin/python
   if [[ -x $py ]] && PYTHONPATH=$root/.deps/hf "$py" -c 'import transformers' 2>/dev/null; then

@@ -8,7 +8,7 @@
 # that cannot fit and names one that does; a failed allocation is one line;
 # mistyped flags and damaged checkpoints are blamed precisely; loaded weights
 # and optimizer state that no training produces are refused by name; a data
-# file rewritten under a run, and an llm.c shard of the uint32 version, are named errors.
+# file rewritten under a run, and a uint32 shard's id past the vocabulary, are named errors.
 # Usage: test_safety_cli.sh BUILD_DIR CASE
 set -euo pipefail
 build=$1
@@ -322,18 +322,19 @@ PY
     grep -qE "^train: error: $work/tr.bin: (the file was modified since it was opened \(at [0-9:.]+ UTC, size $size -> $size bytes\): rewritten in place while a run reads it\? Restore it, then --resume|the file shrank from $size to 100000 bytes since it was opened .*)$" \
       "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
-    # An llm.c shard of version 2 (uint32 tokens) is recognised by its
-    # header, not read as uint16 tokens (version 1 trains: train_cli.llmc_shards).
+    # A Llama 3 llm.c shard (magic 20240801, version 7: uint32 tokens) is
+    # read as uint32 ids (version 1 trains: train_cli.llmc_shards): its id
+    # 70000 is named, where uint16 reads would have seen 4464 and 1.
     python3 - "$work/shard.bin" <<'PY'
 import struct, sys
-header = struct.pack("<256i", 20240520, 2, 1000, *([0] * 253))
-open(sys.argv[1], "wb").write(header + struct.pack("<1000I", *([7] * 1000)))
+header = struct.pack("<256i", 20240801, 7, 1000, *([0] * 253))
+open(sys.argv[1], "wb").write(header + struct.pack("<1000I", *([7] * 999 + [70000])))
 PY
     if "$train" "${common[@]}" --vocab_size 65536 --train_bin "$work/shard.bin" --out_dir "$work/s" >/dev/null \
          2>"$work/err"; then
-      fail "an llm.c shard of version 2 was read as uint16 tokens"
+      fail "a uint32 shard's id 70000 passed a vocabulary of 65536"
     fi
-    grep -qxF "train: error: $work/shard.bin: an llm.c shard of version 2 (uint32 tokens, its Llama 3 data); GPT-2's vocabulary is read from version 1 shards (uint16 tokens)" \
+    grep -qxF "train: error: $work/shard.bin: token id 70000 at position 999 is outside the vocabulary [0, 65536)" \
       "$work/err" || fail "unexpected message: $(cat "$work/err")"
     echo "ok: $(cat "$work/err")"
     ;;

@@ -19,6 +19,15 @@ std::string temp_path(const std::string& name) {
   fs::create_directories(dir);
   return (dir / name).string();
 }
+// Token ids as TokenFile::read gives them.
+template <typename T>
+std::vector<int32_t> ids(const std::vector<T>& v) {
+  return std::vector<int32_t>(v.begin(), v.end());
+}
+template <typename It>
+std::vector<int32_t> ids(It a, It b) {
+  return std::vector<int32_t>(a, b);
+}
 }  // namespace
 
 TEST_CASE("token file: round trip, little-endian uint16", "[io][tokens]") {
@@ -34,9 +43,9 @@ TEST_CASE("token file: round trip, little-endian uint16", "[io][tokens]") {
   CHECK((b[2] | b[3] << 8) == 3);
   TokenFile f(p, 256);
   REQUIRE(f.size() == 100);
-  std::vector<uint16_t> back(100);
+  std::vector<int32_t> back(100);
   f.read(0, 100, back.data());
-  CHECK(back == toks);
+  CHECK(back == ids(toks));
   CHECK(!fs::exists(p + ".tmp"));
 }
 
@@ -95,9 +104,9 @@ TEST_CASE("token file: a file cut, or cut and grown back, under a reader is an e
   // An hour old, so the truncation below is a later modification time whatever the clock's grain.
   fs::last_write_time(p, fs::last_write_time(p) - std::chrono::hours(1));
   TokenFile f(p, 256);
-  std::vector<uint16_t> out(64);
+  std::vector<int32_t> out(64);
   f.read(4000, 64, out.data());
-  CHECK(out == std::vector<uint16_t>(toks.begin() + 4000, toks.begin() + 4064));
+  CHECK(out == ids(toks.begin() + 4000, toks.begin() + 4064));
   SECTION("cut and grown back to its size (truncate -s 1000; truncate -s 8192)") {
     fs::resize_file(p, 1000);
     fs::resize_file(p, 8192);
@@ -136,21 +145,21 @@ TEST_CASE("token file: llm.c shards, alone, by a glob or a directory, read as on
 
   const TokenFile single(one, 256);
   REQUIRE(single.size() == 37);
-  std::vector<uint16_t> got(37);
+  std::vector<int32_t> got(37);
   single.read(0, 37, got.data());
-  CHECK(got == std::vector<uint16_t>(all.begin() + 100, all.begin() + 137));
+  CHECK(got == ids(all.begin() + 100, all.begin() + 137));
   CHECK(single.describe() == one + " (37 tokens, an llm.c shard)");
 
   const TokenFile glob((dir / "x_train_*.bin").string(), 256);
   REQUIRE(glob.size() == 387);
   CHECK_THAT(glob.describe(), Contains("x_train_*.bin: 3 files, 387 tokens (llm.c shards)"));
-  std::vector<uint16_t> whole(387);
+  std::vector<int32_t> whole(387);
   glob.read(0, 387, whole.data());
-  CHECK(whole == all);
+  CHECK(whole == ids(all));
   // A range across all three files' boundaries.
-  std::vector<uint16_t> mid(60);
+  std::vector<int32_t> mid(60);
   glob.read(90, 60, mid.data());
-  CHECK(mid == std::vector<uint16_t>(all.begin() + 90, all.begin() + 150));
+  CHECK(mid == ids(all.begin() + 90, all.begin() + 150));
 
   // A directory: every *.bin in name order; not llm.c's train and val shards together.
   CHECK_THROWS_WITH(TokenFile(dir.string(), 256),
@@ -162,9 +171,9 @@ TEST_CASE("token file: llm.c shards, alone, by a glob or a directory, read as on
   write_token_file((only / "a.bin").string(), {1, 2}, true);
   std::ofstream((only / "notes.txt").string()) << "not tokens";
   const TokenFile d(only.string(), 256);
-  std::vector<uint16_t> four(4);
+  std::vector<int32_t> four(4);
   d.read(0, 4, four.data());
-  CHECK(four == std::vector<uint16_t>{1, 2, 3, 4});
+  CHECK(four == std::vector<int32_t>{1, 2, 3, 4});
   // A file whose name has a glob character is the file, not a pattern.
   const std::string bracket = temp_path("run[1].bin");
   write_token_file(bracket, {5, 6, 7});
@@ -184,6 +193,35 @@ TEST_CASE("token file: llm.c shards, alone, by a glob or a directory, read as on
   }
 }
 
+TEST_CASE("token file: Llama 3's llm.c shards hold uint32 ids past 65,535", "[io][tokens]") {
+  const std::string p = temp_path("llama3_000000.bin");
+  const std::vector<uint32_t> toks{0, 70000, 128255, 5, 65536, 65535};
+  write_token_file_u32(p, toks);
+  CHECK(fs::file_size(p) == 1024 + 4 * toks.size());
+  std::ifstream in(p, std::ios::binary);
+  int32_t head[3];
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  CHECK((head[0] == 20240801 && head[1] == 7 && head[2] == 6));  // llm.c's dev/data/data_common.py llama-3
+  const TokenFile f(p, 128256);
+  CHECK(f.size() == 6);
+  std::vector<int32_t> got(4);
+  f.read(1, 4, got.data());
+  CHECK(got == std::vector<int32_t>{70000, 128255, 5, 65536});
+  CHECK_THROWS_WITH(TokenFile(p, 100000), Contains("token id 128255 at position 2 is outside the vocabulary"));
+  // A uint16 shard and a uint32 one read as one sequence.
+  const std::string q = temp_path("gpt2_000001.bin");
+  write_token_file(q, {9, 8}, true);
+  const fs::path dir = fs::path(temp_path("mixed"));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(p, dir / "a_000000.bin");
+  fs::copy_file(q, dir / "a_000001.bin");
+  const TokenFile both(dir.string(), 128256);
+  std::vector<int32_t> all(8);
+  both.read(0, 8, all.data());
+  CHECK(all == std::vector<int32_t>{0, 70000, 128255, 5, 65536, 65535, 9, 8});
+}
+
 TEST_CASE("token file: a bad shard or an empty pattern is a named error", "[io][tokens][errors]") {
   const fs::path dir = fs::path(temp_path("bad_shards"));
   fs::remove_all(dir);
@@ -194,16 +232,25 @@ TEST_CASE("token file: a bad shard or an empty pattern is a named error", "[io][
   fs::resize_file(p, fs::file_size(p) - 2);  // cut: the header says 100
   CHECK_THROWS_WITH(TokenFile(p, 256), Contains("s_000000.bin: its llm.c header says 100 tokens (1224 bytes with the "
                                                 "header), the file holds 1222 bytes"));
-  // Version 2 (uint32 tokens) and an unknown version.
-  for (const int32_t version : {2, 3}) {
+  // An unknown version of either magic.
+  for (const int32_t version : {2, 7}) {
     write_token_file(p, toks, true);
     std::fstream io(p, std::ios::binary | std::ios::in | std::ios::out);
     io.seekp(4);
     io.write(reinterpret_cast<const char*>(&version), 4);
     io.close();
-    CHECK_THROWS_WITH(TokenFile(p, 256), Contains("s_000000.bin: an llm.c shard") &&
-                                             Contains(version == 2 ? "version 2 (uint32 tokens" : "unknown version 3"));
+    CHECK_THROWS_WITH(TokenFile(p, 256), Contains("s_000000.bin: an llm.c shard header (magic 20240520) of unknown "
+                                                  "version " +
+                                                  std::to_string(version) + "; version 1 (uint16 tokens) is read"));
   }
+  write_token_file_u32(p, {1, 2, 3});
+  {
+    std::fstream io(p, std::ios::binary | std::ios::in | std::ios::out);
+    const int32_t version = 1;
+    io.seekp(4);
+    io.write(reinterpret_cast<const char*>(&version), 4);
+  }
+  CHECK_THROWS_WITH(TokenFile(p, 256), Contains("(magic 20240801) of unknown version 1; version 7 (uint32 tokens)"));
   // Token ids checked in every shard, the one at fault named.
   write_token_file(p, toks, true);
   write_token_file((dir / "s_000001.bin").string(), {1, 2, 300}, true);
