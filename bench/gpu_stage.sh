@@ -24,7 +24,10 @@
 #      attention; profile-cudnn-b64: stage 1's profile at the config's
 #      micro-batch, 64 x 1024; generate: GPT-2 124M's tokens/s in the
 #      generate program (fp32, 256 new tokens) with and without its KV cache
-#      (docs/generate.md), from a one-step checkpoint.
+#      (docs/generate.md), from a one-step checkpoint; llama: the Llama
+#      3.2 1B shape (configs/llama3.2-1b.json, B 4 x 2048, O3, recompute)
+#      with step 3 profiled, its tokens/s, and the workbench's rmsnorm,
+#      swiglu and rope rows on the card (docs/llama.md).
 # RUNS names the runs to make (default: profile-cudnn profile-ours
 # profile-all-ours throughput torch tuned, in that order, the cheap profiles
 # first; a later call of the same task names only what is still owed). Each run
@@ -55,7 +58,7 @@ mkdir -p "$files"
 runs=" ${RUNS:-profile-cudnn profile-ours profile-all-ours throughput torch tuned} "
 want() { [[ $runs == *" $1 "* ]]; }
 rc=0
-# train_124m NAME MIN_SECONDS ARGS...: GPT-2 124M at O3 on cuda with what is
+# train_124m NAME MIN_SECONDS ARGS...: GPT-2 124M (or CONFIG) at O3 on cuda with what is
 # left before the deadline (at least MIN_SECONDS, else a note), into
 # $W/NAME and $W/NAME.log; a run stopped at its limit is a note, a failure
 # sets rc. Returns 1 when it did not run.
@@ -67,8 +70,8 @@ train_124m() {
     echo "note: no time left for the $name run"
     return 1
   fi
-  echo "+ train gpt2-124M O3 $* (limit ${t}s)"
-  timeout -k 5 "$t" "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O3 \
+  echo "+ train ${CONFIG:-gpt2-124M} O3 $* (limit ${t}s)"
+  timeout -k 5 "$t" "$B/models/train" --config "$root/configs/${CONFIG:-gpt2-124M}.json" "${data[@]}" --device cuda --precision O3 \
     --warmup_steps 2 --val_every 0 --val_batches 1 --sample_every 0 --checkpoint_every 0 "$@" --out_dir "$W/$name" \
     >"$W/$name.log" 2>&1
   case $? in
@@ -111,6 +114,13 @@ if want generate && train_124m generate-ckpt 60 --batch_size 1 --seq_len 64 --gr
   done
 fi
 want profile-cudnn-b64 && BATCH=64 profile profile-cudnn-b64 --attention cudnn
+# The Llama 3.2 1B shape: its step profiled (our grouped attention), its tokens/s; the block's kernels alone.
+if want llama; then
+  CONFIG=llama3.2-1b BATCH=4 profile profile-llama --log_every 1
+  grep -E "^step " "$W/profile-llama.log" | tail -2
+  echo "+ bench/kernels --filter rmsnorm, swiglu, rope"
+  for f in rmsnorm swiglu rope; do timeout -k 5 60 "$B/bench/kernels" --filter "$f" 2>&1 | grep -E " cuda "; done
+fi
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
 want throughput && throughput_run throughput --attention cudnn
 # PyTorch's GPT-2 on the same card and token ids, the same 524,288 tokens a step.

@@ -19,6 +19,7 @@ void LlamaConfig::validate() const {
                ") must divide n_head (", n_head, ")");
   ENGINE_CHECK(ffn_hidden >= 0, "llama config: ffn_hidden must be >= 0 (0: 8 n_embd / 3), got ", ffn_hidden);
   ENGINE_CHECK(rms_eps > 0, "llama config: rms_eps must be > 0, got ", rms_eps);
+  ENGINE_CHECK(pad_vocab_to > 0, "llama config: pad_vocab_to must be > 0, got ", pad_vocab_to);
   rope.validate();
 }
 
@@ -77,8 +78,21 @@ Llama::Llama(const LlamaConfig& c, uint64_t seed, Device dev) : cfg_(c), dev_(de
   rope = rope_table(c.block_size, c.head_size(), c.rope, dev);
 }
 
+int64_t Llama::head_width(const Autocast& ac, Device dev) const {
+  // Where the head's weight is cast anyway (the padded copy costs nothing
+  // more) and the GEMMs care: fp32 and the cpu keep vocab_size.
+  const int64_t V = cfg_.vocab_size, m = cfg_.pad_vocab_to;
+  return ac.active() && dev.type != DeviceType::cpu ? (V + m - 1) / m * m : V;
+}
+
 Tensor Llama::forward(const Tensor& ids, Recompute recompute, const Autocast& ac,
                       std::optional<AttentionImpl> attention) const {
+  Tensor logits = forward_padded(ids, recompute, ac, attention);
+  return logits.size(1) == cfg_.vocab_size ? logits : narrow(logits, 1, 0, cfg_.vocab_size);
+}
+
+Tensor Llama::forward_padded(const Tensor& ids, Recompute recompute, const Autocast& ac,
+                             std::optional<AttentionImpl> attention) const {
   const AttentionImpl attn = attention.value_or(cfg_.attention);
   ENGINE_CHECK(ids.ndim() == 2 && ids.dtype() == DType::i32, "llama: token ids must be i32 (B, T), got ", ids.desc());
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -96,16 +110,18 @@ Tensor Llama::forward(const Tensor& ids, Recompute recompute, const Autocast& ac
     }
   }
   const Tensor h = norm->forward(x, ac).reshape({B * T, cfg_.n_embd});
-  return ac.cast(matmul(h, ac.cast(head_weight()), Trans::N, Trans::T));
+  const int64_t W = head_width(ac, ids.device());
+  const Tensor w = W == cfg_.vocab_size ? ac.cast(head_weight()) : ac.cast_rows(head_weight(), W);
+  return ac.cast(matmul(h, w, Trans::N, Trans::T));
 }
 
 Tensor Llama::loss(const Tensor& ids, const Tensor& targets, Recompute recompute, const Autocast& ac) const {
   ENGINE_CHECK(targets.shape() == ids.shape(), "llama: targets ", targets.desc(), " do not match ids ", ids.desc());
   // As GPT2::loss: bf16 logits read as they are on emu/cuda; the cpu's
   // emulated 16-bit storage and fp16 widened.
-  Tensor logits = forward(ids, recompute, ac);
+  Tensor logits = forward_padded(ids, recompute, ac);
   if (logits.device().type == DeviceType::cpu || logits.dtype() == DType::f16) logits = ac.f32(logits);
-  return cross_entropy(logits, targets.reshape({ids.numel()}));
+  return cross_entropy_padded(logits, targets.reshape({ids.numel()}), cfg_.vocab_size);
 }
 
 }  // namespace eng::models

@@ -36,6 +36,10 @@ struct LlamaConfig {
   RopeOptions rope;        // rope_theta, rope_scaling (llama3)
   bool tie_embeddings = false;
   AttentionImpl attention = AttentionImpl::ours;
+  // As GPT-2's (gpt2.h): on emu/cuda under O2/O3 the head's GEMMs run over
+  // the vocabulary padded to a multiple of this, zero rows of the head's
+  // 16-bit copy (never a parameter; files keep vocab_size rows). 1: none.
+  int64_t pad_vocab_to = 64;
   int64_t head_size() const { return n_embd / n_head; }
   int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : (8 * n_embd / 3 + 63) / 64 * 64; }
   void validate() const;  // errors name the offending field
@@ -62,6 +66,11 @@ class Llama : public Module {
   // ids (B, T) i32 -> logits (B*T, V).
   Tensor forward(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
                  std::optional<AttentionImpl> attention = std::nullopt) const;
+  // The logits as the head computes them: (B*T, head_width(ac, dev)), the
+  // vocabulary's columns first, then the padding's (pad_vocab_to).
+  Tensor forward_padded(const Tensor& ids, Recompute recompute = Recompute::no, const Autocast& ac = Autocast(),
+                        std::optional<AttentionImpl> attention = std::nullopt) const;
+  int64_t head_width(const Autocast& ac, Device dev) const;
   // Mean cross-entropy of forward(ids) against targets (B, T) i32, in fp32.
   Tensor loss(const Tensor& ids, const Tensor& targets, Recompute recompute = Recompute::no,
               const Autocast& ac = Autocast()) const;

@@ -20,6 +20,7 @@
 #include "models/gpt2/sample_text.h"
 #include "models/train/memory_plan.h"
 #include "models/train/split_logits.h"
+#include "models/train/token_batches.h"
 #include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
@@ -72,9 +73,7 @@ class GPT2Task : public TrainTask {
         T_(c.i("seq_len")),
         seed_(uint64_t(c.i("seed"))),
         recompute_(c.b("recompute") ? Recompute::yes : Recompute::no),
-        train_(c.s("train_bin"), g_.vocab_size),
-        val_(c.s("val_bin"), g_.vocab_size),
-        sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
+        data_(c, plan, g_.vocab_size, mg),
         sample_text_(c.s("tokenizer"), c.s("tokenizer_file"), c.s("prompt"), g_.vocab_size),
         hellaswag_(load_eval_hellaswag(c, sample_text_)),
         tokenizer_files_(checkpoint_tokenizer_files(sample_text_, g_.block_size)),
@@ -90,14 +89,6 @@ class GPT2Task : public TrainTask {
       if (mg.tp_size() > 1) tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<GPT2>(g_, seed_, dev);
-    }
-    const int64_t val_windows = TokenSampler(val_, plan.micro, T_, TokenSampler::Order::sequential, 0).windows();
-    ENGINE_USER_CHECK(val_windows >= plan.micro * plan.dp, val_.path(), ": ", val_windows, " validation windows of ",
-                      T_, " tokens, fewer than batch_size x dp = ", plan.micro, " x ", plan.dp,
-                      " (each rank needs a batch of its own)");
-    for (int64_t m = 0; m < plan.accum; ++m) {
-      xs_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
-      ys_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
     }
   }
 
@@ -119,7 +110,7 @@ class GPT2Task : public TrainTask {
           cat("; ", stage_summary(mg_.stage_layers), " (embeddings on the first, ln_f and the tied head on the last)");
     return out;
   }
-  std::string data_summary() const override { return cat(train_.describe(), ", ", val_.describe()); }
+  std::string data_summary() const override { return data_.describe(); }
   const char* unit() const override { return "tok"; }
   std::string checkpoint_note() const override { return "load with GPT2LMHeadModel, see docs/train.md"; }
   int64_t items_per_step() const override { return plan_.global() * T_; }
@@ -140,14 +131,8 @@ class GPT2Task : public TrainTask {
     return {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"};
   }
 
-  // The sampler is counter-based: a step's windows are a function of the step.
-  void start(int64_t step) override { step_ = step; }
-  MicroBatch next(int64_t m) override {
-    Tensor &x = xs_[size_t(m)], &y = ys_[size_t(m)];
-    sampler_.batch(plan_.micro_index(step_, m), x, y);  // ids checked when the file was opened
-    if (m == plan_.accum - 1) ++step_;
-    return mine({x, y});
-  }
+  void start(int64_t step) override { data_.start(step); }
+  MicroBatch next(int64_t m) override { return data_.next(m); }
   Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
     return tp_model_ ? tp_model_->loss(x, y, recompute_, ac) : model_->loss(x, y, recompute_, ac);
   }
@@ -165,39 +150,15 @@ class GPT2Task : public TrainTask {
     return {tp_model_->wte->weight};
   }
 
-  // `val_batches` global batches of consecutive windows, split over the dp
-  // ranks as the training batches are; the mean over ranks.
   EvalResult evaluate(const Autocast& ac) override {
     NoGradGuard ng;
-    const int64_t B = plan_.micro, batches = cfg_.i("val_batches");
-    TokenSampler s(val_, B, T_, TokenSampler::Order::sequential, 0);
-    Tensor x = Tensor::empty({B, T_}, DType::i32), y = Tensor::empty({B, T_}, DType::i32);
-    double total = 0;
-    if (pipe_) {
-      // Through the pipeline, micro-batch k accum + m in order; the last stage's losses.
-      const auto outs = pipe_->forward_only(
-          batches * plan_.accum,
-          [&](int64_t i, const Tensor& in) {
-            s.batch(plan_.micro_index(i / plan_.accum, i % plan_.accum), x, y);
-            return stage_forward(in, mine({x, y}), ac);
-          },
-          stage_io(ac));
-      for (const Tensor& l : outs) total += l.item();
-    } else {
-      for (int64_t k = 0; k < batches; ++k)
-        for (int64_t m = 0; m < plan_.accum; ++m) {
-          s.batch(plan_.micro_index(k, m), x, y);
-          const MicroBatch b = mine({x, y});
-          const Tensor xd = b.x.to(dev_), yd = b.y.to(dev_);
-          total +=
-              (tp_model_ ? tp_model_->loss(xd, yd, Recompute::no, ac) : model_->loss(xd, yd, Recompute::no, ac)).item();
-        }
-    }
     EvalResult r;
-    // Every rank of the last stage adds its mean; the tp ranks of a dp rank
-    // hold the same one, its cp ranks the means of their positions.
-    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum), comm::HostOp::sum, "the validation loss") /
-             double(comm::world().size / mg_.pp_size());
+    const auto loss = [&](const MicroBatch& b) {
+      const Tensor x = b.x.to(dev_), y = b.y.to(dev_);
+      return (tp_model_ ? tp_model_->loss(x, y, Recompute::no, ac) : model_->loss(x, y, Recompute::no, ac)).item();
+    };
+    const auto stage = [&](const Tensor& in, const MicroBatch& b) { return stage_forward(in, b, ac); };
+    r.loss = data_.validation_loss(cfg_.i("val_batches"), loss, pipe_.get(), stage, pipe_ ? stage_io(ac) : StageIo{});
     if (!hellaswag_.empty()) {  // dp only (config_checks): rank r scores examples r, r + dp, ...
       const HellaSwagTally t = tally(score_hellaswag(*model_, hellaswag_, plan_.dp_rank, plan_.dp, 4, ac));
       const double n = comm::all_reduce_host(t.examples, comm::HostOp::sum, "the HellaSwag count");
@@ -260,17 +221,9 @@ class GPT2Task : public TrainTask {
     return load_tp_checkpoint(*tp_model_, full, opt, dev_,
                               [&](Optimizer& o) { return models::load_checkpoint(dir, full, o); });
   }
-  nlohmann::json data_state(int64_t done) const override {
-    return {
-        {"order", "random"}, {"seed", seed_}, {"global_batch", plan_.global()}, {"next_row", done * plan_.global()}};
-  }
-  // Any number of ranks may resume, as long as the global batch (which
-  // decides the rows of every step) is the same.
+  nlohmann::json data_state(int64_t done) const override { return data_.data_state(done); }
   void check_resume(const std::string& dir, const nlohmann::json& state) const override {
-    const int64_t saved = state.value("sampler", nlohmann::json::object()).value("global_batch", int64_t(0));
-    ENGINE_USER_CHECK(saved == 0 || saved == plan_.global(), dir, ": checkpoint was trained with a global batch of ",
-                      saved, " sequences, this run has ", plan_.global(),
-                      " (batch_size x grad_accum x ranks; set global_batch = ", saved, ")");
+    data_.check_resume(dir, state);
   }
 
  private:
@@ -280,8 +233,7 @@ class GPT2Task : public TrainTask {
   int64_t T_;
   uint64_t seed_;
   Recompute recompute_;
-  TokenFile train_, val_;
-  TokenSampler sampler_;
+  TokenBatches data_;
   SampleText sample_text_;
   std::vector<HellaSwagExample> hellaswag_;  // --eval_hellaswag's examples, tokenized
   ExtraFiles tokenizer_files_;               // rank 0 of a gpt2 run: the tokenizer beside the weights
@@ -301,13 +253,6 @@ class GPT2Task : public TrainTask {
     const int64_t C = g_.n_embd;
     return g_.n_layer * (12 * C * C + 13 * C) + (g_.vocab_size + g_.block_size) * C + 2 * C;
   }
-  // This cp rank's positions of host windows (the whole windows without cp).
-  MicroBatch mine(const MicroBatch& b) const {
-    if (!mg_.cp) return b;
-    return {comm::cp_slice(b.x, 1, *mg_.cp), comm::cp_slice(b.y, 1, *mg_.cp)};
-  }
-  int64_t step_ = 0;
-  std::vector<Tensor> xs_, ys_;  // the step's micro-batches, on the host
 };
 
 }  // namespace

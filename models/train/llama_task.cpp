@@ -20,6 +20,7 @@
 #include "models/llama/llama_tp.h"
 #include "models/train/memory_plan.h"
 #include "models/train/split_logits.h"
+#include "models/train/token_batches.h"
 #include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
@@ -115,9 +116,7 @@ class LlamaTask : public TrainTask {
         T_(c.i("seq_len")),
         seed_(uint64_t(c.i("seed"))),
         recompute_(c.b("recompute") ? Recompute::yes : Recompute::no),
-        train_(c.s("train_bin"), l_.vocab_size),
-        val_(c.s("val_bin"), l_.vocab_size),
-        sampler_(train_, plan.micro, T_, TokenSampler::Order::random, seed_),
+        data_(c, plan, l_.vocab_size, mg),
         sample_text_(c.s("tokenizer"), c.s("tokenizer_file"), c.s("prompt"), l_.vocab_size),
         dev_(dev),
         mg_(mg) {
@@ -131,14 +130,6 @@ class LlamaTask : public TrainTask {
       if (mg.tp_size() > 1) tp_ = tp_grads_of(*tp_model_);
     } else {
       model_ = std::make_unique<Llama>(l_, seed_, dev);
-    }
-    const int64_t val_windows = TokenSampler(val_, plan.micro, T_, TokenSampler::Order::sequential, 0).windows();
-    ENGINE_USER_CHECK(val_windows >= plan.micro * plan.dp, val_.path(), ": ", val_windows, " validation windows of ",
-                      T_, " tokens, fewer than batch_size x dp = ", plan.micro, " x ", plan.dp,
-                      " (each rank needs a batch of its own)");
-    for (int64_t m = 0; m < plan.accum; ++m) {
-      xs_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
-      ys_.push_back(Tensor::empty({plan.micro, T_}, DType::i32));
     }
   }
 
@@ -157,7 +148,7 @@ class LlamaTask : public TrainTask {
       out += cat("; ", stage_summary(mg_.stage_layers), " (the embedding on the first, the head on the last)");
     return out;
   }
-  std::string data_summary() const override { return cat(train_.describe(), ", ", val_.describe()); }
+  std::string data_summary() const override { return data_.describe(); }
   const char* unit() const override { return "tok"; }
   std::string checkpoint_note() const override {
     return "load with LlamaForCausalLM.from_pretrained(dir), see docs/llama.md";
@@ -184,13 +175,8 @@ class LlamaTask : public TrainTask {
     return {"vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "tie_embeddings"};
   }
 
-  void start(int64_t step) override { step_ = step; }
-  MicroBatch next(int64_t m) override {
-    Tensor &x = xs_[size_t(m)], &y = ys_[size_t(m)];
-    sampler_.batch(plan_.micro_index(step_, m), x, y);
-    if (m == plan_.accum - 1) ++step_;
-    return mine({x, y});
-  }
+  void start(int64_t step) override { data_.start(step); }
+  MicroBatch next(int64_t m) override { return data_.next(m); }
   Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
     return tp_model_ ? tp_model_->loss(x, y, recompute_, ac) : model_->loss(x, y, recompute_, ac);
   }
@@ -210,34 +196,13 @@ class LlamaTask : public TrainTask {
   }
 
   EvalResult evaluate(const Autocast& ac) override {
-    NoGradGuard ng;
-    const int64_t B = plan_.micro, batches = cfg_.i("val_batches");
-    TokenSampler s(val_, B, T_, TokenSampler::Order::sequential, 0);
-    Tensor x = Tensor::empty({B, T_}, DType::i32), y = Tensor::empty({B, T_}, DType::i32);
-    double total = 0;
-    if (pipe_) {
-      const auto outs = pipe_->forward_only(
-          batches * plan_.accum,
-          [&](int64_t i, const Tensor& in) {
-            s.batch(plan_.micro_index(i / plan_.accum, i % plan_.accum), x, y);
-            return stage_forward(in, mine({x, y}), ac);
-          },
-          stage_io(ac));
-      for (const Tensor& l : outs) total += l.item();
-    } else {
-      for (int64_t k = 0; k < batches; ++k)
-        for (int64_t m = 0; m < plan_.accum; ++m) {
-          s.batch(plan_.micro_index(k, m), x, y);
-          const MicroBatch b = mine({x, y});
-          const Tensor xd = b.x.to(dev_), yd = b.y.to(dev_);
-          total +=
-              (tp_model_ ? tp_model_->loss(xd, yd, Recompute::no, ac) : model_->loss(xd, yd, Recompute::no, ac)).item();
-        }
-    }
+    const auto loss = [&](const MicroBatch& b) {
+      const Tensor x = b.x.to(dev_), y = b.y.to(dev_);
+      return (tp_model_ ? tp_model_->loss(x, y, Recompute::no, ac) : model_->loss(x, y, Recompute::no, ac)).item();
+    };
+    const auto stage = [&](const Tensor& in, const MicroBatch& b) { return stage_forward(in, b, ac); };
     EvalResult r;
-    // As GPT-2's: every rank of the last stage adds its mean.
-    r.loss = comm::all_reduce_host(total / double(batches * plan_.accum), comm::HostOp::sum, "the validation loss") /
-             double(comm::world().size / mg_.pp_size());
+    r.loss = data_.validation_loss(cfg_.i("val_batches"), loss, pipe_.get(), stage, pipe_ ? stage_io(ac) : StageIo{});
     return r;
   }
   bool has_samples() const override { return true; }
@@ -284,15 +249,9 @@ class LlamaTask : public TrainTask {
     return load_tp_checkpoint(*tp_model_, full, opt, dev_,
                               [&](Optimizer& o) { return load_llama_checkpoint(dir, full, o); });
   }
-  nlohmann::json data_state(int64_t done) const override {
-    return {
-        {"order", "random"}, {"seed", seed_}, {"global_batch", plan_.global()}, {"next_row", done * plan_.global()}};
-  }
+  nlohmann::json data_state(int64_t done) const override { return data_.data_state(done); }
   void check_resume(const std::string& dir, const nlohmann::json& state) const override {
-    const int64_t saved = state.value("sampler", nlohmann::json::object()).value("global_batch", int64_t(0));
-    ENGINE_USER_CHECK(saved == 0 || saved == plan_.global(), dir, ": checkpoint was trained with a global batch of ",
-                      saved, " sequences, this run has ", plan_.global(),
-                      " (batch_size x grad_accum x ranks; set global_batch = ", saved, ")");
+    data_.check_resume(dir, state);
   }
 
  private:
@@ -302,8 +261,7 @@ class LlamaTask : public TrainTask {
   int64_t T_;
   uint64_t seed_;
   Recompute recompute_;
-  TokenFile train_, val_;
-  TokenSampler sampler_;
+  TokenBatches data_;
   SampleText sample_text_;
   Device dev_;
   ModelGrid mg_;
@@ -324,12 +282,6 @@ class LlamaTask : public TrainTask {
     const int64_t block = C * (l_.n_head + 2 * l_.n_kv_head) * HS + C * C + 3 * C * l_.hidden() + 2 * C;
     return l_.n_layer * block + l_.vocab_size * C * (l_.tie_embeddings ? 1 : 2) + C;
   }
-  MicroBatch mine(const MicroBatch& b) const {
-    if (!mg_.cp) return b;
-    return {comm::cp_slice(b.x, 1, *mg_.cp), comm::cp_slice(b.y, 1, *mg_.cp)};
-  }
-  int64_t step_ = 0;
-  std::vector<Tensor> xs_, ys_;
 };
 
 }  // namespace

@@ -116,6 +116,33 @@ TEST_CASE("emu llama at O2 (bf16, tensor-core attention): loss and gradients nea
   }
 }
 
+TEST_CASE("emu llama: the vocabulary padded for the head's GEMMs changes no logit (O2), tied and untied",
+          "[llama][emu]") {
+  for (bool tied : {false, true}) {
+    INFO((tied ? "tied" : "untied"));
+    LlamaConfig c = llama_config_from_hf(fixture_dir("tiny"));  // 61 tokens
+    c.tie_embeddings = tied;
+    LlamaConfig plain = c;
+    plain.pad_vocab_to = 1;
+    const Llama padded(c, 3, kEmu), unpadded(plain, 3, kEmu);
+    const Autocast o2(Precision::O2);
+    REQUIRE(padded.head_width(o2, kEmu) == 64);
+    CHECK(padded.head_width(Autocast(), kEmu) == 61);
+    CHECK(padded.head_width(o2, kCPU) == 61);
+    const Tensor ids = random_ids(2, 9, c.vocab_size, 1, kEmu), targets = random_ids(2, 9, c.vocab_size, 2, kEmu);
+    const NoGradGuard ng;
+    const Tensor wide = padded.forward_padded(ids, Recompute::no, o2);
+    REQUIRE(wide.shape() == Shape{18, 64});
+    CHECK(values(padded.forward(ids, Recompute::no, o2).to(kCPU)) ==
+          values(unpadded.forward(ids, Recompute::no, o2).to(kCPU)));
+    const std::vector<double> w = values(wide.to(kCPU).to(DType::f32));
+    for (int64_t r = 0; r < 18; ++r)
+      for (int64_t v = 61; v < 64; ++v) CHECK(w[size_t(r * 64 + v)] == 0.0);
+    CHECK(std::fabs(padded.loss(ids, targets, Recompute::no, o2).item() -
+                    unpadded.loss(ids, targets, Recompute::no, o2).item()) < 1e-6);
+  }
+}
+
 TEST_CASE("llama parity: 5 AdamW steps with clip_grad_norm match transformers' losses and norms", "[llama][parity]") {
   for (const char* name : {"tiny", "llama3"}) {
     INFO(name);
