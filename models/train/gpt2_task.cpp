@@ -18,8 +18,8 @@
 #include "models/gpt2/hellaswag.h"
 #include "models/gpt2/sample.h"
 #include "models/gpt2/sample_text.h"
+#include "models/train/lm_models.h"
 #include "models/train/memory_plan.h"
-#include "models/train/split_logits.h"
 #include "models/train/token_batches.h"
 #include "models/train/tp_checkpoint.h"
 
@@ -78,21 +78,10 @@ class GPT2Task : public TrainTask {
         hellaswag_(load_eval_hellaswag(c, sample_text_)),
         tokenizer_files_(checkpoint_tokenizer_files(sample_text_, g_.block_size)),
         dev_(dev),
-        mg_(mg) {
-    if (mg.split()) {
-      GPT2TpOptions o{c.b("sequence_parallel") && mg.tp_size() > 1, mg.cp};
-      if (mg.pp) {
-        std::tie(o.layer_begin, o.layer_end) = stage_blocks(mg.stage_layers, mg.pp_rank());
-        pipe_ = std::make_unique<PipelineStep>(*mg.pp, comm::PipeSchedule::afab, 1);  // validation, samples
-      }
-      tp_model_ = std::make_unique<GPT2Tp>(g_, seed_, dev, *mg.tp, o);
-      if (mg.tp_size() > 1) tp_ = tp_grads_of(*tp_model_);
-    } else {
-      model_ = std::make_unique<GPT2>(g_, seed_, dev);
-    }
-  }
+        mg_(mg),
+        m_(g_, seed_, dev, mg, c.b("sequence_parallel")) {}
 
-  Module& model() override { return tp_model_ ? static_cast<Module&>(*tp_model_) : *model_; }
+  Module& model() override { return m_.module(); }
   std::string summary() const override {
     char buf[300];
     std::snprintf(buf, sizeof buf, "GPT-2 %lld layers, %lld heads, %lld wide, %.2fM parameters; %lld tokens/step",
@@ -102,7 +91,7 @@ class GPT2Task : public TrainTask {
     const int P = mg_.tp_size(), cp = mg_.cp_size();
     if (P > 1)
       out += cat("; tensor parallel over ", P, " ranks", cfg_.b("sequence_parallel") ? " (sequence parallel)" : "",
-                 ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
+                 ": ", m_.split->num_parameters() / 1e6, "M parameters on each (", g_.n_head / P,
                  " heads, vocabulary padded to ", comm::padded_vocab(g_.vocab_size, P), ")");
     if (cp > 1) out += cat("; context parallel over ", cp, " ranks: ", T_ / cp, " positions of each window on each");
     if (mg_.pp)
@@ -134,33 +123,30 @@ class GPT2Task : public TrainTask {
   void start(int64_t step) override { data_.start(step); }
   MicroBatch next(int64_t m) override { return data_.next(m); }
   Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
-    return tp_model_ ? tp_model_->loss(x, y, recompute_, ac) : model_->loss(x, y, recompute_, ac);
+    return m_.loss(x, y, recompute_, ac);
   }
-  const TpGrads& tp_grads() const override { return tp_; }
+  const TpGrads& tp_grads() const override { return m_.tp_grads; }
 
   Tensor stage_forward(const Tensor& in, const MicroBatch& b, const Autocast& ac) const override {
-    const Tensor out = tp_model_->stage_forward(in, b.x.to(dev_), recompute_, ac);
-    return mg_.last_stage() ? tp_model_->stage_loss(out, b.y.to(dev_)) : out;
+    return m_.stage_forward(in, b, recompute_, ac);
   }
-  StageIo stage_io(const Autocast& ac) const override {
-    return {tp_model_->stage_rows(plan_.micro, T_ / mg_.cp_size()), stage_dtype(ac.policy().compute, dev_)};
-  }
+  StageIo stage_io(const Autocast& ac) const override { return m_.stage_io(plan_.micro, T_, ac); }
   std::vector<Tensor> tied_parameters() const override {
-    if (!mg_.pp || mg_.pp_size() == 1 || !tp_model_->wte) return {};
-    return {tp_model_->wte->weight};
+    if (!mg_.pp || mg_.pp_size() == 1 || !m_.split->wte) return {};
+    return {m_.split->wte->weight};
   }
 
   EvalResult evaluate(const Autocast& ac) override {
     NoGradGuard ng;
     EvalResult r;
     const auto loss = [&](const MicroBatch& b) {
-      const Tensor x = b.x.to(dev_), y = b.y.to(dev_);
-      return (tp_model_ ? tp_model_->loss(x, y, Recompute::no, ac) : model_->loss(x, y, Recompute::no, ac)).item();
+      return m_.loss(b.x.to(dev_), b.y.to(dev_), Recompute::no, ac).item();
     };
     const auto stage = [&](const Tensor& in, const MicroBatch& b) { return stage_forward(in, b, ac); };
-    r.loss = data_.validation_loss(cfg_.i("val_batches"), loss, pipe_.get(), stage, pipe_ ? stage_io(ac) : StageIo{});
+    r.loss =
+        data_.validation_loss(cfg_.i("val_batches"), loss, m_.pipe.get(), stage, m_.pipe ? stage_io(ac) : StageIo{});
     if (!hellaswag_.empty()) {  // dp only (config_checks): rank r scores examples r, r + dp, ...
-      const HellaSwagTally t = tally(score_hellaswag(*model_, hellaswag_, plan_.dp_rank, plan_.dp, 4, ac));
+      const HellaSwagTally t = tally(score_hellaswag(*m_.serial, hellaswag_, plan_.dp_rank, plan_.dp, 4, ac));
       const double n = comm::all_reduce_host(t.examples, comm::HostOp::sum, "the HellaSwag count");
       const double ok = comm::all_reduce_host(t.correct, comm::HostOp::sum, "the HellaSwag count");
       const double ok_norm = comm::all_reduce_host(t.correct_norm, comm::HostOp::sum, "the HellaSwag count");
@@ -172,15 +158,11 @@ class GPT2Task : public TrainTask {
   }
   bool has_samples() const override { return true; }
   // Under tp and cp every rank of the model's group runs the loop: the logits are gathered over both.
-  bool sample_on_every_rank() const override { return tp_model_ != nullptr; }
+  bool sample_on_every_rank() const override { return m_.split != nullptr; }
   // Samples run our attention whatever --attention says (GPT2::forward says why).
   std::string sample(int64_t step) override {
     LogitsFn logits = [this](const std::vector<int32_t>& window) {
-      const int64_t T = int64_t(window.size()), V = g_.vocab_size;
-      if (!tp_model_)
-        return model_->forward(Tensor::from_ints(window, {1, T}, dev_), Recompute::no, Autocast(), AttentionImpl::ours)
-            .to_vector();
-      return split_logits(*tp_model_, mg_, pipe_.get(), cfg_.b("sequence_parallel"), g_.block_size, V, window, dev_);
+      return m_.logits(window, g_.block_size, g_.vocab_size);
     };
     const SampleOptions so{cfg_.f("temperature"), cfg_.i("top_k"), 1.0, seed_ * 977 + uint64_t(step)};
     const std::vector<int32_t> out =
@@ -191,35 +173,19 @@ class GPT2Task : public TrainTask {
   }
 
   void init_from(const std::string& path) override {
-    if (!tp_model_) return load_gpt2_weights(path, *model_);
-    GPT2 full(g_, seed_, kCPU);  // every rank reads the file and keeps its shards
-    load_gpt2_weights(path, full);
-    tp_model_->load_full_state(full.named_parameters());
+    m_.init_from([&](GPT2& m) { load_gpt2_weights(path, m); });
   }
-
-  // Under tp: the weights gathered into a one-process model on rank 0 (the
-  // file rank 0 writes), and each moment "exp_avg.i" gathered by the name of
-  // parameter i (AdamW numbers parameters in decay-group order).
+  // Under a split: each parameter from one stage: the tables from the first, ln_f from the last, a block from its own.
   std::vector<std::pair<std::string, Tensor>> gather_for_checkpoint(
       std::vector<std::pair<std::string, Tensor>> opt_state) override {
-    if (!tp_model_) return opt_state;
-    if (comm::world().rank == 0) full_ = std::make_unique<GPT2>(g_, seed_, kCPU);
-    if (!pipe_) return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
-    // Each parameter from one stage: the tables from the first, ln_f from the last, a block from its own.
-    StageGather g{mg_.pp, [this](const std::string& name) { return owner_stage(name); }, mg_.stage_leader};
-    return gather_pipeline_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_, g);
+    return m_.gather(std::move(opt_state), [this](const std::string& name) { return owner_stage(name); });
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
-    models::save_checkpoint(dir, tp_model_ ? *full_ : *model_, opt_state, step, config, extra, tokenizer_files_);
+    models::save_checkpoint(dir, m_.to_save(), opt_state, step, config, extra, tokenizer_files_);
   }
-  // Under tp: every rank loads the one-process checkpoint into a model and
-  // an AdamW of its own shape on the host, then keeps its shards.
   nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) override {
-    if (!tp_model_) return models::load_checkpoint(dir, *model_, opt);
-    GPT2 full(g_, seed_, kCPU);
-    return load_tp_checkpoint(*tp_model_, full, opt, dev_,
-                              [&](Optimizer& o) { return models::load_checkpoint(dir, full, o); });
+    return m_.load_checkpoint(opt, [&](GPT2& m, Optimizer& o) { return models::load_checkpoint(dir, m, o); });
   }
   nlohmann::json data_state(int64_t done) const override { return data_.data_state(done); }
   void check_resume(const std::string& dir, const nlohmann::json& state) const override {
@@ -239,16 +205,12 @@ class GPT2Task : public TrainTask {
   ExtraFiles tokenizer_files_;               // rank 0 of a gpt2 run: the tokenizer beside the weights
   Device dev_;
   ModelGrid mg_;
-  std::unique_ptr<GPT2> model_;       // one process holds the whole model, or
-  std::unique_ptr<GPT2Tp> tp_model_;  // tp > 1: this rank's shards
-  TpGrads tp_;
-  std::unique_ptr<GPT2> full_;          // rank 0 under tp: the gathered weights being saved
-  std::unique_ptr<PipelineStep> pipe_;  // pp: forward through the stages (validation, samples)
+  LmModels<GPT2Config, GPT2, GPT2Tp, GPT2TpOptions> m_;
 
   int owner_stage(const std::string& name) const { return parameter_stage(name, "h.", {"ln_f."}, mg_.stage_layers); }
 
   int64_t full_parameters() const {
-    if (!tp_model_) return model_->num_parameters();
+    if (!m_.split) return m_.serial->num_parameters();
     // The serial count: per layer 12 C^2 + 13 C, plus the tables and ln_f.
     const int64_t C = g_.n_embd;
     return g_.n_layer * (12 * C * C + 13 * C) + (g_.vocab_size + g_.block_size) * C + 2 * C;

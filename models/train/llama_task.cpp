@@ -18,8 +18,8 @@
 #include "models/gpt2/sample_text.h"
 #include "models/llama/llama_io.h"
 #include "models/llama/llama_tp.h"
+#include "models/train/lm_models.h"
 #include "models/train/memory_plan.h"
-#include "models/train/split_logits.h"
 #include "models/train/token_batches.h"
 #include "models/train/tp_checkpoint.h"
 
@@ -119,21 +119,10 @@ class LlamaTask : public TrainTask {
         data_(c, plan, l_.vocab_size, mg),
         sample_text_(c.s("tokenizer"), c.s("tokenizer_file"), c.s("prompt"), l_.vocab_size),
         dev_(dev),
-        mg_(mg) {
-    if (mg.split()) {
-      LlamaTpOptions o{c.b("sequence_parallel") && mg.tp_size() > 1, mg.cp};
-      if (mg.pp) {
-        std::tie(o.layer_begin, o.layer_end) = stage_blocks(mg.stage_layers, mg.pp_rank());
-        pipe_ = std::make_unique<PipelineStep>(*mg.pp, comm::PipeSchedule::afab, 1);  // validation, samples
-      }
-      tp_model_ = std::make_unique<LlamaTp>(l_, seed_, dev, *mg.tp, o);
-      if (mg.tp_size() > 1) tp_ = tp_grads_of(*tp_model_);
-    } else {
-      model_ = std::make_unique<Llama>(l_, seed_, dev);
-    }
-  }
+        mg_(mg),
+        m_(l_, seed_, dev, mg, c.b("sequence_parallel")) {}
 
-  Module& model() override { return tp_model_ ? static_cast<Module&>(*tp_model_) : *model_; }
+  Module& model() override { return m_.module(); }
   std::string summary() const override {
     std::string out = cat("Llama ", l_.n_layer, " layers, ", l_.n_head, " heads on ", l_.n_kv_head, " K/V heads, ",
                           l_.n_embd, " wide, MLP ", l_.hidden(), ", ", l_.tie_embeddings ? "tied" : "untied", " head, ",
@@ -141,7 +130,7 @@ class LlamaTask : public TrainTask {
     const int P = mg_.tp_size(), cp = mg_.cp_size();
     if (P > 1)
       out += cat("; tensor parallel over ", P, " ranks", cfg_.b("sequence_parallel") ? " (sequence parallel)" : "",
-                 ": ", tp_model_->num_parameters() / 1e6, "M parameters on each (", l_.n_head / P, " heads, ",
+                 ": ", m_.split->num_parameters() / 1e6, "M parameters on each (", l_.n_head / P, " heads, ",
                  l_.n_kv_head / P, " K/V heads, vocabulary padded to ", comm::padded_vocab(l_.vocab_size, P), ")");
     if (cp > 1) out += cat("; context parallel over ", cp, " ranks: ", T_ / cp, " positions of each window on each");
     if (mg_.pp)
@@ -178,42 +167,35 @@ class LlamaTask : public TrainTask {
   void start(int64_t step) override { data_.start(step); }
   MicroBatch next(int64_t m) override { return data_.next(m); }
   Tensor loss(const Tensor& x, const Tensor& y, const Autocast& ac) const override {
-    return tp_model_ ? tp_model_->loss(x, y, recompute_, ac) : model_->loss(x, y, recompute_, ac);
+    return m_.loss(x, y, recompute_, ac);
   }
-  const TpGrads& tp_grads() const override { return tp_; }
+  const TpGrads& tp_grads() const override { return m_.tp_grads; }
 
   Tensor stage_forward(const Tensor& in, const MicroBatch& b, const Autocast& ac) const override {
-    const Tensor out = tp_model_->stage_forward(in, b.x.to(dev_), recompute_, ac);
-    return mg_.last_stage() ? tp_model_->stage_loss(out, b.y.to(dev_)) : out;
+    return m_.stage_forward(in, b, recompute_, ac);
   }
-  StageIo stage_io(const Autocast& ac) const override {
-    return {tp_model_->stage_rows(plan_.micro, T_ / mg_.cp_size()), stage_dtype(ac.policy().compute, dev_)};
-  }
+  StageIo stage_io(const Autocast& ac) const override { return m_.stage_io(plan_.micro, T_, ac); }
   // Tied: the table on the first stage and the head's on the last.
   std::vector<Tensor> tied_parameters() const override {
-    if (!mg_.pp || mg_.pp_size() == 1 || !l_.tie_embeddings || !tp_model_->embed_tokens) return {};
-    return {tp_model_->embed_tokens->weight};
+    if (!mg_.pp || mg_.pp_size() == 1 || !l_.tie_embeddings || !m_.split->embed_tokens) return {};
+    return {m_.split->embed_tokens->weight};
   }
 
   EvalResult evaluate(const Autocast& ac) override {
     const auto loss = [&](const MicroBatch& b) {
-      const Tensor x = b.x.to(dev_), y = b.y.to(dev_);
-      return (tp_model_ ? tp_model_->loss(x, y, Recompute::no, ac) : model_->loss(x, y, Recompute::no, ac)).item();
+      return m_.loss(b.x.to(dev_), b.y.to(dev_), Recompute::no, ac).item();
     };
     const auto stage = [&](const Tensor& in, const MicroBatch& b) { return stage_forward(in, b, ac); };
     EvalResult r;
-    r.loss = data_.validation_loss(cfg_.i("val_batches"), loss, pipe_.get(), stage, pipe_ ? stage_io(ac) : StageIo{});
+    r.loss =
+        data_.validation_loss(cfg_.i("val_batches"), loss, m_.pipe.get(), stage, m_.pipe ? stage_io(ac) : StageIo{});
     return r;
   }
   bool has_samples() const override { return true; }
-  bool sample_on_every_rank() const override { return tp_model_ != nullptr; }
+  bool sample_on_every_rank() const override { return m_.split != nullptr; }
   std::string sample(int64_t step) override {
     LogitsFn logits = [this](const std::vector<int32_t>& window) {
-      if (tp_model_)
-        return split_logits(*tp_model_, mg_, pipe_.get(), cfg_.b("sequence_parallel"), l_.block_size, l_.vocab_size,
-                            window, dev_);
-      const Tensor ids = Tensor::from_ints(window, {1, int64_t(window.size())}, dev_);
-      return model_->forward(ids, Recompute::no, Autocast(), AttentionImpl::ours).to_vector();
+      return m_.logits(window, l_.block_size, l_.vocab_size);
     };
     const SampleOptions so{cfg_.f("temperature"), cfg_.i("top_k"), 1.0, seed_ * 977 + uint64_t(step)};
     const std::vector<int32_t> out =
@@ -224,30 +206,18 @@ class LlamaTask : public TrainTask {
   }
 
   void init_from(const std::string& path) override {
-    if (!tp_model_) return load_llama_weights(path, *model_);
-    Llama full(l_, seed_, kCPU);  // every rank reads the file and keeps its shards
-    load_llama_weights(path, full);
-    tp_model_->load_full_state(full.named_parameters());
+    m_.init_from([&](Llama& m) { load_llama_weights(path, m); });
   }
-  // Under tp or pp: the weights gathered into a one-process model on rank 0,
-  // the optimizer's moments by the names of their parameters (as GPT-2's).
   std::vector<std::pair<std::string, Tensor>> gather_for_checkpoint(
       std::vector<std::pair<std::string, Tensor>> opt_state) override {
-    if (!tp_model_) return opt_state;
-    if (comm::world().rank == 0) full_ = std::make_unique<Llama>(l_, seed_, kCPU);
-    if (!pipe_) return gather_tp_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_);
-    StageGather g{mg_.pp, [this](const std::string& name) { return owner_stage(name); }, mg_.stage_leader};
-    return gather_pipeline_checkpoint(*tp_model_, full_.get(), std::move(opt_state), dev_, g);
+    return m_.gather(std::move(opt_state), [this](const std::string& name) { return owner_stage(name); });
   }
   void save_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, Tensor>>& opt_state,
                        int64_t step, const nlohmann::json& config, const nlohmann::json& extra) const override {
-    save_llama_checkpoint(dir, tp_model_ ? *full_ : *model_, opt_state, step, config, extra);
+    save_llama_checkpoint(dir, m_.to_save(), opt_state, step, config, extra);
   }
   nlohmann::json load_checkpoint(const std::string& dir, Optimizer& opt) override {
-    if (!tp_model_) return load_llama_checkpoint(dir, *model_, opt);
-    Llama full(l_, seed_, kCPU);
-    return load_tp_checkpoint(*tp_model_, full, opt, dev_,
-                              [&](Optimizer& o) { return load_llama_checkpoint(dir, full, o); });
+    return m_.load_checkpoint(opt, [&](Llama& m, Optimizer& o) { return load_llama_checkpoint(dir, m, o); });
   }
   nlohmann::json data_state(int64_t done) const override { return data_.data_state(done); }
   void check_resume(const std::string& dir, const nlohmann::json& state) const override {
@@ -265,11 +235,7 @@ class LlamaTask : public TrainTask {
   SampleText sample_text_;
   Device dev_;
   ModelGrid mg_;
-  std::unique_ptr<Llama> model_;       // one process holds the whole model, or
-  std::unique_ptr<LlamaTp> tp_model_;  // tp, cp or pp: this rank's part
-  TpGrads tp_;
-  std::unique_ptr<Llama> full_;         // rank 0 under a split: the gathered weights being saved
-  std::unique_ptr<PipelineStep> pipe_;  // pp: forward through the stages (validation, samples)
+  LmModels<LlamaConfig, Llama, LlamaTp, LlamaTpOptions> m_;
 
   // The stage that sends a parameter: a block's own, the norm and head the
   // last, the table the first (tied: held by both, sent by neither; rank 0 has it).
@@ -277,7 +243,7 @@ class LlamaTask : public TrainTask {
     return parameter_stage(name, "model.layers.", {"model.norm.", "lm_head."}, mg_.stage_layers);
   }
   int64_t full_parameters() const {
-    if (!tp_model_) return model_->num_parameters();
+    if (!m_.split) return m_.serial->num_parameters();
     const int64_t C = l_.n_embd, HS = l_.head_size();
     const int64_t block = C * (l_.n_head + 2 * l_.n_kv_head) * HS + C * C + 3 * C * l_.hidden() + 2 * C;
     return l_.n_layer * block + l_.vocab_size * C * (l_.tie_embeddings ? 1 : 2) + C;
