@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side CPU training throughput of configs/llama-tiny.json's shape:
 # the engine's train --model llama and Hugging Face's LlamaForCausalLM in
-# PyTorch 2 (bench/llama_torch.py: fp32, eager attention, the same step:
+# PyTorch 2 (bench/llama_torch.py: fp32, SDPA attention as transformers picks it, the same step:
 # forward, backward, clip, AdamW), the same thread count and batch, run
 # alternately so both see the same machine load. Prints tokens/s of each per
 # round, then the medians and their ratio.

@@ -1,5 +1,5 @@
 """The Llama training step (forward, backward, clip, AdamW) in PyTorch with
-Hugging Face's LlamaForCausalLM (eager attention, fp32), timed on the CPU
+Hugging Face's LlamaForCausalLM (fp32, SDPA attention unless --attention eager), timed on the CPU
 with a given thread count, for bench/bench_llama_cpu.sh to set beside the
 engine's figure. Needs PyTorch 2 and transformers:
   PYTHONPATH=.deps/hf .deps/torch2/bin/python bench/llama_torch.py --help
@@ -17,7 +17,7 @@ def main():
                  ("n_embd", 128), ("ffn_hidden", 352), ("batch_size", 16), ("seq_len", 128), ("steps", 20),
                  ("warmup", 3), ("threads", 0)]:
         p.add_argument("--" + k, type=int, default=d)
-    p.add_argument("--attention", default="eager", help="eager (the math spelled out) or sdpa")
+    p.add_argument("--attention", default="sdpa", help="sdpa (transformers' default on PyTorch 2) or eager")
     a, _ = p.parse_known_args()
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -43,7 +43,7 @@ Tensor packed_attention(const Tensor& qkv, int64_t n_head, Causal causal, Commun
                         int64_t n_kv_head) {
   if (!cp) return attention_qkv(qkv, n_head, causal, impl, n_kv_head);
   const int64_t NKV = n_kv_head ? n_kv_head : n_head;
-  ENGINE_CHECK(qkv.ndim() == 3 && n_head % NKV == 0 && qkv.size(2) % (n_head + 2 * NKV) == 0,
+  ENGINE_CHECK(qkv.ndim() == 3 && n_head > 0 && NKV > 0 && n_head % NKV == 0 && qkv.size(2) % (n_head + 2 * NKV) == 0,
                "packed_attention: qkv must be (B, T, (", n_head, " + 2 x ", NKV, ") heads x head size), got ",
                qkv.desc());
   const int64_t HS = qkv.size(2) / (n_head + 2 * NKV), C = n_head * HS, Ckv = NKV * HS;

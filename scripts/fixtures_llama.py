@@ -8,8 +8,9 @@ config.json, float32), sizes odd on purpose so a mis-split q | k | v or gate | u
 the right shape by accident:
   tests/fixtures/llama/tiny/     untied lm_head, 4 query heads on 2 K/V heads, rope_theta 10000
   tests/fixtures/llama/llama3/   tied embeddings, multi-query (4 heads on 1), rope_theta 500000 with
-                                 Llama 3's rope_scaling (original context 16, so every band of the
-                                 frequency smoothing is used at these 24 positions)
+                                 Llama 3's rope_scaling (original context 16: head size 8's
+                                 frequencies fall in the smoothed and the divided bands; the kept
+                                 band is tests/ops/test_llama_ops.cpp's)
 and in each, reference.safetensors:
   ids, targets     (B, T) i32, targets the ids shifted by one
   logits           (B*T, V) f32, loss () f32: LlamaForCausalLM in float64 from the float32 weights

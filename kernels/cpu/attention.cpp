@@ -16,8 +16,8 @@
 // Self-attention is Tq = Tk, q_offset 0; context parallelism gives each rank
 // its slice of the queries (q_offset = its first position) against every
 // key, gathered.
-// Layout: q, out are (B, Tq, NH, HS), k, v (B, Tk, NH, HS): element (b, t,
-// h, d) sits at ((b*T + t)*NH + h)*HS + d, so a head's slice is a (T, HS)
+// Layout: q, out are (B, Tq, NH, HS), k, v (B, Tk, NKV, HS): element (b, t,
+// h, d) of q sits at ((b*T + t)*NH + h)*HS + d (of k and v with NKV), so a head's slice is a (T, HS)
 // matrix with row stride NH*HS (or d.ld_qkv, q, k, v packed in one tensor),
 // which the GEMMs read and write in place, but for K in the forward and V in
 // the backward: each head's slice is copied transposed (transpose_head) so

@@ -79,14 +79,14 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t C, bool causal);
 template <typename T>
 void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t C);
 
-// attention.cpp: q, out (B, Tq, NH, HS); k, v (B, Tk, NH, HS); att (B, NH,
+// attention.cpp: q, out (B, Tq, NH, HS); k, v (B, Tk, NKV, HS); att (B, NH,
 // Tq, Tk) probabilities. Query i sits at position q_offset + i of the keys'
 // sequence (self-attention: Tq = Tk, q_offset 0; context parallel: a slice
 // of the queries against every key). causal: query i sees keys
 // 0..q_offset+i (att is 0 after); none: every key. ld_qkv: the row stride
 // (elements from position t to t + 1) of q, k, v and of dq, dk, dv; 0 means
-// NH*HS, their own tensors; 3*NH*HS reads them from (and writes their
-// gradients into) one packed (B, T, 3, NH, HS) qkv tensor. out and dout
+// their own tensors (NH*HS, and NKV*HS for k and v); (NH + 2 NKV) HS reads them from (and writes their
+// gradients into) one packed (B, T, NH + 2 NKV, HS) qkv tensor. out and dout
 // always have their own (NH*HS).
 enum class AttentionMask : uint8_t { none, causal };
 // NKV: K/V heads (grouped-query attention; 0 means NH): query head h reads

@@ -27,9 +27,10 @@
 // h / group in place (group = NH / NKV; no repeated K/V in memory); the
 // dK/dV kernel takes one K/V head's key tile and walks every query tile of
 // its group's heads in turn, so dK and dV sum the group without atomics.
-// Layout: q, out, dq, dout are (B, Tq, NH, HS), k, v, dk, dv (B, Tk, NH, HS)
-// in the storage dtype T (f32/bf16/f16): row (b, t, h) starts at
-// ((b*T + t)*NH + h)*HS. lse and delta are fp32 (B, NH, Tq). All math is
+// Layout: q, out, dq, dout are (B, Tq, NH, HS), k, v, dk, dv (B, Tk, NKV, HS)
+// in the storage dtype T (f32/bf16/f16): row (b, t, h) of q starts at
+// ((b*T + t)*NH + h)*HS (rows ld apart in a packed qkv), of k at
+// ((b*T + t)*NKV + h)*HS. lse and delta are fp32 (B, NH, Tq). All math is
 // fp32; outputs are written (=).
 //
 // Tiling, the same in all three tile kernels: Br = Bc = kTile = 16, and a

@@ -171,6 +171,8 @@ void attention_forward_mma(gpu::Storage st, const void* q, const void* k, const 
                            const gpu::AttentionDims& d, gpu::AttentionMask mask, void* stream) {
   ENGINE_CHECK(st != gpu::Storage::f32, "attention_forward_mma: tensor cores take bf16 or f16, not f32");
   ENGINE_CHECK(d.HS == 64 || d.HS == 128, "attention_forward_mma: head size ", d.HS, " (64 or 128)");
+  ENGINE_CHECK(d.NKV >= 0 && d.NH % (d.NKV ? d.NKV : d.NH) == 0, "attention_forward_mma: ", d.NKV,
+               " K/V heads do not divide ", d.NH, " query heads");
   const MmaDims a = mma_dims(d);
   ENGINE_CHECK(a.ld % 8 == 0 && a.ldk % 8 == 0 && aligned16(q, k, v),
                "attention_forward_mma: q, k, v rows must start on 16 bytes");

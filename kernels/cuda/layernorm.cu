@@ -104,7 +104,8 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
       load_vec<V>(r + off + i, rv);
       for (int k = 0; k < V; ++k) v[k] = to_f32(from_f32<T>(v[k] + rv[k]));  // the value residual holds
       store_vec<V>(residual + off + i, v);
-      for (int k = 0; k < V; ++k) s += v[k];
+      if constexpr (!kRms)
+        for (int k = 0; k < V; ++k) s += v[k];
     }
     const float m = kRms ? 0.f : warp_sum(s) / float(C);
     float q = 0.f;

@@ -55,7 +55,8 @@ Tensor LlamaBlock::forward(const Tensor& x, const Tensor& table, const Autocast&
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   // q | k | v in one GEMM; q's and k's heads turned in place (the GEMM's
   // output is saved by no one); grouped K/V heads read in place.
-  Tensor qkv = rope_(qkv_proj->forward(input_layernorm->forward(x, ac), ac), table, n_head + n_kv_head);
+  // ac.cast: the cpu's autocast rounds the turned values as emu/cuda store them.
+  Tensor qkv = ac.cast(rope_(qkv_proj->forward(input_layernorm->forward(x, ac), ac), table, n_head + n_kv_head));
   Tensor y = ac.cast(attention_qkv(qkv, n_head, Causal::yes, attention, n_kv_head));
   Tensor x1 = ac.cast(add(x, o_proj->forward(y.reshape({B, T, C}), ac)));
   Tensor h = ac.cast(swiglu(gate_up_proj->forward(post_attention_layernorm->forward(x1, ac), ac)));

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "base/error.h"
 #include "engine/autograd.h"
@@ -81,7 +82,7 @@ void load_llama_weights(const std::string& path, Llama& model) {
     const Tensor& t = f.get(name);
     ENGINE_USER_CHECK(is_floating(t.dtype()), file, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()));
     ENGINE_USER_CHECK(t.shape() == shape, file, ": tensor '", name, "' has shape ", shape_str(t.shape()),
-                      ", the model needs ", shape_str(shape), " (config.json's shape differs from the run's)");
+                      ", the model needs ", shape_str(shape), " (the file's shape differs from the run's)");
     return t.to(DType::f32);
   };
   for (auto& [name, p] : model.named_parameters()) {
@@ -140,16 +141,31 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     ENGINE_USER_FAIL(file, ": bad JSON: ", e.what());
   }
-  auto integer = [&](const char* key) {
-    ENGINE_USER_CHECK(j.contains(key) && j[key].is_number_integer(), file, ": missing integer '", key, "'");
-    return j[key].get<int64_t>();
+  // Each key's type checked before use, so a null or a string where a
+  // number belongs is one line naming the file and the key.
+  auto integer_in = [&](const nlohmann::json& o, const std::string& where, const char* key) {
+    ENGINE_USER_CHECK(o.contains(key) && o[key].is_number_integer(), file, ": missing integer '", where, key, "'");
+    return o[key].get<int64_t>();
   };
-  auto number = [&](const char* key, double fallback) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    ENGINE_USER_CHECK(j[key].is_number(), file, ": '", key, "' is not a number");
-    return j[key].get<double>();
+  auto number_in = [&](const nlohmann::json& o, const std::string& where, const char* key, std::optional<double> dflt) {
+    if (dflt && (!o.contains(key) || o[key].is_null())) return *dflt;
+    ENGINE_USER_CHECK(o.contains(key) && o[key].is_number(), file, ": '", where, key, "' is not a number");
+    return o[key].get<double>();
   };
-  const std::string type = j.value("model_type", std::string());
+  auto integer = [&](const char* key) { return integer_in(j, "", key); };
+  auto number = [&](const char* key, double dflt) { return number_in(j, "", key, dflt); };
+  auto boolean = [&](const char* key, bool dflt) {
+    if (!j.contains(key) || j[key].is_null()) return dflt;
+    ENGINE_USER_CHECK(j[key].is_boolean(), file, ": '", key, "' is not true or false");
+    return j[key].get<bool>();
+  };
+  auto text = [&](const nlohmann::json& o, const char* key, const std::string& dflt) {
+    if (!o.contains(key) || o[key].is_null()) return dflt;
+    ENGINE_USER_CHECK(o[key].is_string(), file, ": '", key, "' is not a string");
+    return o[key].get<std::string>();
+  };
+  ENGINE_USER_CHECK(j.is_object(), file, ": not a JSON object (a Hugging Face config.json)");
+  const std::string type = text(j, "model_type", "");
   ENGINE_USER_CHECK(type == "llama", file, ": model_type '", type, "', not llama");
   LlamaConfig c;
   c.vocab_size = integer("vocab_size");
@@ -161,11 +177,11 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
   c.block_size = integer("max_position_embeddings");
   c.rms_eps = number("rms_norm_eps", 1e-6);
   c.rope.theta = number("rope_theta", 10000.0);
-  c.tie_embeddings = j.value("tie_word_embeddings", false);
-  ENGINE_USER_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false), file,
+  c.tie_embeddings = boolean("tie_word_embeddings", false);
+  ENGINE_USER_CHECK(!boolean("attention_bias", false) && !boolean("mlp_bias", false), file,
                     ": attention_bias / mlp_bias: Llama's projections here have no biases");
-  ENGINE_USER_CHECK(j.value("hidden_act", std::string("silu")) == "silu", file, ": hidden_act '",
-                    j.value("hidden_act", std::string()), "': only silu (SwiGLU)");
+  const std::string act = text(j, "hidden_act", "silu");
+  ENGINE_USER_CHECK(act == "silu", file, ": hidden_act '", act, "': only silu (SwiGLU)");
   ENGINE_USER_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0, file, ": hidden_size ", c.n_embd,
                     " is not a multiple of num_attention_heads ", c.n_head);
   if (j.contains("head_dim") && !j["head_dim"].is_null())
@@ -173,12 +189,13 @@ LlamaConfig llama_config_from_hf(const std::string& path) {
                       " differs from hidden_size / num_attention_heads = ", c.n_embd / c.n_head, " (not supported)");
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const nlohmann::json& r = j["rope_scaling"];
-    const std::string rt = r.value("rope_type", r.value("type", std::string()));
+    ENGINE_USER_CHECK(r.is_object(), file, ": rope_scaling is not an object");
+    const std::string rt = text(r, "rope_type", text(r, "type", ""));
     ENGINE_USER_CHECK(rt == "llama3", file, ": rope_scaling type '", rt, "': only llama3's (or none)");
-    c.rope.factor = r.value("factor", 0.0);
-    c.rope.low_freq_factor = r.value("low_freq_factor", 1.0);
-    c.rope.high_freq_factor = r.value("high_freq_factor", 4.0);
-    c.rope.original_max_positions = r.value("original_max_position_embeddings", int64_t(8192));
+    c.rope.factor = number_in(r, "rope_scaling.", "factor", std::nullopt);  // required, as transformers requires it
+    c.rope.low_freq_factor = number_in(r, "rope_scaling.", "low_freq_factor", std::nullopt);
+    c.rope.high_freq_factor = number_in(r, "rope_scaling.", "high_freq_factor", std::nullopt);
+    c.rope.original_max_positions = integer_in(r, "rope_scaling.", "original_max_position_embeddings");
   }
   try {
     c.validate();

@@ -75,7 +75,7 @@ Tensor LlamaTpBlock::forward(const Tensor& x, int64_t B, int64_t T, const Tensor
   const int64_t H = local_heads_, KV = local_kv_heads_, HS = head_size_;
   // My heads' q | k | v, turned in place at my slice's positions.
   Tensor qkv = qkv_proj->forward(input_layernorm->forward(x, ac), ac).reshape({B, T, (H + 2 * KV) * HS});
-  qkv = rope_(qkv, table, H + KV, cp_ ? cp_->rank() * T : 0);
+  qkv = ac.cast(rope_(qkv, table, H + KV, cp_ ? cp_->rank() * T : 0));
   Tensor y = ac.cast(comm::packed_attention(qkv, H, Causal::yes, cp_, attention, KV));
   Tensor x1 = ac.cast(add(x, o_proj->forward(y.reshape({B * T, H * HS}), ac)));
   Tensor h = ac.cast(swiglu(gate_up_proj->forward(post_attention_layernorm->forward(x1, ac), ac)));

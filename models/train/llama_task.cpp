@@ -2,18 +2,12 @@
 #include "models/train/llama_task.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
-#include <tuple>
 
 #include "base/error.h"
-#include "comm/cp_mappings.h"
 #include "comm/pipeline_schedule.h"
 #include "comm/vocab_parallel.h"
-#include "comm/world.h"
-#include "engine/autograd.h"
 #include "engine/ops.h"
-#include "io/token_file.h"
 #include "models/gpt2/sample.h"
 #include "models/gpt2/sample_text.h"
 #include "models/llama/llama_io.h"
@@ -21,7 +15,6 @@
 #include "models/train/lm_models.h"
 #include "models/train/memory_plan.h"
 #include "models/train/token_batches.h"
-#include "models/train/tp_checkpoint.h"
 
 namespace eng::models {
 
@@ -80,7 +73,9 @@ void llama_shape_from_init(TrainConfig& c) {
   if (c.s("model") != "llama" || c.s("init_from").empty()) return;
   const fs::path from(c.s("init_from"));
   const fs::path file = fs::is_directory(from) ? from / "config.json" : from.parent_path() / "config.json";
-  if (!fs::exists(file)) return;
+  ENGINE_USER_CHECK(fs::exists(file), "config: init_from ", from.string(), ": no config.json ",
+                    fs::is_directory(from) ? "in it" : "beside it",
+                    " (a LlamaForCausalLM directory has one; its shape is the model's)");
   const LlamaConfig l = llama_config_from_hf(file.string());
   const nlohmann::json shape{{"vocab_size", l.vocab_size},
                              {"block_size", l.block_size},
@@ -98,9 +93,17 @@ void llama_shape_from_init(TrainConfig& c) {
                              {"tie_embeddings", l.tie_embeddings}};
   for (const auto& [key, value] : shape.items()) {
     const nlohmann::json mine = c.json()[key];
-    const bool same = mine.is_number() && value.is_number() ? mine.get<double>() == value.get<double>() : mine == value;
-    ENGINE_USER_CHECK(!c.is_set(key) || same, "config: ", key, " = ", mine.dump(), " but ", file.string(), " says ",
-                      value.dump(), " (the model's shape comes from init_from: drop --", key, ")");
+    if (c.is_set(key)) {
+      const bool same =
+          mine.is_number() && value.is_number() ? mine.get<double>() == value.get<double>() : mine == value;
+      // 0 asks for the default (n_kv_head: n_head; ffn_hidden: 8 C / 3): the
+      // file's value then; a shorter block_size only shortens the rotary table.
+      const bool automatic = (key == "n_kv_head" || key == "ffn_hidden") && mine == 0;
+      if (key == "block_size" && mine.get<int64_t>() <= value.get<int64_t>()) continue;
+      ENGINE_USER_CHECK(same || automatic, "config: ", key, " = ", mine.dump(), " but ", file.string(), " says ",
+                        value.dump(), " (the model's shape comes from init_from: leave ", key,
+                        " out of the config file and the command line)");
+    }
     c.set_from_cli(key, value.is_string() ? value.get<std::string>() : value.dump());
   }
 }
@@ -161,7 +164,20 @@ class LlamaTask : public TrainTask {
     return models::activation_bytes_per_sample(s, dev_, p, head + extra);
   }
   std::vector<std::string> shape_keys() const override {
-    return {"vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "ffn_hidden", "tie_embeddings"};
+    return {"vocab_size",
+            "block_size",
+            "n_layer",
+            "n_head",
+            "n_kv_head",
+            "n_embd",
+            "ffn_hidden",
+            "tie_embeddings",
+            "rms_eps",
+            "rope_theta",
+            "rope_scaling_factor",
+            "rope_low_freq_factor",
+            "rope_high_freq_factor",
+            "rope_original_max_positions"};
   }
 
   void start(int64_t step) override { data_.start(step); }

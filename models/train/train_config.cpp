@@ -19,7 +19,8 @@ const std::vector<OptionSpec>& train_options() {
        "files; docs/llama.md) | vit (a Vision Transformer on HDF5 images or fields)"},
       {"device", "auto", "auto | cpu | cuda | cuda:N | emu (auto: cuda if a GPU answers, else cpu)"},
       {"train_bin", "data/fortunes/train.bin",
-       "training tokens (little-endian uint16, headerless or llm.c shards): a file, a glob pattern or a directory",
+       "training tokens (little-endian uint16 headerless, or llm.c shards: GPT-2's uint16, Llama 3's uint32): a file, "
+       "a glob pattern or a directory",
        "lm"},
       {"val_bin", "data/fortunes/val.bin", "validation tokens (as train_bin)", "lm"},
       {"vocab_size", 256, "vocabulary size (256 for byte-level tokens)", "lm"},
@@ -358,8 +359,8 @@ std::string TrainConfig::s(const std::string& key) const { return values_.at(key
 std::string TrainConfig::help_text() const {
   std::ostringstream os;
   os << "usage: train [--config FILE.json] [--key value | --key=value]...\n"
-        "Trains GPT-2 (--model gpt2) or a Llama (--model llama) on uint16 token files, or a ViT on HDF5\n"
-        "data (--model vit).\n"
+        "Trains GPT-2 (--model gpt2) or a Llama (--model llama) on token files, or a ViT on HDF5 data\n"
+        "(--model vit).\n"
         "Options (a config file sets the same keys; command-line values override it; [gpt2], [llama]\n"
         "and [vit] mark the options only that model reads, [lm] those both language models read):\n"
         "  --config FILE          JSON object of the keys below (configs/*.json)\n";

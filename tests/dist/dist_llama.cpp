@@ -1,8 +1,8 @@
 // The Llama split over tp, cp and pp (models/llama/llama_tp.h) against the
 // serial model built from the same seed, as GPT-2's (dist_gpt2_tp.cpp,
 // dist_cp_models.cpp, dist_pp_models.cpp) with the Llama's own parts:
-// grouped K/V heads split with the query heads (NKV = tp at np 2..4: one
-// K/V head a rank, each shared by its group), the packed gate|up and
+// grouped K/V heads split with the query heads (two K/V heads a rank at
+// every tp, each shared by its group of query heads), the packed gate|up and
 // qkv blocks of unequal rows, rotary positions at each cp slice's offset,
 // an untied head (tp, cp) and a tied one (pp: the table on the first and
 // last stage, its gradient summed over the embed group).
@@ -32,11 +32,12 @@ using namespace eng::models;
 
 namespace {
 
-// 12 heads on NKV K/V heads: NKV = the tp size (2 at tp 1, so there is a group).
+// 24 heads on 2 tp K/V heads: each rank holds two K/V heads, each shared by
+// its group of 6 (tp 2: 12 query heads a rank).
 LlamaConfig config(int tp, bool tied = false) {
   LlamaConfig c;
-  c.vocab_size = 97, c.block_size = 16, c.n_layer = 2, c.n_head = 12, c.n_embd = 48, c.ffn_hidden = 48;
-  c.n_kv_head = tp == 1 ? 2 : tp;
+  c.vocab_size = 97, c.block_size = 16, c.n_layer = 2, c.n_head = 24, c.n_embd = 96, c.ffn_hidden = 48;
+  c.n_kv_head = 2 * tp;
   c.rope.theta = 500000, c.rope.factor = 8, c.rope.original_max_positions = 8;
   c.tie_embeddings = tied;
   return c;
@@ -120,9 +121,9 @@ TEST_CASE("llama under tp: a full state loads into the shards; K/V heads that do
   }
   if (P > 1) {
     LlamaConfig bad = cfg;
-    bad.n_kv_head = 1;
-    CHECK_THROWS_WITH(LlamaTp(bad, 1, kCPU, *tp),
-                      Catch::Contains("n_kv_head 1 does not divide by tp " + std::to_string(P)));
+    bad.n_kv_head = P == 4 ? 2 : 1;
+    CHECK_THROWS_WITH(LlamaTp(bad, 1, kCPU, *tp), Catch::Contains("n_kv_head " + std::to_string(bad.n_kv_head) +
+                                                                  " does not divide by tp " + std::to_string(P)));
   }
 }
 

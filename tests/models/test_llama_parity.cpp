@@ -208,6 +208,15 @@ TEST_CASE("llama io: bad files and configs are one line naming the file and the 
   std::ifstream(fixture_dir("llama3") + "/config.json") >> j;
   j["rope_scaling"]["rope_type"] = "yarn";
   CHECK_THROWS_WITH(llama_config_from_hf(write(j.dump())), Contains("rope_scaling type 'yarn'"));
+  j["rope_scaling"]["rope_type"] = "llama3";
+  j["rope_scaling"].erase("factor");  // transformers requires it: no silent scaling off
+  CHECK_THROWS_WITH(llama_config_from_hf(write(j.dump())), Contains("'rope_scaling.factor' is not a number"));
+  nlohmann::json k = j;
+  k["tie_word_embeddings"] = "yes";
+  CHECK_THROWS_WITH(llama_config_from_hf(write(k.dump())), Contains("'tie_word_embeddings' is not true or false"));
+  k = j;
+  k["rms_norm_eps"] = "small";
+  CHECK_THROWS_WITH(llama_config_from_hf(write(k.dump())), Contains("'rms_norm_eps' is not a number"));
   j["rope_scaling"] = nullptr;
   j["num_key_value_heads"] = 3;
   CHECK_THROWS_WITH(llama_config_from_hf(write(j.dump())), Contains("n_kv_head (3) must divide n_head (4)"));
