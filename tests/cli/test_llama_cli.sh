@@ -9,8 +9,8 @@
 #     validation batch equals the run's last validation loss; Llama 3's
 #     uint32 llm.c shards train a vocabulary past 65,536.
 #   dist: dp 2, ZeRO-1, tp 2 (with sequence parallelism), cp 2, pp 2 and
-#     np 4's tp 2 x pp 2 each equal one process; a tp 2 checkpoint resumes
-#     under pp 2.
+#     np 4's tp 2 x pp 2 and dp 2 x tp 2 each equal one process; a tp 2
+#     checkpoint resumes under pp 2.
 # Usage: test_llama_cli.sh BUILD_DIR run|dist
 set -euo pipefail
 build=$1
@@ -137,7 +137,8 @@ PY
   run cp2 2 --batch_size 8 --cp 2 && check cp2
   run pp2 2 --batch_size 8 --pp 2 && check pp2
   run tp2pp2 4 --batch_size 8 --tp 2 --pp 2 --pp_schedule afab && check tp2pp2
-  echo "ok: dp 2, ZeRO-1, tp 2, tp 2 + sequence parallel, cp 2, pp 2 and tp 2 x pp 2 equal one process over 8 steps"
+  run dp2tp2 4 --batch_size 4 --tp 2 && check dp2tp2
+  echo "ok: dp 2, ZeRO-1, tp 2, tp 2 + sequence parallel, cp 2, pp 2, tp 2 x pp 2 and dp 2 x tp 2 equal one process"
   # A checkpoint of a tp 2 run resumes under pp 2 and ends where one process does.
   run moved 2 --batch_size 8 --tp 2 --stop_after 4
   run moved 2 --batch_size 8 --pp 2 --resume true
