@@ -36,7 +36,13 @@ Rules:
   v2's exit status is the count); `bench/kernels --filter X` is part of a
   case name (the workbench has no listing option: `kernels --quick --json`);
 - a folder's README.md (comm/README.md) names every tracked entry of its folder;
-- no doc cites files outside the repository (../shared, DESIGN.md, STYLE.md).
+- no doc cites files outside the repository (../shared, DESIGN.md, STYLE.md);
+- symbols, test names and counts: the code a span names exists, a ctest name
+  is a test, a count of the code says how to recount it and is right
+  (scripts/check_docs_code.py says how).
+
+Usage for the checker's own test: --root DIR checks the docs of another tree
+(a folder that need not be a git checkout) against BUILD_DIR's programs.
 """
 import glob
 import json
@@ -48,9 +54,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import check_docs_code
+
 ROOT = Path(__file__).resolve().parent.parent
+if len(sys.argv) == 4 and sys.argv[1] == "--root":  # the checker's test: a seeded tree
+    ROOT = Path(sys.argv[2]).resolve()
+    del sys.argv[1:3]
 problems = []
-counts = {"files": 0, "links": 0, "paths": 0, "options": 0, "test specs": 0, "bench filters": 0}
+counts = {"files": 0, "links": 0, "paths": 0, "options": 0, "test specs": 0, "bench filters": 0, "symbols": 0,
+          "test names": 0, "counts": 0}
 
 
 def problem(where, msg):
@@ -381,12 +393,20 @@ def main():
         return cache[rel]
 
     run = {"specs": [], "filters": []}
+    words = check_docs_code.source_words(ROOT, TRACKED)
+    tests = check_docs_code.ctest_names(build)
+    ctx = {"root": ROOT, "tracked": TRACKED, "tests": tests, "test_count": lambda spec: count_tests(build, spec)}
+    used = set()
     for doc in docs:
         counts["files"] += 1
         check_paths_and_citations(doc, build)
         check_links(doc, headings_of)
         check_options(doc, train_opts, known, run)
         check_folder_readme(doc)
+        check_docs_code.check_symbols(doc, words, tests, problem, counts, used)
+        check_docs_code.check_counts(doc, ctx, problem, counts)
+    if ROOT == Path(__file__).resolve().parent.parent:
+        check_docs_code.unused_external(used, problem)
     check_test_specs(build, run["specs"])
     check_bench_filters(build, run["filters"])
     for file, line, msg in sorted(problems):
@@ -411,6 +431,15 @@ def check_test_specs(build, specs):
             r = run_tool([str(tests)] + flags + [spec, "--list-test-names-only"])
             if r.returncode == 0 or not r.stdout.strip():
                 problem(where, f"engine_tests '{spec}' selects no test: name an existing test or tag")
+
+
+def count_tests(build, spec):
+    """engine_tests' test cases under spec, or an error string."""
+    tests = build / "tests" / "engine_tests"
+    if not os.access(tests, os.X_OK):
+        return f"{tests} is missing: build first"
+    r = run_tool([str(tests), spec, "--list-test-names-only"])
+    return len([line for line in r.stdout.split("\n") if line.strip()])
 
 
 def check_bench_filters(build, wanted):

@@ -3,7 +3,9 @@
 // Two-pass mean/variance in T (never in a 16-bit type).
 // backward, with xhat = (x - mean) * rstd and g = dout * w:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum dout*xhat,  db = sum dout
-// bytes: forward 4*(2NC + 2C + 2N), backward 4*(3NC + ...); flops ~ 8NC / 12NC.
+// bytes: forward 4 (2NC + 2C + 2N), backward 4 (4NC + 2C + 2N) (dout, x read; dx written; dw, db
+// accumulated over rows); flops ~ 8NC / 15NC (backward a row: g 1, xhat 2, the two sums 3, dx 4,
+// dw and db 3, rounded up for rstd's broadcast; the CUDA kernels and the workbench count the same).
 #include <algorithm>
 #include <cmath>
 
