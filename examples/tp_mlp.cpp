@@ -8,11 +8,14 @@
 // by side with plain SGD and print their losses.
 //   bash scripts/mpirun.sh -np 2 ./build/examples/tp_mlp      (-np 1, 2, 4 or 8)
 // Things to change and watch fail: split W2 by rows instead of columns; drop
-// copy_to_tp (the input's gradient is then a partial sum); add b2 before the
-// all-reduce (it is then added P times). docs/README.md has more.
+// copy_to_tp (the input's gradient is then a partial sum: --break
+// no_copy_to_tp); add b2 before the all-reduce (it is then added P times:
+// --break bias_before_reduce). docs/README.md has more.
+// At full strength: comm/tp_layers.cpp (ColumnParallelLinear,
+// RowParallelLinear) in GPT-2's and the Llama's blocks (models/gpt2/gpt2_tp.cpp,
+// models/llama/llama_tp.cpp), which models/train/train.cpp builds under --tp.
 #include <cmath>
 #include <cstdio>
-#include <exception>
 
 #include "base/error.h"
 #include "comm/communicator.h"
@@ -21,34 +24,22 @@
 #include "comm/world.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "examples/example_util.h"
 
 using namespace eng;
+using example::max_diff;
+using example::param;
 
 namespace {
 constexpr int64_t kBatch = 32, kIn = 16, kHidden = 64, kSteps = 30;
 constexpr double kLr = 0.1;
 
-// A leaf tensor the optimizer updates: a copy of `from`, with a gradient.
-Tensor param(const Tensor& from) { return from.detach().clone().set_requires_grad(true); }
-
-// The largest difference between two tensors' values.
-double max_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector(), y = b.to_vector();
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) d = std::fmax(d, std::fabs(double(x[i]) - double(y[i])));
-  return d;
-}
-
-void sgd(std::initializer_list<Tensor> ps) {
-  for (Tensor p : ps) {
-    Tensor g = p.grad();
-    add_(p, g, -kLr);
-    p.zero_grad();
-  }
-}
-
-int run() {
+int run(int argc, char** argv) {
   const comm::World& world = comm::init_world();
+  const std::string bug = example::parse_break(
+      argc, argv, "tp_mlp", "usage: bash scripts/mpirun.sh -np P ./build/examples/tp_mlp [--break BUG]",
+      {{"no_copy_to_tp", "the input goes to the column-parallel layer without copy_to_tp"},
+       {"bias_before_reduce", "b2 is added to each rank's partial sum, before the all-reduce"}});
   const int P = world.size, r = world.rank;
   ENGINE_USER_CHECK(kHidden % P == 0, "the hidden width ", kHidden, " does not divide by ", P,
                     " ranks; run with -np 1, 2, 4 or 8");
@@ -74,8 +65,10 @@ int run() {
     // input's gradient, since every rank's slice of the hidden layer
     // contributed to it. reduce_from_tp: all-reduce forward (sum of the
     // partial products), identity backward. The bias b2 is added once, after.
-    const Tensor hid = gelu(linear(comm::copy_to_tp(xin, *tp), w1, c1));  // (B, h): my hidden slice
-    const Tensor y = add_bias(comm::reduce_from_tp(linear(hid, w2), *tp), c2);
+    const Tensor in = bug == "no_copy_to_tp" ? xin : comm::copy_to_tp(xin, *tp);
+    const Tensor hid = gelu(linear(in, w1, c1));  // (B, h): my hidden slice
+    const Tensor y = bug == "bias_before_reduce" ? comm::reduce_from_tp(linear(hid, w2, c2), *tp)
+                                                 : add_bias(comm::reduce_from_tp(linear(hid, w2), *tp), c2);
     const Tensor loss = mse_loss(y, target);
     // Serial.
     const Tensor sy = linear(gelu(linear(sxin, sw1, sc1)), sw2, sc2);
@@ -93,8 +86,8 @@ int run() {
     if (r == 0 && step % 5 == 0)
       std::printf("step %2lld  loss: tp %.6f  serial %.6f  (largest difference in y and gradients %.1e)\n",
                   (long long)step, loss.item(), sloss.item(), worst);
-    sgd({w1, c1, w2, c2});
-    sgd({sw1, sc1, sw2, sc2});
+    example::sgd({w1, c1, w2, c2}, kLr);
+    example::sgd({sw1, sc1, sw2, sc2}, kLr);
   }
   if (r == 0)
     std::printf("ok: %d rank(s), each holding %lld of %lld hidden features, equal the serial MLP\n", P, (long long)h,
@@ -104,11 +97,6 @@ int run() {
 }
 }  // namespace
 
-int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tp_mlp: error: %s\n", e.what());
-    comm::abort_world(1);  // one failing rank ends the whole job
-  }
+int main(int argc, char** argv) {
+  return example::run_main("tp_mlp", [&] { return run(argc, argv); });
 }
