@@ -1,20 +1,24 @@
-// train: the main job. Trains a model (--model gpt2: GPT-2 on flat uint16
-// token files; --model vit: a Vision Transformer on HDF5 images or weather
-// fields) with AdamW (weight decay on matrices only), warmup + cosine LR,
-// gradient clipping and gradient accumulation; reports progress and
-// validation; writes metrics.jsonl, a TensorBoard event file and a resumable
-// checkpoint. One loop for both: what differs per model (data, loss,
-// validation, checkpoint layout) is a TrainTask (task.h). --precision picks
-// O0..O3 (docs/precision.md): the Autocast goes to the model's forward, and
-// O2-fp16 steps through a LossScaler. `train --help` lists every option;
-// docs/train.md and docs/data.md explain them.
-// Everything that can be wrong with the inputs (config keys, data files,
-// shapes, checkpoints) is checked before out_dir is touched.
-// Launched with mpirun (or srun), it trains one model data-parallel over the
-// ranks (docs/distributed.md): each rank reads its part of every global
-// batch, gradients are averaged over dp in buckets that overlap the
-// backward, rank 0 alone prints and writes, and an error on any rank ends the
-// whole job.
+// train: the main job. Trains a model (--model gpt2, llama: token files;
+// --model vit: HDF5 images or weather fields) with AdamW (weight decay on
+// matrices only), warmup + cosine LR, gradient clipping and accumulation;
+// reports progress and validation; writes metrics.jsonl, a TensorBoard event
+// file and resumable checkpoints. What differs per model (data, loss,
+// validation, checkpoint layout) is a TrainTask (task.h); --precision picks
+// O0..O3 (docs/precision.md). `train --help` lists every option (docs/train.md).
+// Inputs are all checked before out_dir is touched. Under mpirun the ranks
+// form a dp x cp x tp x pp grid (docs/distributed.md); rank 0 alone writes.
+// The map of run(): set-up (config, grid, model, optimizer, resume), then
+// one loop over the steps whose body is one of three step loops, in order:
+//   1. the host step: a loop over the micro-batches, forward, backward,
+//      then the dp all-reduce (ddp->finish), clip, optimizer. The cpu's, and
+//      emu/cuda's under fp16 loss scaling (the scale is read each step).
+//      Read this one first; examples/ has each parallelism alone.
+//   2. the host pipeline step (--pp on the cpu): pipeline_step.h runs the
+//      stage's schedule, then the same dp, clip and optimizer.
+//   3. the device step (emu, cuda): train_step.h's GpuTrainStep, no host
+//      read inside the step, eager or at O3 one CUDA graph, pipelined or not.
+// After the step: the loss over the grid, the progress line, replica checks,
+// validation, checkpoints and the scheduler's signals (run_stop.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -379,57 +383,7 @@ int run(int argc, char** argv) {
       ENGINE_CHECK(counting || std::isfinite(l), "loss is ", l, " at step ", step + 1, " (diverged: lower lr?)");
       loss_sum += l;
     };
-    if (gpu_step) {
-      const GpuTrainStep::Result r = gpu_step->run(
-          [&](int64_t m) {
-            const profile::Range data("data");
-            return task->next(m);
-          },
-          sched.lr_at(step));
-      if (r.replayed && !replay_reported) {
-        progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
-                         "; every step from now on is one graph replay");
-        replay_reported = true;
-      }
-      for (double l : r.losses) add_loss(l);
-      if (pipe && !r.replayed && step > start) {  // a replay runs no host code: nothing to time
-        bubble.add(*pipe);
-      }
-      norm = r.grad_norm;
-      ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-    } else if (pipe) {
-      opt.set_lr(sched.lr_at(step));
-      opt.zero_grad();
-      const std::vector<Tensor> losses = pipe->run(
-          [&](int64_t m, const Tensor& in) {
-            MicroBatch b;
-            {
-              const profile::Range r("data");
-              b = task->next(m);
-            }
-            return task->stage_forward(in, b, ac);
-          },
-          task->stage_io(ac), ddp.get());
-      for (const Tensor& l : losses) add_loss(l.item());
-      if (step > start) {  // the first step warms the caches
-        bubble.add(*pipe);
-      }
-      {
-        const profile::Range r("communication");
-        if (ddp) ddp->finish();
-        if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
-        sum_tied_gradients(tied, *embed_comm, zero ? ddp.get() : nullptr);
-      }
-      const profile::Range opt_range("optimizer");
-      if (zero) {
-        zero->set_lr(opt.lr());
-        norm = zero->clip_and_step(cfg.f("grad_clip"));  // summed over dp, tp and the stages
-      } else {
-        norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
-        opt.step();
-      }
-      ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
-    } else {
+    if (!gpu_step && !pipe) {  // step loop 1 of 3, the host step (the map at the top of this file)
       opt.set_lr(sched.lr_at(step));
       opt.zero_grad();
       for (int64_t m = 0; m < accum; ++m) {
@@ -473,6 +427,52 @@ int run(int argc, char** argv) {
         }
         ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
       }
+    } else if (!gpu_step) {  // step loop 2 of 3, the host pipeline step
+      opt.set_lr(sched.lr_at(step));
+      opt.zero_grad();
+      const std::vector<Tensor> losses = pipe->run(
+          [&](int64_t m, const Tensor& in) {
+            MicroBatch b;
+            {
+              const profile::Range r("data");
+              b = task->next(m);
+            }
+            return task->stage_forward(in, b, ac);
+          },
+          task->stage_io(ac), ddp.get());
+      for (const Tensor& l : losses) add_loss(l.item());
+      if (step > start) bubble.add(*pipe);  // the first step warms the caches
+      {
+        const profile::Range r("communication");
+        if (ddp) ddp->finish();
+        if (tp_grads.active() && !zero) tp_grads.sync_partial();  // ZeRO sums them in its shard
+        sum_tied_gradients(tied, *embed_comm, zero ? ddp.get() : nullptr);
+      }
+      const profile::Range opt_range("optimizer");
+      if (zero) {
+        zero->set_lr(opt.lr());
+        norm = zero->clip_and_step(cfg.f("grad_clip"));  // summed over dp, tp and the stages
+      } else {
+        norm = pipeline_clip_grad_norm(model.parameters(), tp_grads, uncounted, *pp_comm, cfg.f("grad_clip"));
+        opt.step();
+      }
+      ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
+    } else {  // step loop 3 of 3, the device step: eager or a CUDA graph, pipelined or not
+      const GpuTrainStep::Result r = gpu_step->run(
+          [&](int64_t m) {
+            const profile::Range data("data");
+            return task->next(m);
+          },
+          sched.lr_at(step));
+      if (r.replayed && !replay_reported) {
+        progress.message("O3: the training step was captured as a CUDA graph on " + dev.str() +
+                         "; every step from now on is one graph replay");
+        replay_reported = true;
+      }
+      for (double l : r.losses) add_loss(l);
+      if (pipe && !r.replayed && step > start) bubble.add(*pipe);  // a replay runs no host code: nothing to time
+      norm = r.grad_norm;
+      ENGINE_CHECK(counting || std::isfinite(norm), "gradient norm is ", norm, " at step ", step + 1);
     }
     for (size_t i = 0; i < comms.size(); ++i)
       if (comms[i].second) step_bytes[i] += comms[i].second->bytes_sent();
