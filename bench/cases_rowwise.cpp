@@ -96,20 +96,24 @@ static Case layernorm_fwd(int64_t N, int64_t C) {
     return Runner{[=] { ln_forward(dev, t, N, C); }, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
   };
   c.vendor.push_back(cudnn_layernorm_row(N, C, false, c.bytes, c.atol));
-  // ladder_layernorm.cu: one thread per row; the same bytes reach DRAM, in
-  // 32-row scattered sectors (docs/kernels/layernorm.md, "Naive").
-  c.ladder.push_back({"naive", c.bytes, c.flops, [N, C](Device dev) {
-                        LnInputs t = ln_inputs(dev, N, C);
-                        return Runner{[=] {
-                                        ENGINE_GPU_CALL(dev, ladder_layernorm_forward_naive, t.x.data<float>(),
-                                                        t.w.data<float>(), t.b.data<float>(), t.out.data<float>(),
-                                                        t.mean.data<float>(), t.rstd.data<float>(), N, C, kEps,
-                                                        nullptr);
-                                      },
-                                      [=] {
-                                        return concat({host(t.out), host(t.mean), host(t.rstd)});
-                                      }};
-                      }});
+  // ladder_layernorm.cu: one thread per row (naive), then a warp per row
+  // (warp); the same bytes reach DRAM, in 32-row scattered sectors, then in
+  // coalesced ones (docs/kernels/layernorm.md, "The ladder").
+  for (const bool warp : {false, true})
+    c.ladder.push_back({warp ? "warp" : "naive", c.bytes, c.flops, [N, C, warp](Device dev) {
+                          LnInputs t = ln_inputs(dev, N, C);
+                          auto run = [=] {
+                            if (warp)
+                              ENGINE_GPU_CALL(dev, ladder_layernorm_forward_warp, t.x.data<float>(), t.w.data<float>(),
+                                              t.b.data<float>(), t.out.data<float>(), t.mean.data<float>(),
+                                              t.rstd.data<float>(), N, C, kEps, nullptr);
+                            else
+                              ENGINE_GPU_CALL(dev, ladder_layernorm_forward_naive, t.x.data<float>(), t.w.data<float>(),
+                                              t.b.data<float>(), t.out.data<float>(), t.mean.data<float>(),
+                                              t.rstd.data<float>(), N, C, kEps, nullptr);
+                          };
+                          return Runner{run, [=] { return concat({host(t.out), host(t.mean), host(t.rstd)}); }};
+                        }});
   return c;
 }
 
@@ -184,23 +188,34 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
     return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };
   c.vendor.push_back(cudnn_layernorm_row(N, C, true, c.bytes, c.atol));
-  // ladder_layernorm.cu: one thread per row for dx, dw and db by atomicAdd:
+  // ladder_layernorm.cu: dx by one thread per row (naive), then by a warp
+  // per row (warp); dw and db by atomicAdd from every row in both:
   // bytes = 12 N C + 8 N + 4 C + 8 N C (the atomics' read-modify-writes).
-  c.ladder.push_back({"naive", 20.0 * double(N * C) + 8.0 * double(N) + 4.0 * double(C), c.flops, [N, C](Device dev) {
-                        LnInputs t = ln_inputs(dev, N, C);
-                        ln_forward(dev, t, N, C);
-                        const Tensor dout = randn({N, C}, 4, dev), dx = Tensor::empty({N, C}, DType::f32, dev);
-                        const Tensor dw = Tensor::empty({C}, DType::f32, dev), db = Tensor::empty({C}, DType::f32, dev);
-                        auto run = [=] {
-                          ENGINE_GPU_CALL(dev, ladder_layernorm_backward_naive, dout.data<float>(), t.x.data<float>(),
-                                          t.w.data<float>(), t.mean.data<float>(), t.rstd.data<float>(),
-                                          dx.data<float>(), dw.data<float>(), db.data<float>(), N, C, nullptr);
-                        };
-                        return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
-                      }});
-  // dw and db: N rows added by atomics in the order they land, one rounding
-  // each (the H200 run: 4.7e-4 off at N 4096; the emulator's order is fixed).
-  c.ladder.back().atol = c.ladder.back().rtol = 2e-3;
+  for (const bool warp : {false, true}) {
+    c.ladder.push_back(
+        {warp ? "warp" : "naive", 20.0 * double(N * C) + 8.0 * double(N) + 4.0 * double(C), c.flops,
+         [N, C, warp](Device dev) {
+           LnInputs t = ln_inputs(dev, N, C);
+           ln_forward(dev, t, N, C);
+           const Tensor dout = randn({N, C}, 4, dev), dx = Tensor::empty({N, C}, DType::f32, dev);
+           const Tensor dw = Tensor::empty({C}, DType::f32, dev);
+           const Tensor db = Tensor::empty({C}, DType::f32, dev);
+           auto run = [=] {
+             if (warp)
+               ENGINE_GPU_CALL(dev, ladder_layernorm_backward_warp, dout.data<float>(), t.x.data<float>(),
+                               t.w.data<float>(), t.mean.data<float>(), t.rstd.data<float>(), dx.data<float>(),
+                               dw.data<float>(), db.data<float>(), N, C, nullptr);
+             else
+               ENGINE_GPU_CALL(dev, ladder_layernorm_backward_naive, dout.data<float>(), t.x.data<float>(),
+                               t.w.data<float>(), t.mean.data<float>(), t.rstd.data<float>(), dx.data<float>(),
+                               dw.data<float>(), db.data<float>(), N, C, nullptr);
+           };
+           return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
+         }});
+    // dw and db: N rows added by atomics in the order they land, one rounding
+    // each (the H200 run: 4.7e-4 off at N 4096; the emulator's order is fixed).
+    c.ladder.back().atol = c.ladder.back().rtol = 2e-3;
+  }
   return c;
 }
 
@@ -261,15 +276,25 @@ static Case softmax_fwd(int64_t rows, int64_t C, bool causal) {
     return Runner{[=] { softmax_fwd_on(dev, x, y, rows, C, causal); }, [=] { return host(y); }};
   };
   c.vendor.push_back(cudnn_softmax_row(rows, C, causal, false));
-  // ladder_softmax.cu: one thread per row, three sweeps; the same bytes, scattered.
-  c.ladder.push_back({"naive", c.bytes, c.flops, [rows, C, causal](Device dev) {
-                        const Tensor x = randn({rows, C}, 5, dev, 2.f), y = Tensor::empty({rows, C}, DType::f32, dev);
-                        return Runner{[=] {
-                                        ENGINE_GPU_CALL(dev, ladder_softmax_forward_naive, x.data<float>(),
-                                                        y.data<float>(), rows, C, causal, nullptr);
-                                      },
-                                      [=] { return host(y); }};
-                      }});
+  // ladder_softmax.cu: one thread per row, three sweeps (naive); a warp per
+  // row (warp); with 16-byte loads (vec). The same bytes, scattered, then
+  // coalesced, then in a quarter of the load instructions.
+  for (const char* rung : {"naive", "warp", "vec"})
+    c.ladder.push_back({rung, c.bytes, c.flops, [rows, C, causal, rung = std::string(rung)](Device dev) {
+                          const Tensor x = randn({rows, C}, 5, dev, 2.f);
+                          const Tensor y = Tensor::empty({rows, C}, DType::f32, dev);
+                          auto run = [=] {
+                            const float* xp = x.data<float>();
+                            float* yp = y.data<float>();
+                            if (rung == "naive")
+                              ENGINE_GPU_CALL(dev, ladder_softmax_forward_naive, xp, yp, rows, C, causal, nullptr);
+                            else if (rung == "warp")
+                              ENGINE_GPU_CALL(dev, ladder_softmax_forward_warp, xp, yp, rows, C, causal, nullptr);
+                            else
+                              ENGINE_GPU_CALL(dev, ladder_softmax_forward_vec, xp, yp, rows, C, causal, nullptr);
+                          };
+                          return Runner{run, [=] { return host(y); }};
+                        }});
   return c;
 }
 

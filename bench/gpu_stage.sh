@@ -27,7 +27,10 @@
 #      (docs/generate.md), from a one-step checkpoint; llama: the Llama
 #      3.2 1B shape (configs/llama3.2-1b.json, B 4 x 2048, O3, recompute)
 #      with step 3 profiled, its tokens/s, and the workbench's rmsnorm,
-#      swiglu and rope rows on the card (docs/llama.md).
+#      swiglu and rope rows on the card (docs/llama.md); ladders: every
+#      rung of the layernorm and softmax ladders beside ours and cuDNN's,
+#      GB/s at the workbench's full shapes (docs/kernels/layernorm.md,
+#      softmax.md).
 # RUNS names the runs to make (default: profile-cudnn profile-ours
 # profile-all-ours throughput torch tuned, in that order, the cheap profiles
 # first; a later call of the same task names only what is still owed). Each run
@@ -120,6 +123,13 @@ if want llama; then
   grep -E "^step " "$W/profile-llama.log" | tail -2
   echo "+ bench/kernels --filter rmsnorm, swiglu, rope"
   for f in rmsnorm swiglu rope; do timeout -k 5 60 "$B/bench/kernels" --filter "$f" 2>&1 | grep -E " cuda "; done
+fi
+# The ladders' rungs on the card: GB/s of each step from naive to ours (and cuDNN's).
+if want ladders; then
+  for f in layernorm softmax_fwd; do
+    echo "+ bench/kernels --filter $f --impl naive,warp,vec,unfused,ours,cudnn"
+    timeout -k 5 120 "$B/bench/kernels" --filter "$f" --impl naive,warp,vec,unfused,ours,cudnn 2>&1 | grep -E " (cuda|cudnn)"
+  done
 fi
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
 want throughput && throughput_run throughput --attention cudnn

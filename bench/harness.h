@@ -71,7 +71,7 @@ struct ImplRow {
 // the case's tolerance, or its own where it sums in another order. f32 cases
 // only.
 struct Rung {
-  std::string name;  // "naive", "smem", "mma", "unfused"
+  std::string name;  // "naive", "warp", "vec", "smem", "mma", "unfused"
   double bytes = 0, flops = 0;
   std::function<Runner(Device)> bind;
   double atol = 0, rtol = 0;                  // 0: the case's
@@ -87,7 +87,7 @@ inline Rung mma_rung(double bytes, double flops, std::function<Runner(Device)> b
 // The names --impl takes besides the rungs': the cpu reference, our GPU
 // kernels, the vendors.
 inline constexpr const char* kImplNames[] = {"cpu", "ours", "cublaslt", "cudnn"};
-inline constexpr const char* kRungNames[] = {"naive", "smem", "mma", "unfused"};
+inline constexpr const char* kRungNames[] = {"naive", "warp", "vec", "smem", "mma", "unfused"};
 
 struct Case {
   std::string name;             // "layernorm_bwd"

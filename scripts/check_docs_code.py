@@ -39,7 +39,7 @@ EXTERNAL = {
     "__start_emu_shared": "the linker's section symbols, an idea the emulator declined",
     "__stop_emu_shared": "the linker's section symbols, an idea the emulator declined",
     "allow_smem": "the helper gpu::allow_dynamic_smem replaced (a fix's history in gpu.md)",
-    "ladder_softmax_forward_warp": "the launcher an exercise asks the reader to write",
+    "ladder_softmax_forward_online": "the launcher an exercise asks the reader to write",
     "EPILOGUE_DEFAULT": "cuBLASLt's CUBLASLT_EPILOGUE_DEFAULT, shortened",
     "EPILOGUE_BIAS": "cuBLASLt's CUBLASLT_EPILOGUE_BIAS, shortened",
     "EPILOGUE_GELU_BIAS": "cuBLASLt's CUBLASLT_EPILOGUE_GELU_BIAS, shortened",

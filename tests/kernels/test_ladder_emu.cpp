@@ -38,7 +38,8 @@ TEST_CASE("ladder gemm: naive and shared-memory tiles match OpenBLAS, every tran
       }
 }
 
-TEST_CASE("ladder layernorm: one thread per row, forward, matches the cpu reference", "[emu][kernels]") {
+TEST_CASE("ladder layernorm: one thread per row, then a warp per row, forward, match the cpu reference",
+          "[emu][kernels]") {
   const int64_t N = 300, C = 37;  // more rows than one 256-thread block
   // A mean far from 0 against a small spread: the two-pass variance matters.
   const Tensor x = add(Tensor::randn({N, C}, 3, 0.5f), Tensor::full({N, C}, 30.f));
@@ -47,19 +48,26 @@ TEST_CASE("ladder layernorm: one thread per row, forward, matches the cpu refere
   cpu::layernorm_forward(x.data<float>(), w.data<float>(), b.data<float>(), out.data<float>(), mean.data<float>(),
                          rstd.data<float>(), N, C, 1e-5);
   const Tensor xe = x.to(kEmu), we = w.to(kEmu), be = b.to(kEmu);
-  Tensor oe = empty_on({N, C}, kEmu), me = empty_on({N}, kEmu), re = empty_on({N}, kEmu);
-  ENGINE_GPU_CALL(kEmu, ladder_layernorm_forward_naive, xe.data<float>(), we.data<float>(), be.data<float>(),
-                  oe.data<float>(), me.data<float>(), re.data<float>(), N, C, 1e-5, nullptr);
-  CHECK_CLOSE(values(oe.to(kCPU)), values(out), 1e-4, 1e-4);
-  CHECK_CLOSE(values(me.to(kCPU)), values(mean), 1e-5, 1e-5);
-  CHECK_CLOSE(values(re.to(kCPU)), values(rstd), 1e-4, 1e-4);
+  for (bool warp : {false, true}) {
+    INFO((warp ? "warp" : "naive"));
+    Tensor oe = empty_on({N, C}, kEmu), me = empty_on({N}, kEmu), re = empty_on({N}, kEmu);
+    if (warp)
+      ENGINE_GPU_CALL(kEmu, ladder_layernorm_forward_warp, xe.data<float>(), we.data<float>(), be.data<float>(),
+                      oe.data<float>(), me.data<float>(), re.data<float>(), N, C, 1e-5, nullptr);
+    else
+      ENGINE_GPU_CALL(kEmu, ladder_layernorm_forward_naive, xe.data<float>(), we.data<float>(), be.data<float>(),
+                      oe.data<float>(), me.data<float>(), re.data<float>(), N, C, 1e-5, nullptr);
+    CHECK_CLOSE(values(oe.to(kCPU)), values(out), 1e-4, 1e-4);
+    CHECK_CLOSE(values(me.to(kCPU)), values(mean), 1e-5, 1e-5);
+    CHECK_CLOSE(values(re.to(kCPU)), values(rstd), 1e-4, 1e-4);
+  }
 }
 
 // dw and db are float atomics' sums over 300 rows, in whatever order the
 // threads run: their last bits change with the emulator's schedule, as on a
 // GPU from run to run ([order_dependent]: tests/main.cpp's digest, which
 // scripts/emu_schedules.sh compares across schedules, skips its hash).
-TEST_CASE("ladder layernorm: the naive backward with atomics matches the cpu reference",
+TEST_CASE("ladder layernorm: the naive and the warp backward with atomics match the cpu reference",
           "[emu][kernels][order_dependent]") {
   const int64_t N = 300, C = 37;
   const Tensor x = add(Tensor::randn({N, C}, 3, 0.5f), Tensor::full({N, C}, 30.f));
@@ -73,13 +81,21 @@ TEST_CASE("ladder layernorm: the naive backward with atomics matches the cpu ref
   const Tensor xe = x.to(kEmu), we = w.to(kEmu), de = dout.to(kEmu);
   // From the cpu's statistics, into dw and db that hold garbage: the launcher zeroes them first.
   const Tensor mc = mean.to(kEmu), rc = rstd.to(kEmu);
-  Tensor dxe = empty_on({N, C}, kEmu), dwe = Tensor::full({C}, 7.f).to(kEmu), dbe = Tensor::full({C}, 7.f).to(kEmu);
-  ENGINE_GPU_CALL(kEmu, ladder_layernorm_backward_naive, de.data<float>(), xe.data<float>(), we.data<float>(),
-                  mc.data<float>(), rc.data<float>(), dxe.data<float>(), dwe.data<float>(), dbe.data<float>(), N, C,
-                  nullptr);
-  CHECK_CLOSE(values(dxe.to(kCPU)), values(dx), 1e-3, 1e-3);
-  CHECK_CLOSE(values(dwe.to(kCPU)), values(dw), 1e-4, 1e-4);
-  CHECK_CLOSE(values(dbe.to(kCPU)), values(db), 1e-4, 1e-4);
+  for (bool warp : {false, true}) {
+    INFO((warp ? "warp" : "naive"));
+    Tensor dxe = empty_on({N, C}, kEmu), dwe = Tensor::full({C}, 7.f).to(kEmu), dbe = Tensor::full({C}, 7.f).to(kEmu);
+    if (warp)
+      ENGINE_GPU_CALL(kEmu, ladder_layernorm_backward_warp, de.data<float>(), xe.data<float>(), we.data<float>(),
+                      mc.data<float>(), rc.data<float>(), dxe.data<float>(), dwe.data<float>(), dbe.data<float>(), N, C,
+                      nullptr);
+    else
+      ENGINE_GPU_CALL(kEmu, ladder_layernorm_backward_naive, de.data<float>(), xe.data<float>(), we.data<float>(),
+                      mc.data<float>(), rc.data<float>(), dxe.data<float>(), dwe.data<float>(), dbe.data<float>(), N, C,
+                      nullptr);
+    CHECK_CLOSE(values(dxe.to(kCPU)), values(dx), 1e-3, 1e-3);
+    CHECK_CLOSE(values(dwe.to(kCPU)), values(dw), 1e-4, 1e-4);
+    CHECK_CLOSE(values(dbe.to(kCPU)), values(db), 1e-4, 1e-4);
+  }
 }
 
 TEST_CASE("ladder softmax: one thread per row, causal and not, matches the cpu reference", "[emu][kernels]") {
@@ -93,6 +109,30 @@ TEST_CASE("ladder softmax: one thread per row, causal and not, matches the cpu r
     ENGINE_GPU_CALL(kEmu, ladder_softmax_forward_naive, xe.data<float>(), ye.data<float>(), rows, T, causal, nullptr);
     CHECK_CLOSE(values(ye.to(kCPU)), values(y), 1e-5, 1e-5);
   }
+}
+
+// Rows of 33 (a lane takes two elements, one lane three: the vec rung falls
+// back to scalar loads), 36 (16-byte loads, most lanes idle) and 136 (two
+// 128-element strides, the second ragged).
+TEST_CASE("ladder softmax: a warp per row, scalar and 16-byte loads, causal and not, match the cpu reference",
+          "[emu][kernels]") {
+  for (int64_t T : {33, 36, 136})
+    for (bool causal : {false, true})
+      for (bool vec : {false, true}) {
+        INFO("T " << T << " causal " << causal << (vec ? " vec" : " warp"));
+        const int64_t rows = 3 * T + 5;  // more than a block's 8 rows; a causal row sees row % T + 1 keys
+        const Tensor x = Tensor::randn({rows, T}, 8, 5.f);
+        Tensor y = empty_on({rows, T}, kCPU);
+        cpu::softmax_forward(x.data<float>(), y.data<float>(), rows, T, causal);
+        const Tensor xe = x.to(kEmu), ye = empty_on({rows, T}, kEmu);
+        if (vec)
+          ENGINE_GPU_CALL(kEmu, ladder_softmax_forward_vec, xe.data<float>(), ye.data<float>(), rows, T, causal,
+                          nullptr);
+        else
+          ENGINE_GPU_CALL(kEmu, ladder_softmax_forward_warp, xe.data<float>(), ye.data<float>(), rows, T, causal,
+                          nullptr);
+        CHECK_CLOSE(values(ye.to(kCPU)), values(y), 1e-5, 1e-5);
+      }
 }
 
 TEST_CASE("ladder attention: three kernels through global memory match the cpu reference", "[emu][kernels]") {
