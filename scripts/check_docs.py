@@ -395,6 +395,7 @@ def main():
     run = {"specs": [], "filters": []}
     words = check_docs_code.source_words(ROOT, TRACKED)
     tests = check_docs_code.ctest_names(build)
+    catch = check_docs_code.catch_names(build)
     ctx = {"root": ROOT, "tracked": TRACKED, "tests": tests, "test_count": lambda spec: count_tests(build, spec)}
     used = set()
     for doc in docs:
@@ -405,6 +406,7 @@ def main():
         check_folder_readme(doc)
         check_docs_code.check_symbols(doc, words, tests, problem, counts, used)
         check_docs_code.check_counts(doc, ctx, problem, counts)
+        check_docs_code.check_quoted_tests(doc, catch, problem, counts)
     if ROOT == Path(__file__).resolve().parent.parent:
         check_docs_code.unused_external(used, problem)
     check_test_specs(build, run["specs"])

@@ -10,7 +10,10 @@ Part of scripts/check_docs.py (its rules 'symbols', 'test names' and 'counts'):
   their prefix (cuda*, cublas*, CUBLASLT_*, nccl*, MPI_*, ...), and the names
   in EXTERNAL below, each with why;
 - test names: a span shaped as a ctest name whose first part ctest knows
-  (`dist.np4`, `emu.*`) matches a test of `ctest -N` in the build;
+  (`dist.np4`, `emu.*`) matches a test of `ctest -N` in the build; a quoted
+  "prefix: words" whose prefix starts a Catch2 test case's name (engine_tests,
+  dist_tests: "sampler: every kept sample once per epoch, ...") is one of
+  them (a trailing * as a wildcard, line breaks as spaces);
 - counts: a number the docs state about the code carries a marker saying how
   to recount it, right after it: `103 test cases<!-- count: tests [emu] -->`.
   Kinds: `tests SPEC` (engine_tests' test cases under SPEC), `ctest REGEX`
@@ -80,6 +83,33 @@ def ctest_names(build):
     except (OSError, subprocess.TimeoutExpired):
         return []
     return re.findall(r"(?m)^\s*Test\s+#\d+:\s+(\S+)", r.stdout)
+
+
+def catch_names(build):
+    """The test cases of engine_tests and dist_tests (--list-test-names-only)."""
+    names = []
+    for rel in ("tests/engine_tests", "tests/dist_tests"):
+        try:
+            r = subprocess.run([str(build / rel), "--list-test-names-only"], capture_output=True, text=True, timeout=60)
+            names += [line.strip() for line in r.stdout.split("\n") if line.strip()]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return names
+
+
+QUOTED = re.compile(r'"([^"\n]{3,200}(?:\n[^"\n]{0,200}){0,3})"')
+
+
+def check_quoted_tests(doc, names, problem, counts):
+    prefixes = {n.split(": ")[0] for n in names if ": " in n}
+    for m in QUOTED.finditer(doc.prose):
+        text = " ".join(m.group(1).split())
+        if ": " not in text or text.split(": ")[0] not in prefixes or "..." in text:
+            continue  # not a test's name, or a placeholder
+        counts["test names"] += 1
+        if not any(fnmatch.fnmatchcase(n, text) for n in names):
+            problem(f"{doc.rel}:{doc.line_of(m.start())}", f'no test case is named "{text}" (engine_tests, '
+                    "dist_tests --list-test-names-only): name one that exists")
 
 
 def known_word(word, words):

@@ -3,7 +3,7 @@
 # are right passes scripts/check_docs.py, and each defect seeded into it, one
 # at a time, fails it with one line naming the doc, the line and the rule: a
 # stale symbol, a broken anchor, a wrong count, a count without its recount,
-# a ctest name no test has. The tree lives in a temporary folder; the
+# a ctest name no test has, a quoted test case no binary has. The tree lives in a temporary folder; the
 # programs are BUILD_DIR's (train --help, ctest -N).
 # Usage: tests/cli/test_check_docs.sh BUILD_DIR
 set -euo pipefail
@@ -28,7 +28,7 @@ cat > "$tree/README.md" <<'EOF'
 
 `scale_forward(x, n)` scales; see `shift.cu` and [the page](docs/page.md#two-kernels).
 The tree has 2 kernels<!-- count: files kernels/*.cu -->; a past run had 7 kernels<!-- count: recorded -->.
-The test `docs.check` reads it; `x_i` is math.
+The test `docs.check` reads it, "autograd: gradients accumulate over backward calls" too; `x_i` is math.
 EOF
 cat > "$tree/docs/page.md" <<'EOF'
 # Page
@@ -76,4 +76,5 @@ seed wrong_count 'It has 3 kernels<!-- count: files kernels/*.cu -->.' "states 3
 seed unmarked_count 'It has 2 kernels.' "'2 kernels' is a count of the code with no way to recount it"
 seed unknown_kind 'It has 2 kernels<!-- count: kernels -->.' "count marker 'kernels': the kinds are"
 seed stale_ctest 'Run `docs.nothing_here`.' "ctest has no test 'docs.nothing_here'"
+seed stale_case 'See "autograd: gradients vanish over backward calls".' 'no test case is named "autograd: gradients vanish'
 echo "PASS: the docs checker passes the clean tree and fails each seeded defect in one line"
