@@ -36,6 +36,12 @@ constexpr int64_t kB = 2, kT = 32, kNH = 2, kHS = 8, kC = kNH * kHS, kSteps = 5;
 constexpr double kLr = 0.05;
 
 // (B, Tl, NH, HS) on each rank -> (B, P Tl, NH, HS), rank r's rows at [r Tl, (r+1) Tl).
+// An op of our own: the forward runs on detached tensors (autograd records
+// none of it), then record() hangs one node on `out` whose backward is the
+// lambda: what autograd calls with out's gradient to get x's. The backward
+// sums over the ranks (not averages): each rank back-propagates its own
+// loss, and the objective is their sum until the weights' gradients are
+// averaged once, in run() below.
 Tensor gather_seq(const Tensor& x, comm::Communicator& cp) {
   const int64_t P = cp.size(), B = x.size(0), Tl = x.size(1), R = x.numel() / (B * Tl);
   Tensor all = Tensor::empty({P * x.numel()});  // rank-major: (P, B, Tl R)

@@ -8,7 +8,10 @@
 //                 once per tensor), still after the backward;
 //   3. overlapped each bucket's all-reduce starts from the final-gradient
 //                 hook of its last gradient, while the backward of earlier
-//                 layers goes on (PyTorch's DistributedDataParallel).
+//                 layers goes on (PyTorch's DistributedDataParallel). On
+//                 the cpu, MPI moves a non-blocking collective along only
+//                 inside an MPI call, so every hook also polls the ones in
+//                 flight (Work::test), as comm/ddp.cpp does.
 // The average of the ranks' mean losses is the mean loss of the whole batch
 // (equal slices), so each rank also runs the serial model on the whole
 // batch and checks every averaged gradient against it, every step.
@@ -32,7 +35,10 @@ using example::param;
 
 namespace {
 constexpr int64_t kBatch = 32, kIn = 16, kHidden = 64, kSteps = 10;
-constexpr int64_t kBucketElems = 2048;  // small, so the 6 gradients fill 3 buckets
+// Small, so the 6 gradients fill 3 buckets. A bucket closes when the next
+// gradient would overflow it; a gradient larger than the cap (W2's 4096)
+// gets a bucket of its own.
+constexpr int64_t kBucketElems = 2048;
 constexpr double kLr = 0.05;
 
 Tensor loss_of(const std::vector<Tensor>& p, const Tensor& x, const Tensor& target) {
@@ -100,13 +106,17 @@ Run train(const char* mode, comm::Communicator& dp, const std::string& bug) {
   if (m == "overlapped") {
     // When a parameter's gradient is final, copy it into its bucket; the
     // bucket's last one starts the bucket's all-reduce, which runs while the
-    // backward goes on to earlier layers.
+    // backward goes on to earlier layers. The hooks are registered once and
+    // fire in every backward after (pending is reset each step). They fire
+    // in the same order on every rank (the same graph), so every rank starts
+    // the same collectives in the same order, as MPI and NCCL require.
     for (Bucket& bk : buckets)
       for (size_t s = 0; s < bk.params.size(); ++s) {
         if (bug == "no_hook" && bk.params[s] == 0) continue;  // W1's bucket then never starts
-        ps[bk.params[s]].add_final_grad_hook([&bk, s, op, &dp](Tensor& g) {
+        ps[bk.params[s]].add_final_grad_hook([&bk, &buckets, s, op, &dp](Tensor& g) {
           copy_in(bk, s, g);
           if (--bk.pending == 0) bk.work = dp.all_reduce(bk.flat, op);
+          for (Bucket& o : buckets) o.work.test();  // drive MPI's progress on those in flight
         });
       }
   }
@@ -133,7 +143,7 @@ Run train(const char* mode, comm::Communicator& dp, const std::string& bug) {
     } else {  // overlapped: the hooks started them during the backward
       for (Bucket& bk : buckets) {
         bk.work.wait();
-        bk.work = comm::Work();
+        bk.work = comm::Work();  // done: an empty Work is a finished one, for the next step's polls
         copy_out(bk, ps);
         collectives += bk.pending == 0;
       }
@@ -156,7 +166,7 @@ int run(int argc, char** argv) {
   const std::string bug =
       example::parse_break(argc, argv, "ddp", "usage: bash scripts/mpirun.sh -np P ./build/examples/ddp [--break BUG]",
                            {{"sum", "all-reduce the gradients' sum, not their average"},
-                            {"no_hook", "overlapped: W1 gets no final-gradient hook, so its bucket never starts"}});
+                            {"no_hook", "overlapped: W1 gets no final-gradient hook, so its bucket never starts", 1}});
   ENGINE_USER_CHECK(kBatch % world.size == 0, "the batch of ", kBatch, " rows does not divide by ", world.size,
                     " ranks; run with -np 1, 2, 4 or 8");
   auto dp = comm::make_communicator(comm::Group::world_group(), kCPU, comm::Backend::mpi);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -37,10 +38,14 @@ inline void sgd(const std::vector<Tensor>& ps, double lr) {
 }
 
 // The bug named by `--break NAME` ("" without one). bugs[i]: a name and
-// what it does, for --help and for the error on a name not among them.
+// what it does, for --help and for the error on a name not among them, and
+// the ranks it needs to show: most bugs of a parallel program change
+// nothing in a world of one (an all-reduce of one rank is the identity), so
+// asking for one there is refused rather than passed.
 struct Bug {
   const char* name;
   const char* what;
+  int min_ranks = 2;
 };
 inline std::string parse_break(int argc, char** argv, const char* program, const char* usage,
                                const std::vector<Bug>& bugs) {
@@ -55,7 +60,14 @@ inline std::string parse_break(int argc, char** argv, const char* program, const
   if (argc == 1) return "";
   if (argc == 3 && !std::strcmp(argv[1], "--break"))
     for (const Bug& b : bugs)
-      if (argv[2] == std::string(b.name)) return b.name;
+      if (argv[2] == std::string(b.name)) {
+        if (comm::world().size < b.min_ranks) {
+          std::fprintf(stderr, "%s: --break %s changes nothing on %d rank(s): run it with -np %d or more\n", program,
+                       b.name, comm::world().size, b.min_ranks);
+          comm::abort_world(2);
+        }
+        return b.name;
+      }
   std::fprintf(stderr, "%s: unknown arguments; the options are --help and%s\n", program, list.c_str());
   comm::abort_world(2);
 }

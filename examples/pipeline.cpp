@@ -104,8 +104,10 @@ int run(int argc, char** argv) {
   const comm::World& world = comm::init_world();
   const std::string bug = example::parse_break(
       argc, argv, "pipeline", "usage: bash scripts/mpirun.sh -np P ./build/examples/pipeline [--break BUG]",
-      {{"no_loss_scale", "the last stage back-propagates each micro-batch's loss without the 1/m"},
-       {"lifo", "a backward takes the newest saved activations, not its own micro-batch's"}});
+      {{"no_loss_scale", "the last stage back-propagates each micro-batch's loss without the 1/m", 1},
+       {"lifo",
+        "a backward takes the newest saved activations, not its own micro-batch's (afab then runs "
+        "its backwards in reverse on every stage alike and stays right; 1f1b does not)"}});
   const int P = world.size, s = world.rank;
   ENGINE_USER_CHECK(kLayers % P == 0, "the ", kLayers, " layers do not divide by ", P,
                     " stages; run with -np 1, 2, 4 or 8");
@@ -127,9 +129,12 @@ int run(int argc, char** argv) {
     for (size_t i = 0; i < init.size(); ++i)
       mine.push_back(int64_t(i / 2) >= first && int64_t(i / 2) < first + per ? param(init[i]) : Tensor());
     // Per micro-batch: my input (a leaf whose gradient goes back) and my output.
-    std::vector<Tensor> in(kMicro), out(kMicro), sent;
-    std::vector<comm::Work> sends;  // pending until the step's end (see below)
-    std::vector<int64_t> saved;     // micro-batches whose forward ran and backward not yet
+    std::vector<Tensor> in(kMicro), out(kMicro);
+    // Sends pending until the step's end (why: below). A Work holds no
+    // tensor, so `sent` keeps each sent buffer alive until its send is done.
+    std::vector<Tensor> sent;
+    std::vector<comm::Work> sends;
+    std::vector<int64_t> saved;  // micro-batches whose forward ran and backward not yet
     size_t peak = 0;
     for (const Op& op : schedule(name, P, s)) {
       const int64_t j = op.forward || bug != "lifo" ? op.micro : saved.back();
@@ -139,6 +144,8 @@ int run(int argc, char** argv) {
           h = Tensor::empty({rows, kWidth});
           pp->recv(h, s - 1).wait();
         }
+        // The graph is cut at the stage boundary: my input is a leaf, so my
+        // backward stops here and leaves its gradient for the stage before.
         in[j] = h.detach().set_requires_grad(s > 0);
         out[j] = run_layers(mine, first, per, in[j]);
         if (s == P - 1) {  // the loss: the batch's mean is the mean of the m micro-batch means
@@ -170,7 +177,7 @@ int run(int argc, char** argv) {
     for (int64_t i = 2 * first; i < 2 * (first + per); ++i)
       worst = std::fmax(worst, max_diff(mine[size_t(i)].grad(), serial[size_t(i)].grad()));
     ENGINE_CHECK(worst < 1e-5, name, " stage ", s, ": a gradient differs from the serial run's by ", worst);
-    // Every stage's peak, to rank 0 (one float each, summed from zeros).
+    // Every stage's peak, to every rank (one float each, summed from zeros).
     Tensor peaks = Tensor::zeros({P});
     peaks.data<float>()[s] = float(peak);
     pp->all_reduce(peaks, comm::ReduceOp::sum).wait();

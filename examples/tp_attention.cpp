@@ -76,9 +76,11 @@ int run(int argc, char** argv) {
     const double dy = max_diff(y, sy), dx = max_diff(xin.grad(), sxin.grad());
     const double dqkv = max_diff(wqkv.grad(), my_qkv_rows(swqkv.grad(), r, n));
     const double dwo = max_diff(wo.grad(), narrow(swo.grad(), 1, r * n, n));
-    const double worst = std::fmax(std::fmax(dy, dx), std::fmax(dqkv, dwo));
+    const double db =
+        std::fmax(max_diff(cqkv.grad(), my_qkv_rows(scqkv.grad(), r, n)), max_diff(co.grad(), sco.grad()));
+    const double worst = std::fmax(std::fmax(std::fmax(dy, dx), std::fmax(dqkv, dwo)), db);
     ENGINE_CHECK(worst < 1e-5, "rank ", r, " step ", step, " differs from the serial attention: y ", dy, ", dx ", dx,
-                 ", dWqkv ", dqkv, ", dWo ", dwo);
+                 ", dWqkv ", dqkv, ", dWo ", dwo, ", the biases ", db);
     if (r == 0)
       std::printf("step %lld  loss: tp %.6f  serial %.6f  (largest difference %.1e)\n", (long long)step, loss.item(),
                   sloss.item(), worst);

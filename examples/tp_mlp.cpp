@@ -58,13 +58,15 @@ int run(int argc, char** argv) {
   // The serial model, whole, on every rank: the reference.
   Tensor sw1 = param(W1), sc1 = param(b1), sw2 = param(W2), sc2 = param(b2);
 
-  for (int64_t step = 0; step <= kSteps; ++step) {
+  for (int64_t step = 0; step < kSteps; ++step) {
     Tensor xin = param(x);  // a leaf, so both runs' input gradients can be compared
     Tensor sxin = param(x);
     // Tensor parallel. copy_to_tp: identity forward; backward all-reduces the
     // input's gradient, since every rank's slice of the hidden layer
     // contributed to it. reduce_from_tp: all-reduce forward (sum of the
-    // partial products), identity backward. The bias b2 is added once, after.
+    // partial products), identity backward: every rank then holds the same
+    // y and computes the same whole loss, so each needs y's gradient once,
+    // not a share of it (no 1/P anywhere). The bias b2 is added once, after.
     const Tensor in = bug == "no_copy_to_tp" ? xin : comm::copy_to_tp(xin, *tp);
     const Tensor hid = gelu(linear(in, w1, c1));  // (B, h): my hidden slice
     const Tensor y = bug == "bias_before_reduce" ? comm::reduce_from_tp(linear(hid, w2, c2), *tp)
@@ -80,9 +82,10 @@ int run(int argc, char** argv) {
     const double dy = max_diff(y, sy), dx = max_diff(xin.grad(), sxin.grad());
     const double dw1 = max_diff(w1.grad(), narrow(sw1.grad(), 0, r * h, h));
     const double dw2 = max_diff(w2.grad(), narrow(sw2.grad(), 1, r * h, h));
-    const double worst = std::fmax(std::fmax(dy, dx), std::fmax(dw1, dw2));
+    const double db = std::fmax(max_diff(c1.grad(), narrow(sc1.grad(), 0, r * h, h)), max_diff(c2.grad(), sc2.grad()));
+    const double worst = std::fmax(std::fmax(std::fmax(dy, dx), std::fmax(dw1, dw2)), db);
     ENGINE_CHECK(worst < 1e-5, "rank ", r, " step ", step, " differs from the serial MLP: y ", dy, ", dx ", dx,
-                 ", dW1 ", dw1, ", dW2 ", dw2);
+                 ", dW1 ", dw1, ", dW2 ", dw2, ", the biases ", db);
     if (r == 0 && step % 5 == 0)
       std::printf("step %2lld  loss: tp %.6f  serial %.6f  (largest difference in y and gradients %.1e)\n",
                   (long long)step, loss.item(), sloss.item(), worst);

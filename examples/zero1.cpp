@@ -9,7 +9,7 @@
 //   4. all-gather the updated shards: every rank holds all the new weights.
 // Every rank also trains the serial model on the whole batch with the
 // engine's AdamW (engine/optim/adamw.cpp) and checks the weights, every step.
-//   bash scripts/mpirun.sh -np 2 ./build/examples/zero1      (-np 1 to 8)
+//   bash scripts/mpirun.sh -np 2 ./build/examples/zero1      (-np 1, 2, 3, 4, 6 or 8)
 // At full strength: comm/zero.cpp (ZeroAdamW: shards inside the ddp buckets,
 // gradient clipping over shards, 8-bit moments, checkpoints in the plain
 // AdamW layout), built under --zero 1 in models/train/train.cpp.
@@ -62,7 +62,9 @@ int run(int argc, char** argv) {
   const std::string bug = example::parse_break(
       argc, argv, "zero1", "usage: bash scripts/mpirun.sh -np P ./build/examples/zero1 [--break BUG]",
       {{"no_gather", "skip the all-gather: each rank keeps only its own shard's update"},
-       {"wrong_shard", "apply my shard's update to the next rank's slice of the weights"}});
+       {"wrong_shard",
+        "AdamW writes my shard's update into the next rank's slice, so my own slice, which the "
+        "all-gather sends, is never updated"}});
   const int P = world.size, r = world.rank;
   ENGINE_USER_CHECK(kBatch % P == 0, "the batch of ", kBatch, " rows does not divide by ", P,
                     " ranks; run with -np 1, 2, 3, 4, 6 or 8");
@@ -90,8 +92,9 @@ int run(int argc, char** argv) {
     std::vector<Tensor> gs;
     for (const Tensor& p : ps) gs.push_back(p.grad());
     gather_into(grads, f, gs);
-    // (The sum instead of the average would go unseen here: AdamW's update,
-    // m / sqrt(v), does not change when every gradient is scaled alike.)
+    // (The sum instead of the average would go almost unseen here: AdamW's
+    // update, m / (sqrt(v) + eps), does not change when every gradient is
+    // scaled alike, but for eps.)
     dp->reduce_scatter(grads, my_grad, comm::ReduceOp::avg).wait();
     // 3. AdamW (torch.optim.AdamW's update) on my shard of the weights, in place.
     const int64_t at = bug == "wrong_shard" ? (r + 1) % P : r;
@@ -117,7 +120,10 @@ int run(int argc, char** argv) {
     reference.zero_grad();
     double worst = 0;
     for (size_t i = 0; i < ps.size(); ++i) worst = std::fmax(worst, max_diff(ps[i], serial[i]));
-    ENGINE_CHECK(worst < 1e-5, "rank ", r, " step ", step, ": a weight differs from the serial run's by ", worst);
+    // 1e-4, not 1e-5: at step 1 AdamW moves a weight by lr g / (|g| + eps),
+    // which turns a gradient near 0 summed in another order (the
+    // reduce-scatter's) into a visibly different step.
+    ENGINE_CHECK(worst < 1e-4, "rank ", r, " step ", step, ": a weight differs from the serial run's by ", worst);
     if (r == 0)
       std::printf("step %lld  loss %.6f  largest weight difference %.1e\n", (long long)step, sloss.item(), worst);
   }

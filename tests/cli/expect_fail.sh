@@ -2,8 +2,8 @@
 # expect_fail.sh WANT COMMAND...: runs COMMAND, which must fail (a non-zero
 # exit) with WANT in its output: an example run with --break BUG, whose check
 # against the serial run must catch the bug. A pass that should not pass, or
-# a failure for another reason (a crash, a hang under the launcher's
-# timeout), fails this test.
+# a failure without WANT (a crash, an abort for another reason) fails this
+# test; a hang is ended by ctest's TIMEOUT.
 set -uo pipefail
 want=$1
 shift
