@@ -27,7 +27,8 @@
 #      (docs/generate.md), from a one-step checkpoint; llama: the Llama
 #      3.2 1B shape (configs/llama3.2-1b.json, B 4 x 2048, O3, recompute)
 #      with step 3 profiled, its tokens/s, and the workbench's rmsnorm,
-#      swiglu and rope rows on the card (docs/llama.md); ladders: every
+#      swiglu and rope rows on the card (docs/llama.md); llama-cudnn: that
+#      step profiled with cuDNN's grouped attention; ladders: every
 #      rung of the layernorm and softmax ladders beside ours and cuDNN's,
 #      GB/s at the workbench's full shapes (docs/kernels/layernorm.md,
 #      softmax.md).
@@ -124,6 +125,7 @@ if want llama; then
   echo "+ bench/kernels --filter rmsnorm, swiglu, rope"
   for f in rmsnorm swiglu rope; do timeout -k 5 60 "$B/bench/kernels" --filter "$f" 2>&1 | grep -E " cuda "; done
 fi
+want llama-cudnn && CONFIG=llama3.2-1b BATCH=4 profile profile-llama-cudnn --log_every 1 --attention cudnn
 # The ladders' rungs on the card: GB/s of each step from naive to ours (and cuDNN's).
 if want ladders; then
   for f in layernorm softmax_fwd; do

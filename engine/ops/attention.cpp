@@ -14,8 +14,8 @@
 // one (B, T, 3C) tensor, read in place (its gradient written in place) by
 // our kernels on every device and by cuDNN's (strides). Grouped-query
 // attention (k, v with NKV < NH heads; a packed (B, T, (NH + 2 NKV) HS)
-// qkv) runs our kernels, which read each K/V head for its group in place;
-// cuDNN's is refused for it in one line.
+// qkv) runs our kernels, which read each K/V head for its group in place,
+// and cuDNN's, whose sdpa takes k and v with fewer heads (in place too).
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_mma.h"
 
@@ -166,9 +166,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, Causal causa
   ENGINE_CHECK(q_offset >= 0 && q_offset + q.size(1) <= k.size(1), "attention: ", q.size(1), " queries at offset ",
                q_offset, " do not lie within ", k.size(1), " keys: ", descs({q, k}));
   if (impl == AttentionImpl::cudnn) {
-    ENGINE_CHECK(NKV == q.size(2), "attention (cudnn): grouped-query attention (", NKV, " K/V heads for ", q.size(2),
-                 " query heads) runs our kernels only (use --attention ours)");
-    ENGINE_CHECK(k.shape() == q.shape() && q_offset == 0,
+    ENGINE_CHECK(k.size(1) == q.size(1) && q_offset == 0,
                  "attention (cudnn): queries and keys must be the same sequence, got ", descs({q, k}), " at offset ",
                  q_offset, " (use --attention ours)");
     ENGINE_CHECK(q.device().type == DeviceType::cuda, "attention (cudnn): cuDNN runs on the cuda device only, got ",
@@ -208,11 +206,11 @@ Tensor attention_qkv(const Tensor& qkv, int64_t n_head, Causal causal, Attention
                          gpu::AttentionDims{B, T, T, n_head, HS, 0, W, NKV}, causal, impl);
   }
 #if defined(ENGINE_HAVE_CUDA)
-  if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda && NKV == n_head) {
-    return attention_qkv_cudnn(qkv, n_head, causal);
+  if (impl == AttentionImpl::cudnn && qkv.device().type == DeviceType::cuda) {
+    return attention_qkv_cudnn(qkv, n_head, NKV, causal);
   }
 #endif
-  if (on_gpu(qkv) || !ours) {  // cuDNN off the cuda device or grouped: attention says why not
+  if (on_gpu(qkv) || !ours) {  // cuDNN off the cuda device: attention says why not
     const std::vector<Tensor> p = split(qkv, {C, Ckv, Ckv}, -1);
     const Shape kv_heads{B, T, NKV, HS};
     return attention(p[0].reshape(heads), p[1].reshape(kv_heads), p[2].reshape(kv_heads), causal, impl);

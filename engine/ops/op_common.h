@@ -81,7 +81,7 @@ Tensor gelu_grad(const Tensor& x, const Tensor& g);
 // attention(..., AttentionImpl::cudnn) on a cuda tensor (attention_cudnn.cpp, CUDA builds).
 Tensor attention_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal);
 // attention_qkv(..., AttentionImpl::cudnn) on a cuda tensor: the packed qkv in place.
-Tensor attention_qkv_cudnn(const Tensor& qkv, int64_t n_head, Causal causal);
+Tensor attention_qkv_cudnn(const Tensor& qkv, int64_t n_head, int64_t n_kv_head, Causal causal);
 
 // q, k or v (i = 0, 1, 2) of an attention's inputs, which hold the three
 // tensors or one packed (B, T, 3C) qkv: ins[min(i, size - 1)] + off[i]

@@ -48,19 +48,24 @@ std::string cudnn_version();
 
 struct SdpaShape {
   int64_t B = 0, T = 0, NH = 0, HS = 0;
+  // K/V heads (grouped-query attention: query head h reads K/V head
+  // h / (NH / NKV), as cuDNN's sdpa takes k and v with fewer heads); 0: NH.
+  int64_t NKV = 0;
   gpu::Storage st = gpu::Storage::bf16;
   gpu::AttentionMask mask = gpu::AttentionMask::causal;
-  // q, k, v (and dq, dk, dv) in one packed (B, T, 3 NH HS) tensor, read and
-  // written in place (rows 3 NH HS apart); out and dout are (B, T, NH, HS).
+  // q, k, v (and dq, dk, dv) in one packed (B, T, (NH + 2 NKV) HS) tensor,
+  // read and written in place (rows (NH + 2 NKV) HS apart); out and dout
+  // are (B, T, NH, HS).
   bool packed = false;
-  std::string str() const;  // "B=2 T=1024 NH=12 HS=64 bf16 causal" (+ " packed qkv")
+  int64_t kv_heads() const { return NKV ? NKV : NH; }
+  std::string str() const;  // "B=2 T=1024 NH=12 HS=64 bf16 causal" (+ " NKV=4", " packed qkv")
 };
 
 // Why cuDNN's fused attention does not take this shape, "" when it does as
 // far as the host can tell: storage must be bf16 or fp16 (cuDNN's flash
 // attention has no fp32), HS a multiple of 8 and at most 128 (the backward's
 // limit on Ampere, kept everywhere so a run does not depend on the GPU),
-// every size at least 1. cuDNN itself may still decline a shape when its
+// every size at least 1, NKV dividing NH. cuDNN itself may still decline a shape when its
 // plan is built; that is an error with cuDNN's message.
 std::string cudnn_sdpa_unsupported(const SdpaShape& s);
 

@@ -28,31 +28,37 @@ std::shared_ptr<fe::graph::Graph> make_graph(const SdpaShape& s, SdpaPass pass, 
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   // (B, T, NH, HS) row-major seen as cuDNN's (B, NH, T, HS): the strides do
-  // the permute. Packed, q, k, v and their gradients are thirds of rows 3C apart.
-  const int64_t C = s.NH * s.HS, ld = s.packed ? 3 * C : C;
+  // the permute. k and v (and their gradients) have NKV heads: cuDNN's sdpa
+  // reads query head h's K/V from head h / (NH / NKV) (grouped-query
+  // attention) and sums dK, dV over each group. Packed, q, k, v and their
+  // gradients are pieces of rows (NH + 2 NKV) HS apart.
+  const int64_t NKV = s.kv_heads(), C = s.NH * s.HS, Ckv = NKV * s.HS;
   const std::vector<int64_t> dims{s.B, s.NH, s.T, s.HS}, strides{s.T * C, s.HS, C, 1};
-  const std::vector<int64_t> qkv_strides{s.T * ld, s.HS, ld, 1};
+  const std::vector<int64_t> kv_dims{s.B, NKV, s.T, s.HS};
+  const int64_t ld_q = s.packed ? C + 2 * Ckv : C, ld_kv = s.packed ? C + 2 * Ckv : Ckv;
+  const std::vector<int64_t> q_strides{s.T * ld_q, s.HS, ld_q, 1}, kv_strides{s.T * ld_kv, s.HS, ld_kv, 1};
   const std::vector<int64_t> stats_dims{s.B, s.NH, s.T, 1}, stats_strides{s.NH * s.T, s.T, 1, 1};
-  auto input = [&](const char* name, int64_t uid, const std::vector<int64_t>& st) {
-    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(st));
+  auto input = [&](const char* name, int64_t uid, const std::vector<int64_t>& d, const std::vector<int64_t>& st) {
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(d).set_stride(st));
   };
-  auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes>& t, int64_t uid,
-                    const std::vector<int64_t>& st) { t->set_output(true).set_uid(uid).set_dim(dims).set_stride(st); };
+  auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes>& t, int64_t uid, const std::vector<int64_t>& d,
+                    const std::vector<int64_t>& st) { t->set_output(true).set_uid(uid).set_dim(d).set_stride(st); };
   const float scale = 1.f / std::sqrt(float(s.HS));
   const bool causal = s.mask == gpu::AttentionMask::causal;
-  const auto q = input("q", kQ, qkv_strides), k = input("k", kK, qkv_strides), v = input("v", kV, qkv_strides);
+  const auto q = input("q", kQ, dims, q_strides), k = input("k", kK, kv_dims, kv_strides),
+             v = input("v", kV, kv_dims, kv_strides);
   if (pass == SdpaPass::forward) {
     auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale);
     opts.set_causal_mask(causal);
     auto [o, stats] = g->sdpa(q, k, v, opts);
-    output(o, kO, strides);
+    output(o, kO, dims, strides);
     stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
         .set_dim(stats_dims)
         .set_stride(stats_strides);
   } else {
-    const auto o = input("o", kO, strides), dout = input("dO", kDO, strides);
+    const auto o = input("o", kO, dims, strides), dout = input("dO", kDO, dims, strides);
     const auto stats = g->tensor(fe::graph::Tensor_attributes()
                                      .set_name("stats")
                                      .set_uid(kStats)
@@ -62,9 +68,9 @@ std::shared_ptr<fe::graph::Graph> make_graph(const SdpaShape& s, SdpaPass pass, 
     auto opts = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(scale);
     opts.set_causal_mask(causal);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
-    output(dq, kDQ, qkv_strides);
-    output(dk, kDK, qkv_strides);
-    output(dv, kDV, qkv_strides);
+    output(dq, kDQ, dims, q_strides);
+    output(dk, kDK, kv_dims, kv_strides);
+    output(dv, kDV, kv_dims, kv_strides);
   }
   return g;
 }

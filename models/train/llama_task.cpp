@@ -41,9 +41,6 @@ LlamaConfig llama_config(const TrainConfig& c) {
   } catch (const Error& e) {
     ENGINE_USER_FAIL("config: ", e.what());
   }
-  ENGINE_USER_CHECK(l.n_kv_head == l.n_head || l.attention != AttentionImpl::cudnn, "config: n_kv_head ", l.n_kv_head,
-                    " < n_head ", l.n_head,
-                    " with attention cudnn: grouped K/V heads run our kernels (--attention ours)");
   ENGINE_USER_CHECK(c.i("seq_len") > 0 && c.i("seq_len") <= l.block_size, "config: seq_len ", c.i("seq_len"),
                     " must be in [1, block_size = ", l.block_size, "]");
   const int64_t tp = c.i("tp");

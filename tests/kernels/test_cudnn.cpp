@@ -151,12 +151,14 @@ bool cudnn_or_skip() {
 }
 const Device kCuda{DeviceType::cuda, 0};
 
-void check_cudnn_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, Causal causal, uint64_t seed) {
-  INFO(dtype_name(t) << " B = " << B << " T = " << T << " NH = " << NH << " HS = " << HS
-                     << (causal == Causal::yes ? " causal" : " full"));
-  const Shape s{B, T, NH, HS};
-  const Tensor q0 = Tensor::randn(s, seed, 1.5f), k0 = Tensor::randn(s, seed + 1, 1.5f),
-               v0 = Tensor::randn(s, seed + 2), g0 = Tensor::randn(s, seed + 3);
+// NKV < NH: grouped-query attention, k and v with NKV heads (0: NH).
+void check_cudnn_attention(int64_t B, int64_t T, int64_t NH, int64_t HS, DType t, Causal causal, uint64_t seed,
+                           int64_t NKV = 0) {
+  INFO(dtype_name(t) << " B = " << B << " T = " << T << " NH = " << NH << " NKV = " << (NKV ? NKV : NH)
+                     << " HS = " << HS << (causal == Causal::yes ? " causal" : " full"));
+  const Shape s{B, T, NH, HS}, kv{B, T, NKV ? NKV : NH, HS};
+  const Tensor q0 = Tensor::randn(s, seed, 1.5f), k0 = Tensor::randn(kv, seed + 1, 1.5f),
+               v0 = Tensor::randn(kv, seed + 2), g0 = Tensor::randn(s, seed + 3);
   auto leaf = [](const Tensor& x) { return x.detach().set_requires_grad(true); };
   // The reference: f32 math on the rounded inputs, on the cpu.
   Tensor qr = leaf(rounded(q0, t)), kr = leaf(rounded(k0, t)), vr = leaf(rounded(v0, t));
@@ -189,6 +191,32 @@ TEST_CASE("cuda: cuDNN attention matches ours and the cpu reference, forward and
       check_cudnn_attention(1, 128, 2, 128, t, c, 20);
       check_cudnn_attention(2, 16, 4, 32, t, c, 30);
     }
+}
+
+TEST_CASE("cuda: cuDNN grouped-query attention matches ours and the cpu reference, forward and gradients", "[gpu]") {
+  if (!cudnn_or_skip()) return;
+  for (DType t : {DType::bf16, DType::f16})
+    for (Causal c : {Causal::yes, Causal::no}) {
+      check_cudnn_attention(2, 67, 4, 64, t, c, 50, 2);    // groups of 2, a ragged T
+      check_cudnn_attention(1, 128, 8, 128, t, c, 60, 2);  // groups of 4
+      check_cudnn_attention(2, 33, 4, 64, t, c, 70, 1);    // multi-query
+    }
+  // Packed as the Llama's qkv projection writes it, (B, T, (NH + 2 NKV) HS): equals the same three apart.
+  const int64_t B = 2, T = 67, NH = 4, NKV = 2, HS = 64, C = NH * HS, Ckv = NKV * HS;
+  for (Causal c : {Causal::yes, Causal::no}) {
+    const Tensor g = Tensor::randn({B, T, NH, HS}, 81).to(DType::bf16).to(kCuda);
+    Tensor packed = Tensor::randn({B, T, C + 2 * Ckv}, 80, 1.5f).to(DType::bf16).to(kCuda).set_requires_grad(true);
+    Tensor split_in = packed.detach().set_requires_grad(true);
+    const Tensor a = attention_qkv(packed, NH, c, AttentionImpl::cudnn, NKV);
+    a.backward(g);
+    const std::vector<Tensor> p = split(split_in, {C, Ckv, Ckv}, -1);
+    const Tensor b = attention(p[0].reshape({B, T, NH, HS}), p[1].reshape({B, T, NKV, HS}),
+                               p[2].reshape({B, T, NKV, HS}), c, AttentionImpl::cudnn);
+    b.backward(g);
+    const Tol ft = tol_for(DType::bf16);
+    CHECK_CLOSE(values(a.to(kCPU)), values(b.to(kCPU)), ft.rtol, ft.rtol);
+    CHECK_CLOSE(values(packed.grad().to(kCPU)), values(split_in.grad().to(kCPU)), 4 * ft.rtol, 4 * ft.rtol);
+  }
 }
 
 TEST_CASE("cuda: cuDNN attention on a packed qkv (read and written in place) equals split + attention", "[gpu]") {
@@ -275,6 +303,30 @@ TEST_CASE("cudnn: the attention graphs pass the cuDNN frontend's validation for 
   // Our host check comes first and names the rule.
   CHECK_THAT(cudnn_sdpa_validate(shape(1, 64, 2, 160, gpu::Storage::bf16), SdpaPass::backward, 90),
              Catch::Matchers::Contains("above 128"));
+}
+
+// Grouped-query attention (the Llama's): k and v with fewer heads, apart or
+// packed as (B, T, (NH + 2 NKV) HS), groups of 2 and 4, multi-query (1 K/V
+// head), causal and full; the Llama 3.2 1B shape (32 heads, 8 K/V, HS 64).
+TEST_CASE("cudnn: the grouped-query attention graphs pass the cuDNN frontend's validation for A100 and H100",
+          "[cudnn]") {
+  if (!frontend_checks_run()) return;
+  for (int sm : {80, 90})
+    for (SdpaPass pass : {SdpaPass::forward, SdpaPass::backward})
+      for (int64_t nkv : {1, 2, 4})
+        for (bool packed : {false, true})
+          for (gpu::AttentionMask mask : {gpu::AttentionMask::causal, gpu::AttentionMask::none}) {
+            SdpaShape s = shape(2, 256, 8, 64, gpu::Storage::bf16);
+            s.NKV = nkv, s.packed = packed, s.mask = mask;
+            INFO("sm" << sm << " " << s.str() << (pass == SdpaPass::forward ? " forward" : " backward"));
+            CHECK(cudnn_sdpa_validate(s, pass, sm) == "");
+          }
+  SdpaShape llama = shape(1, 2048, 32, 64, gpu::Storage::bf16);
+  llama.NKV = 8, llama.packed = true;
+  for (SdpaPass pass : {SdpaPass::forward, SdpaPass::backward}) CHECK(cudnn_sdpa_validate(llama, pass, 90) == "");
+  SdpaShape bad = shape(1, 64, 6, 64, gpu::Storage::bf16);
+  bad.NKV = 4;  // does not divide 6
+  CHECK_THAT(cudnn_sdpa_validate(bad, SdpaPass::forward, 90), Catch::Matchers::Contains("do not divide"));
 }
 
 TEST_CASE("cudnn: the layernorm graphs pass the cuDNN frontend's validation", "[cudnn]") {
