@@ -75,14 +75,16 @@ case $case_name in
     done
 
     # A second signal before the step ends: the default action, at once, and
-    # no checkpoint (none was due yet).
-    ENGINE_FAULT=sleep:2000 "$train" "${common[@]}" --out_dir "$work/twice" >/dev/null 2>"$work/err" &
+    # no checkpoint (none was due yet). Each step sleeps 4 s first, so both
+    # signals land in step 2's sleep even when this script notices step 1
+    # late (an ASan build beside other tests took over 1.7 s once, with 2 s).
+    ENGINE_FAULT=sleep:4000 "$train" "${common[@]}" --out_dir "$work/twice" >/dev/null 2>"$work/err" &
     pid=$!
     jobs_started+=($pid)
     wait_steps "$work/twice" 1
     kill -TERM $pid
     sleep 0.3
-    kill -TERM $pid
+    kill -TERM $pid 2>/dev/null || fail "two SIGTERMs: the run ended before the second one (step 1 noticed over 3.7 s late?)"
     rc=0
     wait $pid || rc=$?
     [[ $rc -eq 143 ]] || fail "two SIGTERMs: exit status $rc, not 143 (killed by SIGTERM)"
