@@ -1,10 +1,12 @@
 // The model's two ends: the fused softmax cross-entropy over the vocabulary
 // (kernels/cuda/cross_entropy.cu) and the token embedding forward/backward
-// (kernels/cuda/embedding.cu), at GPT-2 124M's V = 50257, C = 768.
+// (kernels/cuda/embedding.cu, its ids bucketed by kernels/cuda/bucket_by_id.cu),
+// at GPT-2 124M's V = 50257, C = 768.
 #include <string>
 
 #include "bench/cases.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/bucket_by_id.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
 
@@ -77,10 +79,39 @@ static Case embedding_fwd(int64_t n, int64_t V, int64_t C) {
   return c;
 }
 
+// bucket_by_id.cu: the positions bucketed by id on the device, the backward's
+// first half. bytes = P (16 n + 12 H) + 4 (V + 1) (bucket_by_id.h: P passes
+// of 8 bits, H = 256 ceil(n / 256) digit counts); flops = 0. The cpu row is
+// the reference's counting sort; the result must equal it exactly.
+static Case embedding_bucket(int64_t n, int64_t V) {
+  Case c;
+  c.name = "embedding_bucket";
+  c.shape = nv("n", n, "V", V);
+  const kprof::Cost cost = kcost::bucket_by_id(nullptr, n, 0, V, nullptr, nullptr, nullptr, nullptr);
+  c.bytes = cost.bytes;
+  c.flops = 0;
+  c.dtype = "i32";
+  c.atol = c.rtol = 0;  // integers: exact
+  c.bind = [n, V](Device dev) {
+    const Tensor ids = Tensor::from_ints(make_ids(n, V), {n}, dev);
+    const Tensor order = Tensor::empty({n}, DType::i32, dev), row_start = Tensor::empty({V + 1}, DType::i32, dev);
+    const Tensor work = Tensor::empty({gpu::bucket_workspace(n)}, DType::i32, dev);
+    auto run = [=] {
+      if (dev.type == DeviceType::cpu)
+        cpu::bucket_by_id(ids.data<int32_t>(), n, 0, V, order.data<int32_t>(), row_start.data<int32_t>());
+      else
+        ENGINE_GPU_CALL(dev, bucket_by_id, ids.data<int32_t>(), n, 0, V, order.data<int32_t>(),
+                        row_start.data<int32_t>(), work.data<int32_t>(), nullptr);
+    };
+    return Runner{run, [=] { return concat({host(order), host(row_start)}); }};
+  };
+  return c;
+}
+
 // embedding.cu backward: bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw) +
 // 4 (n + V + 1); flops = n C adds. The GPU kernel takes the positions bucketed
-// by id (order, row_start), which engine/ops/embedding.cpp builds on the host
-// each step; here they are built once, outside the timing.
+// by id (order, row_start: embedding_bucket above, which the engine op runs
+// before it each step); here they are built once, outside the timing.
 static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
   Case c;
   c.name = "embedding_bwd";
@@ -91,12 +122,8 @@ static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
     const std::vector<int32_t> idv = make_ids(n, V);
     const Tensor dout = randn({n, C}, 15, dev), ids = Tensor::from_ints(idv, {n}, dev);
     const Tensor dw = Tensor::empty({V, C}, DType::f32, dev);
-    // Counting sort of positions by id, stable: increasing positions per id.
     std::vector<int32_t> row_start(size_t(V + 1), 0), order(size_t(n), 0);
-    for (int32_t id : idv) ++row_start[size_t(id) + 1];
-    for (int64_t v = 0; v < V; ++v) row_start[size_t(v + 1)] += row_start[size_t(v)];
-    std::vector<int32_t> next(row_start.begin(), row_start.end() - 1);
-    for (int64_t i = 0; i < n; ++i) order[size_t(next[size_t(idv[size_t(i)])]++)] = int32_t(i);
+    cpu::bucket_by_id(idv.data(), n, 0, V, order.data(), row_start.data());
     const Tensor d_order = Tensor::from_ints(order, {n}, dev), d_row_start = Tensor::from_ints(row_start, {V + 1}, dev);
     auto run = [=] {
       if (dev.type == DeviceType::cpu)
@@ -111,8 +138,11 @@ static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
 }
 
 std::vector<Case> cross_entropy_embedding_cases(bool quick) {
-  if (quick) return {cross_entropy(19, 259), embedding_fwd(37, 53, 37), embedding_bwd(37, 53, 37)};
-  return {cross_entropy(1024, 50257), embedding_fwd(4096, 50257, 768), embedding_bwd(4096, 50257, 768)};
+  if (quick)
+    return {cross_entropy(19, 259), embedding_fwd(37, 53, 37), embedding_bucket(1100, 300), embedding_bwd(37, 53, 37)};
+  // The bucketing at GPT-2 124M's step: B 8 and B 64 sequences of 1024.
+  return {cross_entropy(1024, 50257), embedding_fwd(4096, 50257, 768), embedding_bucket(8192, 50257),
+          embedding_bucket(65536, 50257), embedding_bwd(4096, 50257, 768)};
 }
 
 }  // namespace eng::bench

@@ -131,6 +131,11 @@ template <typename T>
 void embedding_forward(const T* w, const int32_t* ids, T* out, int64_t n, int64_t C, int64_t start, int64_t V);
 template <typename T>
 void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int64_t V, int64_t C, int64_t start);
+// The positions bucketed by table row in CSR form, the GPU backward's input
+// (kernels/cuda/bucket_by_id.h): the positions of row v (id start + v) are
+// order[row_start[v] .. row_start[v + 1]), increasing; ids outside the
+// table are in no bucket. A stable counting sort, O(n + V).
+void bucket_by_id(const int32_t* ids, int64_t n, int64_t start, int64_t V, int32_t* order, int32_t* row_start);
 // out[b, t, :] = x[b, t, :] + table[t, :] for x (B, T, C) and the T rows of
 // a position table starting at `table` (add_positions; its backward is
 // bias_backward over (B, T C)).

@@ -6,7 +6,10 @@
 // order: deterministic, as the CUDA version must be too.
 // bytes: forward 8*n*C + 4n, backward 8*n*C + 4*V*C (fp32); flops: backward n*C.
 // add_positions_forward: bytes 8 B T C + 4 T C (fp32), flops B T C.
+// bucket_by_id: a stable counting sort of the positions by row, O(n + V).
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
 
@@ -34,6 +37,17 @@ void embedding_backward(const T* dout, const int32_t* ids, T* dw, int64_t n, int
     const T* d = dout + i * C;
     for (int64_t c = 0; c < C; ++c) row[c] += d[c];
   }
+}
+
+void bucket_by_id(const int32_t* ids, int64_t n, int64_t start, int64_t V, int32_t* order, int32_t* row_start) {
+  std::fill(row_start, row_start + V + 1, 0);
+  auto row = [&](int64_t i) { return int64_t(ids[i]) - start; };
+  for (int64_t i = 0; i < n; ++i)
+    if (row(i) >= 0 && row(i) < V) ++row_start[row(i) + 1];
+  for (int64_t v = 0; v < V; ++v) row_start[v + 1] += row_start[v];
+  std::vector<int32_t> next(row_start, row_start + V);
+  for (int64_t i = 0; i < n; ++i)
+    if (row(i) >= 0 && row(i) < V) order[next[size_t(row(i))]++] = int32_t(i);
 }
 
 template <typename T>

@@ -13,6 +13,8 @@
 #include "engine/autograd.h"
 #include "engine/kernel_profile.h"
 #include "engine/ops.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/bucket_by_id.h"
 #include "tests/kernels/emu_check.h"
 
 using namespace eng;
@@ -84,6 +86,39 @@ TEST_CASE("emu embedding: a row named by many positions sums them all, narrow an
     Tensor we = on_emu(w, t).set_requires_grad(true);
     embedding(we, Tensor::from_ints(ids, {n}, kEmu)).backward(on_emu(g, t));
     CHECK_EMU_CLOSE(we.grad(), wr.grad(), t);
+  }
+}
+
+// kernels/cuda/bucket_by_id.cu against the cpu's counting sort, exactly:
+// one, two and three radix passes (V 5, 300, 70000; V itself, the mark of
+// an id outside the table, needs the bits too: V 255 and 256 either side of
+// a pass), tiles of 256 full and ragged, more tiles than the emulator's
+// 4-block grid (1300 positions), no positions, one id named by most
+// positions (GPT-2's byte tokens), and a shard's table with ids outside it.
+TEST_CASE("emu embedding: the positions bucketed by id on the device equal the cpu's counting sort", "[emu][kernels]") {
+  struct Shape {
+    int64_t n, V, start, vocab;
+  };
+  for (const Shape& s :
+       {Shape{0, 5, 0, 5}, Shape{1, 5, 0, 5}, Shape{37, 5, 0, 5}, Shape{256, 255, 0, 255}, Shape{257, 256, 0, 256},
+        Shape{1300, 300, 0, 300}, Shape{1300, 70000, 0, 70000}, Shape{600, 40, 30, 100}, Shape{600, 70, 30, 100}}) {
+    INFO("n " << s.n << " V " << s.V << " start " << s.start);
+    CHECK(gpu::bucket_passes(s.V) == (s.V < 256 ? 1 : s.V < 65536 ? 2 : 3));
+    std::vector<int32_t> ids = make_ids(s.n, s.vocab);
+    for (int64_t i = 0; i < s.n; i += 3) ids[size_t(i)] = int32_t(s.start + 1 < s.vocab ? s.start + 1 : 0);
+    std::vector<int32_t> order(size_t(s.n)), row_start(size_t(s.V + 1));
+    cpu::bucket_by_id(ids.data(), s.n, s.start, s.V, order.data(), row_start.data());
+    const Tensor d_ids = Tensor::from_ints(ids, {s.n}, kEmu);
+    Tensor d_order = Tensor::full({s.n}, -1, DType::i32, kEmu), d_start = Tensor::full({s.V + 1}, -1, DType::i32, kEmu);
+    Tensor work = Tensor::empty({gpu::bucket_workspace(s.n)}, DType::i32, kEmu);
+    ENGINE_GPU_CALL(kEmu, bucket_by_id, d_ids.data<int32_t>(), s.n, s.start, s.V, d_order.data<int32_t>(),
+                    d_start.data<int32_t>(), work.data<int32_t>(), nullptr);
+    const std::vector<double> got_start = values(d_start.to(kCPU)), got_order = values(d_order.to(kCPU));
+    CHECK(got_start == std::vector<double>(row_start.begin(), row_start.end()));
+    // The positions past row_start[V] belong to ids outside the table: no bucket reads them.
+    const size_t bucketed = size_t(row_start[size_t(s.V)]);
+    CHECK(std::vector<double>(got_order.begin(), got_order.begin() + ptrdiff_t(bucketed)) ==
+          std::vector<double>(order.begin(), order.begin() + ptrdiff_t(bucketed)));
   }
 }
 
