@@ -131,6 +131,12 @@ __global__ void zero_kernel(float* __restrict__ p, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) p[i] = 0.f;
 }
+
+// The atomics rungs add into dw and db: both start at zero.
+void zero_dw_db(cudaStream_t s, float* dw, float* db, int64_t C) {
+  LAUNCH_KERNEL(zero_kernel, ceil_div(C, kThreads), kThreads, 0, s, dw, C);
+  LAUNCH_KERNEL(zero_kernel, ceil_div(C, kThreads), kThreads, 0, s, db, C);
+}
 }  // namespace
 
 void ladder_layernorm_forward_naive(const float* x, const float* w, const float* b, float* out, float* mean,
@@ -152,8 +158,7 @@ void ladder_layernorm_backward_naive(const float* dout, const float* x, const fl
                                      void* stream) {
   if (C == 0) return;
   const auto s = as_stream(stream);
-  LAUNCH_KERNEL(zero_kernel, ceil_div(C, kThreads), kThreads, 0, s, dw, C);
-  LAUNCH_KERNEL(zero_kernel, ceil_div(C, kThreads), kThreads, 0, s, db, C);
+  zero_dw_db(s, dw, db, C);
   if (N == 0) return;
   LAUNCH_KERNEL(layernorm_backward_naive_kernel, ceil_div(N, kThreads), kThreads, 0, s, dout, x, w, mean, rstd, dx, dw,
                 db, N, C);
@@ -164,8 +169,7 @@ void ladder_layernorm_backward_warp(const float* dout, const float* x, const flo
                                     void* stream) {
   if (C == 0) return;
   const auto s = as_stream(stream);
-  LAUNCH_KERNEL(zero_kernel, ceil_div(C, kThreads), kThreads, 0, s, dw, C);
-  LAUNCH_KERNEL(zero_kernel, ceil_div(C, kThreads), kThreads, 0, s, db, C);
+  zero_dw_db(s, dw, db, C);
   if (N == 0) return;
   LAUNCH_KERNEL(layernorm_backward_warp_kernel, ceil_div(N, kThreads / 32), kThreads, 0, s, dout, x, w, mean, rstd, dx,
                 dw, db, N, C);
