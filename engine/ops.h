@@ -41,7 +41,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 // emu and cuda (engine/ops/linear_gelu.cpp); b is required.
 Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b);
 // r + linear(x, w, b) in one op, a residual block's output projection: on the
-// cpu the GEMM adds onto r + b (engine/ops/linear_residual.cpp); b is required.
+// cpu the GEMM adds onto r + b (engine/ops/linear_residual.cpp); b may be
+// undefined (no bias: r + x w^T).
 Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r);
 
 Tensor add(const Tensor& a, const Tensor& b);  // same shape (residual add)

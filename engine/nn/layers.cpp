@@ -44,9 +44,9 @@ Tensor Linear::forward_gelu(const Tensor& x, const Autocast& ac) const {
 Tensor Linear::forward_residual(const Tensor& x, const Tensor& residual, const Autocast& ac) const {
   // The cpu's autocast rounds each op's output (see forward_gelu): it keeps
   // the two ops there. On emu/cuda the fused GEMM stores in the compute dtype.
-  if (!bias.defined() || x.ndim() < 2 || (ac.active() && x.device().type == DeviceType::cpu))
+  if (x.ndim() < 2 || (ac.active() && x.device().type == DeviceType::cpu))
     return ac.cast(add(residual, forward(x, ac)));
-  return linear_residual(ac.cast(x), ac.cast(weight), ac.cast(bias), ac.cast(residual));
+  return linear_residual(ac.cast(x), ac.cast(weight), bias.defined() ? ac.cast(bias) : Tensor(), ac.cast(residual));
 }
 
 LayerNorm::LayerNorm(int64_t C, const InitOptions& init, double eps_) : eps(eps_) {

@@ -34,8 +34,8 @@ class Linear : public Module {
   Tensor forward_gelu(const Tensor& x) const;
   Tensor forward_gelu(const Tensor& x, const Autocast& ac) const;
   // cast(residual + forward(x, ac)), a residual block's output projection: one
-  // op when there is a bias (linear_residual: the GEMM adds residual + bias,
-  // on emu/cuda in its epilogue), but on the cpu under autocast (which rounds
+  // op (linear_residual: the GEMM adds the residual and the bias if any, on
+  // emu/cuda in its epilogue), but on the cpu under autocast (which rounds
   // each op's output: the two ops and their casts).
   Tensor forward_residual(const Tensor& x, const Tensor& residual, const Autocast& ac) const;
   Tensor weight;  // (out, in), as torch.nn.Linear

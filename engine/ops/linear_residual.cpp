@@ -11,6 +11,8 @@
 // bias_residual: cuBLASLt's C = r with beta 1 into a separate D, the BIAS
 // epilogue), one rounding: unfused, linear writes C and add reads it back
 // with r, 3 (rows, out) passes where the GEMM's read of r is one.
+// Without a bias (b undefined: a Llama block's projections) the same with
+// r alone (Epilogue::residual; cuBLASLt's C = r, beta 1, no epilogue).
 // Backward: matmul's for x, W and b (engine/ops/matmul.cpp); r's gradient
 // is g itself.
 #include "engine/ops/matmul_plan.h"
@@ -22,14 +24,14 @@ namespace eng {
 using namespace detail;
 
 Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
-  ENGINE_CHECK(x.defined() && w.defined() && b.defined() && r.defined(),
-               "linear_residual: x, weight, bias and residual must all be defined");
-  const DType t = check_float_inputs("linear_residual", {x, w, b, r}, GpuKernel::yes);
+  ENGINE_CHECK(x.defined() && w.defined() && r.defined(), "linear_residual: x, weight and residual must be defined");
+  const DType t = b.defined() ? check_float_inputs("linear_residual", {x, w, b, r}, GpuKernel::yes)
+                              : check_float_inputs("linear_residual", {x, w, r}, GpuKernel::yes);
   ENGINE_CHECK(w.ndim() == 2, "linear_residual: weight must be (out, in), got ", w.desc());
   ENGINE_CHECK(x.ndim() >= 2 && x.size(-1) == w.size(1), "linear_residual: input ", x.desc(), " does not match weight ",
                w.desc());
-  ENGINE_CHECK(b.ndim() == 1 && b.size(0) == w.size(0), "linear_residual: bias ", b.desc(), " does not match weight ",
-               w.desc());
+  ENGINE_CHECK(!b.defined() || (b.ndim() == 1 && b.size(0) == w.size(0)), "linear_residual: bias ", b.desc(),
+               " does not match weight ", w.desc());
   const MatmulDims d = matmul_dims(x, w, Trans::N, Trans::T);
   ENGINE_CHECK(r.shape() == d.out_shape, "linear_residual: residual ", r.desc(), " does not match the output ",
                shape_str(d.out_shape), " of ", x.desc(), " @ ", w.desc(), "^T");
@@ -41,8 +43,8 @@ Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const 
   } else {
     const GemmCall& c = plan[0].call;
     dispatch_float(t, [&]<typename T>() {
-      cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x.data<T>(), c.lda, w.data<T>(), c.ldb, b.data<T>(), r.data<T>(),
-                        c.ldc, out.data<T>(), c.ldc);
+      cpu::gemm_bias<T>(c.ta, c.tb, c.M, c.N, c.K, x.data<T>(), c.lda, w.data<T>(), c.ldb,
+                        b.defined() ? b.data<T>() : nullptr, r.data<T>(), c.ldc, out.data<T>(), c.ldc);
     });
   }
   const bool rec = needs_record({x, w, b, r});

@@ -169,7 +169,7 @@ bool lt_takes_aux(const GemmCall& c) {
 // the table shows each class apart (lm_head's unaligned products above all).
 std::string gemm_name(const GemmCall& c, Epilogue epi, const kprof::Cost& cost) {
   static const char* const kEpi[] = {"",        " +bias",          " +bias+gelu", " +bias+gelu",
-                                     " +dbias", " +bias+residual", " +dgelu"};
+                                     " +dbias", " +bias+residual", " +dgelu",     " +residual"};
   return cat("gemm ", c.M, "x", c.N, "x", c.K, c.batch > 1 ? cat(" x", c.batch) : "", kEpi[int(epi)],
              c.out_f32 ? " f32out" : "", cost.aligned ? "" : " unaligned");
 }
@@ -198,8 +198,7 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
               const PlanEpilogue& e) {
   const bool one_step = plan.size() == 1 && plan[0].call.beta == 0.f;
   ENGINE_CHECK(!e.bias.defined() || one_step, "matmul: a bias needs a one-GEMM plan that overwrites its output");
-  ENGINE_CHECK((!e.gelu_pre.defined() && !e.residual.defined()) || e.bias.defined(),
-               "matmul: the GELU and residual epilogues need a bias");
+  ENGINE_CHECK(!e.gelu_pre.defined() || e.bias.defined(), "matmul: the GELU epilogue needs a bias");
   ENGINE_CHECK((!e.residual.defined() && !e.dgelu_pre.defined()) || (one_step && on_gpu(out)),
                "matmul: the residual and GELU-gradient epilogues are one GEMM on emu/cuda");
   ENGINE_CHECK(
@@ -208,7 +207,7 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
   const Epilogue epi = e.dbias.defined()       ? Epilogue::bgrad
                        : e.gelu_pre.defined()  ? Epilogue::gelu_aux_bias
-                       : e.residual.defined()  ? Epilogue::bias_residual
+                       : e.residual.defined()  ? (e.bias.defined() ? Epilogue::bias_residual : Epilogue::residual)
                        : e.dgelu_pre.defined() ? Epilogue::dgelu
                        : e.bias.defined()      ? Epilogue::bias
                                                : Epilogue::none;

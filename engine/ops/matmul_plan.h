@@ -49,8 +49,8 @@ bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d);
 //   gelu_pre: with bias, out = gelu(pre) and gelu_pre = pre, the
 //             pre-activation (gelu_aux_bias; on the cpu: GEMM into
 //             gelu_pre, then cpu::gelu_forward);
-//   residual: with bias, out = residual + product + bias (bias_residual,
-//             emu/cuda);
+//   residual: out = residual + product (+ bias when given: bias_residual,
+//             else residual; emu/cuda);
 //   dgelu_pre: out = gelu'(dgelu_pre) * product, GELU's backward in the
 //             GEMM that computes its output's gradient (dgelu, emu/cuda);
 //   dbias:    receives the bias gradient from the epilogue (bgrad,

@@ -80,9 +80,9 @@ __device__ __forceinline__ void stage_tile(const T* __restrict__ p, int64_t ld, 
 // reads are broadcasts (A) or consecutive words (B).
 // Preconditions: M, N >= 1 (K may be 0: C = beta C + bias); beta == 0 never
 // reads C; C does not alias A or B; ragged edges of M, N, K are bounds-checked
-// (out-of-range operands load as 0); bias is nullptr for Epilogue::none and
-// dgelu and set otherwise; aux is set for gelu_aux_bias (written),
-// bias_residual and dgelu (read) and aliases nothing.
+// (out-of-range operands load as 0); bias is nullptr for Epilogue::none,
+// dgelu and residual and set otherwise; aux is set for gelu_aux_bias
+// (written), bias_residual, residual and dgelu (read) and aliases nothing.
 // Epilogue::bgrad (a linear layer's dW = G^T X; cuBLASLt's BGRADB, our A
 // its B): dbias is written (bias is nullptr), dbias[m] = sum over k of
 // op(A)[m, k] (G's column sums), by the blocks of the first column tile as

@@ -10,7 +10,8 @@
 //                  bgrad (a linear layer's dW = G^T X, A transposed, one
 //                  batch): bias is written with op(A)'s row sums (G's
 //                  column sums), as cuBLASLt's BGRADB. bias_residual: + aux
-//                  (read, laid out as C) + bias[n], one rounding.
+//                  (read, laid out as C) + bias[n], one rounding; residual:
+//                  + aux alone.
 //                  dgelu: the product rounded to st, times gelu'(aux) (aux
 //                  read: the pre-activation). GELU and its gradient are
 //                  computed from rounded values, so each fused epilogue
@@ -62,7 +63,8 @@ inline kprof::Cost tiled_gemm(gpu::Storage st, const GemmCall& call, const void*
                               Epilogue epi, void*, void*) {
   const bool has_bias = epi == Epilogue::bias || epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias ||
                         epi == Epilogue::bias_residual;
-  const bool has_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu;
+  const bool has_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu ||
+                       epi == Epilogue::residual;
   const int t = int(gpu::storage_bytes(st)), tc = call.out_f32 ? 4 : t;
   const double aux = has_aux ? double(call.batch) * double(call.M) * double(call.N) : 0;
   kprof::Cost r = gemm_cost(call, t, (has_bias ? double(call.N) : 0) + aux, tc);

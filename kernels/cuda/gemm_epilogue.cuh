@@ -9,7 +9,7 @@
 // Likewise GELU's gradient multiplies the rounded product, as
 // activation.cu's gelu_backward reading it back would.
 // bytes: C (read when beta != 0), bias[n], aux (written for gelu_aux_bias,
-// read for bias_residual and dgelu); flops ~ 3 (+ ~20 GELU, ~30 its gradient).
+// read for bias_residual, residual and dgelu); flops ~ 3 (+ ~20 GELU, ~30 its gradient).
 #pragma once
 #include "base/error.h"
 #include "kernels/cuda/gelu.cuh"
@@ -27,7 +27,7 @@ __device__ __forceinline__ void store_with_epilogue(TC* __restrict__ C, int64_t 
                                                     T* __restrict__ aux) {
   float v = c.alpha * acc;
   if (c.beta != 0.f) v = fmaf(c.beta, to_f32(C[i]), v);
-  if (epi == Epilogue::bias_residual) v += to_f32(aux[i]);
+  if (epi == Epilogue::bias_residual || epi == Epilogue::residual) v += to_f32(aux[i]);
   if (bias != nullptr) v += to_f32(bias[n]);
   const TC pre = from_f32<TC>(v);
   if (epi == Epilogue::gelu_aux_bias) aux[i] = from_f32<T>(v);
@@ -44,13 +44,16 @@ inline void check_gemm_args(const char* who, gpu::Storage st, const GemmCall& c,
                c.K, ", batch ", c.batch, ")");
   ENGINE_CHECK(epi != Epilogue::bgrad || (c.ta == Trans::T && c.batch == 1), who,
                ": the bias-gradient epilogue sums op(A)'s rows: A transposed, one batch");
-  ENGINE_CHECK(epi == Epilogue::none || epi == Epilogue::dgelu || bias != nullptr, who,
-               ": the epilogue needs a bias pointer");
-  ENGINE_CHECK(epi != Epilogue::dgelu || bias == nullptr, who, ": the GELU-gradient epilogue takes no bias");
-  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu;
+  const bool no_bias = epi == Epilogue::none || epi == Epilogue::dgelu || epi == Epilogue::residual;
+  ENGINE_CHECK(no_bias || bias != nullptr, who, ": the epilogue needs a bias pointer");
+  ENGINE_CHECK(epi == Epilogue::none || !no_bias || bias == nullptr, who,
+               ": the GELU-gradient and residual epilogues take no bias");
+  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu ||
+                         epi == Epilogue::residual;
   ENGINE_CHECK(takes_aux == (aux != nullptr), who,
-               ": an aux matrix goes with the gelu_aux_bias, bias_residual and dgelu epilogues, and only with them");
-  ENGINE_CHECK(epi != Epilogue::bias_residual || c.beta == 0.f, who,
+               ": an aux matrix goes with the gelu_aux_bias, bias_residual, dgelu and residual epilogues, and only "
+               "with them");
+  ENGINE_CHECK((epi != Epilogue::bias_residual && epi != Epilogue::residual) || c.beta == 0.f, who,
                ": the residual epilogue adds aux in place of beta C (beta must be 0)");
   ENGINE_CHECK(!c.out_f32 || (st != gpu::Storage::f32 && c.ta == Trans::T && c.tb == Trans::N), who,
                ": an fp32 C of 16-bit operands is a weight gradient's G^T X (A transposed, B not)");

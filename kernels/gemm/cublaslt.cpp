@@ -48,6 +48,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_BGRADB;  // our A is cuBLASLt's B (see the header)
     case Epilogue::bias_residual:
       return CUBLASLT_EPILOGUE_BIAS;  // the residual is C, with beta 1 (gemm below)
+    case Epilogue::residual:
+      return CUBLASLT_EPILOGUE_DEFAULT;  // the same, without the bias
     case Epilogue::dgelu:
       return CUBLASLT_EPILOGUE_DGELU;
   }
@@ -218,12 +220,14 @@ size_t CublasLtContext::cached_algorithms() const { return impl_->cache.size(); 
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
           const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream) {
   ENGINE_CHECK(compute_mode_fits(st, mode), "cublaslt: compute mode ", int(mode), " does not fit storage ", int(st));
-  const bool dgelu = epi == Epilogue::dgelu, residual = epi == Epilogue::bias_residual;
-  ENGINE_CHECK(epi == Epilogue::none || dgelu || bias, "cublaslt: the epilogue needs a bias pointer");
+  const bool dgelu = epi == Epilogue::dgelu, residual = epi == Epilogue::bias_residual || epi == Epilogue::residual;
+  // Whether cuBLASLt is given a bias pointer: read by the bias epilogues, written by bgrad.
+  const bool has_bias = epi != Epilogue::none && !dgelu && epi != Epilogue::residual;
+  ENGINE_CHECK(!has_bias || bias, "cublaslt: the epilogue needs a bias pointer");
   ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
   ENGINE_CHECK((epi == Epilogue::gelu_aux_bias || dgelu || residual) == (aux != nullptr),
-               "cublaslt: an aux matrix goes with the gelu_aux_bias, dgelu and bias_residual epilogues, and only "
-               "with them");
+               "cublaslt: an aux matrix goes with the gelu_aux_bias, dgelu, bias_residual and residual epilogues, and "
+               "only with them");
   ENGINE_CHECK(!residual || call.beta == 0.f, "cublaslt: the residual epilogue is C with beta 1 (call.beta must be 0)");
   ENGINE_CHECK(!call.out_f32 || (st != gpu::Storage::f32 && (epi == Epilogue::none || epi == Epilogue::bgrad)),
                "cublaslt: an fp32 D of 16-bit operands takes no epilogue but the bias gradient");
@@ -257,7 +261,7 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
       set_desc(e.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op(p.transa)));
       set_desc(e.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op(p.transb)));
       set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(lt_epilogue(epi)));
-      if (epi != Epilogue::none && !dgelu) {
+      if (has_bias) {
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(td));
         set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads its alignment
       }
@@ -314,7 +318,7 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
       throw;
     }
   } else {  // same alignments (part of the key), new addresses
-    if (epi != Epilogue::none && !dgelu) set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    if (has_bias) set_desc(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     if (epi == Epilogue::gelu_aux_bias || dgelu) set_desc(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
   kprof::count_launch();  // one kernel, as the heuristic's algorithms run (no split-K reduction asked for)

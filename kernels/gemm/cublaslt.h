@@ -49,6 +49,8 @@
 //              laid out as C: cuBLASLt's DGELU with EPILOGUE_AUX_LD (ld
 //              divisible by 8, lt_aux_ok). cuBLASLt multiplies the fp32
 //              product, the hand-written GEMM its rounded value.
+//   residual:  bias_residual without the bias: aux as C, beta 1, the
+//              DEFAULT epilogue (no bias pointer given).
 // out_f32 (GemmCall): D, and a bias gradient, in fp32 of bf16/fp16 A and B
 // (with no epilogue or bgrad only): the fp32 weight gradients.
 #pragma once
@@ -78,9 +80,9 @@ bool compute_mode_fits(gpu::Storage st, ComputeMode mode);
 enum class LtOp : uint8_t { N, T };
 
 // One column-major cuBLASLt matmul, D = alpha op(A') op(B') + beta C' with
-// C' = D' in place (but for bias_residual, whose C' is the residual). first = the pointer cuBLASLt takes as A' (always
-// the GemmCall's B: `first_is_b` documents it), second = as B'. Each matrix layout is (rows, cols, ld) as stored,
-// column-major, plus its batch stride (0 shares the operand; cuBLASLt accepts stride 0).
+// C' = D' in place (but for bias_residual and residual, whose C' is the residual). first = the pointer cuBLASLt takes
+// as A' (always the GemmCall's B: `first_is_b` documents it), second = as B'. Each matrix layout is (rows, cols, ld) as
+// stored, column-major, plus its batch stride (0 shares the operand; cuBLASLt accepts stride 0).
 struct LtLayout {
   int64_t rows = 0, cols = 0, ld = 0, stride = 0;
 };
@@ -132,9 +134,10 @@ class CublasLtContext {
 // on `stream` (a cudaStream_t; nullptr = the default stream). A, B, C, bias
 // are device pointers in storage st (C in fp32 for call.out_f32); `bias` is
 // read for bias/gelu_bias/gelu_aux_bias/bias_residual and written (length M)
-// for bgrad, ignored for none and dgelu; `aux`, laid out as C, receives the
-// pre-activation (gelu_aux_bias) or is read (bias_residual: the residual;
-// dgelu: the pre-activation), nullptr for the other epilogues.
+// for bgrad, ignored for none, dgelu and residual; `aux`, laid out as C,
+// receives the pre-activation (gelu_aux_bias) or is read (bias_residual and
+// residual: the residual; dgelu: the pre-activation), nullptr for the other
+// epilogues.
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
           const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream);
 

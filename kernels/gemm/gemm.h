@@ -50,8 +50,11 @@ struct GemmCall {
 //                  the pre-activation a GELU saved: the gradient through
 //                  GELU of the GEMM that computes its output's gradient
 //                  (cuBLASLt's DGELU)
+//   residual:      C = t + aux[m, n]: bias_residual without a bias (a Llama
+//                  block's projections have none); cuBLASLt: aux as C, beta
+//                  1, into D, no epilogue
 // Shared by both executors so that they take the same arguments.
-enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad, bias_residual, dgelu };
+enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad, bias_residual, dgelu, residual };
 
 namespace cpu {
 template <typename T>

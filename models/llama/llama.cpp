@@ -58,9 +58,11 @@ Tensor LlamaBlock::forward(const Tensor& x, const Tensor& table, const Autocast&
   // ac.cast: the cpu's autocast rounds the turned values as emu/cuda store them.
   Tensor qkv = ac.cast(rope_(qkv_proj->forward(input_layernorm->forward(x, ac), ac), table, n_head + n_kv_head));
   Tensor y = ac.cast(attention_qkv(qkv, n_head, Causal::yes, attention, n_kv_head));
-  Tensor x1 = ac.cast(add(x, o_proj->forward(y.reshape({B, T, C}), ac)));
+  // Each projection adds onto the residual stream in its GEMM's epilogue
+  // (forward_residual: Epilogue::residual on emu/cuda, no add pass).
+  Tensor x1 = o_proj->forward_residual(y.reshape({B, T, C}), x, ac);
   Tensor h = ac.cast(swiglu(gate_up_proj->forward(post_attention_layernorm->forward(x1, ac), ac)));
-  return ac.cast(add(x1, down_proj->forward(h, ac)));
+  return down_proj->forward_residual(h, x1, ac);
 }
 
 Llama::Llama(const LlamaConfig& c, uint64_t seed, Device dev) : cfg_(c), dev_(dev) {

@@ -4,7 +4,7 @@
 //    with its bias gradient: equal to the fp32 product of the rounded
 //    operands to fp32's tolerance (no 16-bit rounding on the way);
 //  - bias_residual: R + A W^T + b, against the cpu's product plus bias and
-//    R, rounded once;
+//    R, rounded once; residual, the same without b (a Llama block's);
 //  - dgelu: the product times gelu'(pre), bit for bit the GEMM then
 //    activation.cu's gelu_backward (both start from the rounded product;
 //    where kernels contract FMAs, a GPU's or an ENGINE_EMU_FMA build's, to
@@ -50,26 +50,29 @@ TEST_CASE("emu tiled_gemm: an fp32 weight gradient of 16-bit operands, with its 
     }
 }
 
-TEST_CASE("emu tiled_gemm: the residual epilogue adds R and the bias in one rounding", "[emu][kernels]") {
-  // A linear layer's forward: (M, K) @ (N, K)^T, ragged against the tiles.
-  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
-    INFO(dtype_name(t));
-    const int64_t M = 67, N = 33, K = 40;
-    const GemmCall c = plain_call(Trans::N, Trans::T, M, N, K);
-    const Tensor A = Tensor::randn({M * K}, 31), W = Tensor::randn({N * K}, 32), b = Tensor::randn({N}, 33);
-    const Tensor R = Tensor::randn({M * N}, 34, 4.f);  // a residual stream larger than the product's terms
-    Tensor ref = Tensor::zeros({M * N});
-    reference_gemm(c, rounded(A, t), rounded(W, t), rounded(b, t), ref);
-    const Tensor rr = rounded(R, t);
-    for (int64_t i = 0; i < M * N; ++i) ref.data<float>()[i] += rr.data<float>()[i];
-    const Tensor ea = on_emu(A, t), ew = on_emu(W, t), eb = on_emu(b, t), er = on_emu(R, t);
-    Tensor out = Tensor::full({M * N}, NAN, t, kEmu);
-    ENGINE_GPU_CALL(kEmu, tiled_gemm, gpu::storage_of(t), c, ea.data_ptr(), ew.data_ptr(), out.data_ptr(),
-                    eb.data_ptr(), Epilogue::bias_residual, er.data_ptr(), nullptr);
-    // One rounding of a value up to ~4 sqrt(K): the tolerance at 4x scale.
-    CHECK_TOL(out, ref, gemm_tol(t, K, 4.0));
-    CHECK(values(er.to(kCPU)) == values(rr));  // R is only read
-  }
+TEST_CASE("emu tiled_gemm: the residual epilogues add R (and the bias) in one rounding", "[emu][kernels]") {
+  // A linear layer's forward: (M, K) @ (N, K)^T, ragged against the tiles;
+  // bias_residual, and residual without the bias.
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (bool with_bias : {true, false}) {
+      INFO(dtype_name(t) << (with_bias ? " bias_residual" : " residual"));
+      const int64_t M = 67, N = 33, K = 40;
+      const GemmCall c = plain_call(Trans::N, Trans::T, M, N, K);
+      const Tensor A = Tensor::randn({M * K}, 31), W = Tensor::randn({N * K}, 32), b = Tensor::randn({N}, 33);
+      const Tensor R = Tensor::randn({M * N}, 34, 4.f);  // a residual stream larger than the product's terms
+      Tensor ref = Tensor::zeros({M * N});
+      reference_gemm(c, rounded(A, t), rounded(W, t), with_bias ? rounded(b, t) : Tensor(), ref);
+      const Tensor rr = rounded(R, t);
+      for (int64_t i = 0; i < M * N; ++i) ref.data<float>()[i] += rr.data<float>()[i];
+      const Tensor ea = on_emu(A, t), ew = on_emu(W, t), eb = on_emu(b, t), er = on_emu(R, t);
+      Tensor out = Tensor::full({M * N}, NAN, t, kEmu);
+      ENGINE_GPU_CALL(kEmu, tiled_gemm, gpu::storage_of(t), c, ea.data_ptr(), ew.data_ptr(), out.data_ptr(),
+                      with_bias ? eb.data_ptr() : nullptr, with_bias ? Epilogue::bias_residual : Epilogue::residual,
+                      er.data_ptr(), nullptr);
+      // One rounding of a value up to ~4 sqrt(K): the tolerance at 4x scale.
+      CHECK_TOL(out, ref, gemm_tol(t, K, 4.0));
+      CHECK(values(er.to(kCPU)) == values(rr));  // R is only read
+    }
 }
 
 TEST_CASE("emu tiled_gemm: the GELU-gradient epilogue equals the GEMM then gelu_backward, bit for bit",
@@ -112,7 +115,11 @@ TEST_CASE("emu tiled_gemm: the new epilogues' arguments are checked", "[emu][ker
   CHECK_THROWS_WITH(run(nt, gpu::Storage::bf16, z.data_ptr(), Epilogue::bias_residual, nullptr),
                     Catch::Contains("an aux matrix goes with"));
   CHECK_THROWS_WITH(run(nt, gpu::Storage::bf16, z.data_ptr(), Epilogue::dgelu, z.data_ptr()),
-                    Catch::Contains("takes no bias"));
+                    Catch::Contains("take no bias"));
+  CHECK_THROWS_WITH(run(nt, gpu::Storage::bf16, z.data_ptr(), Epilogue::residual, z.data_ptr()),
+                    Catch::Contains("take no bias"));
+  CHECK_THROWS_WITH(run(beta1, gpu::Storage::bf16, nullptr, Epilogue::residual, z.data_ptr()),
+                    Catch::Contains("beta must be 0"));
   GemmCall wide = plain_call(Trans::T, Trans::N, 4, 4, 4);
   wide.out_f32 = true;
   CHECK_THROWS_WITH(run(wide, gpu::Storage::f32, nullptr, Epilogue::none, nullptr), Catch::Contains("G^T X"));

@@ -126,10 +126,10 @@ EpiOut run_epilogue(F fn, DType t, const GemmCall& c, Epilogue epi, const Tensor
   Tensor out = Tensor::full({c.M * c.ldc}, NAN, ct, kEmu);
   Tensor aux = on_emu(aux0, t), dbias = Tensor::full({c.M}, NAN, ct, kEmu);
   const Tensor ea = on_emu(a, t), eb = on_emu(b, t), ebias = on_emu(bias, t);
-  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu;
-  const void* bias_p = epi == Epilogue::bgrad                            ? dbias.data_ptr()
-                       : epi == Epilogue::none || epi == Epilogue::dgelu ? nullptr
-                                                                         : ebias.data_ptr();
+  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu ||
+                         epi == Epilogue::residual;
+  const bool no_bias = epi == Epilogue::none || epi == Epilogue::dgelu || epi == Epilogue::residual;
+  const void* bias_p = epi == Epilogue::bgrad ? dbias.data_ptr() : no_bias ? nullptr : ebias.data_ptr();
   fn(gpu::storage_of(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(), bias_p, epi,
      takes_aux ? aux.data_ptr() : nullptr);
   return {values(out.to(kCPU)), values(aux.to(kCPU)),
@@ -147,7 +147,7 @@ TEST_CASE("emu gemm_mma: every epilogue as tiled_gemm gives it", "[emu][kernels]
   const int64_t M = 70, N = 72, K = 37;
   for (DType t : {DType::bf16, DType::f16})
     for (Epilogue epi : {Epilogue::bias, Epilogue::gelu_bias, Epilogue::gelu_aux_bias, Epilogue::bias_residual,
-                         Epilogue::dgelu, Epilogue::bgrad}) {
+                         Epilogue::residual, Epilogue::dgelu, Epilogue::bgrad}) {
       INFO(dtype_name(t) << " epilogue " << int(epi));
       // The forward's x W^T; the weight gradient's G^T X (A transposed), written in fp32 with its bias gradient.
       const bool wgrad = epi == Epilogue::bgrad;
