@@ -80,7 +80,7 @@ static Case embedding_fwd(int64_t n, int64_t V, int64_t C) {
 }
 
 // bucket_by_id.cu: the positions bucketed by id on the device, the backward's
-// first half. bytes = P (16 n + 12 H) + 4 (V + 1) (bucket_by_id.h: P passes
+// first half. bytes = P (20 n + 16 H) + 4 (V + 1) (bucket_by_id.h: P passes
 // of 8 bits, H = 256 ceil(n / 256) digit counts); flops = 0. The cpu row is
 // the reference's counting sort; the result must equal it exactly.
 static Case embedding_bucket(int64_t n, int64_t V) {

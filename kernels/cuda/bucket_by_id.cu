@@ -36,6 +36,7 @@ __device__ inline int32_t bucket_key(const int32_t* ids, const int32_t* keys, in
 // hist[d * tiles + t] = the pairs of tile t whose digit (key >> shift) & 255 is d.
 // Launch: grid-stride over the tiles, kBucketTile threads.
 // bytes = 4 n (keys) + 4 H (counts written), H = 256 tiles; flops = 0.
+// (Thread d's writes stride by `tiles`: uncoalesced, H small beside the rows.)
 __global__ void __launch_bounds__(kBucketTile)
     bucket_count_kernel(const int32_t* __restrict__ ids, const int32_t* __restrict__ keys, int64_t n, int64_t start,
                         int64_t V, int shift, int32_t* __restrict__ hist, int64_t tiles) {

@@ -35,17 +35,18 @@ inline int64_t bucket_workspace(int64_t n) { return 3 * n + kBucketTile * bucket
 ENGINE_GPU_DECLARE(ENGINE_BUCKET_LAUNCHERS)
 
 // Costs (kernels/kernel_cost.h), P = bucket_passes(V), H = 256 tiles (the
-// digit counts, about n). A pass: the count reads the rows (4 n; the first
-// pass reads the ids instead), the scan reads and writes the counts (8 H),
-// the scatter reads the rows, the positions (not on the first pass: they
-// are i) and its tiles' offsets (4 n + 4 n + 4 H) and writes rows and
-// positions (8 n): 16 n + 12 H, 4 n less on the first. Then the sorted rows
-// are read by the starts' binary searches (4 n) and the starts written:
-//   bytes = P (16 n + 12 H) + 4 (V + 1), flops = 0 (integer work);
+// digit counts, about n). A pass: the count reads the rows and writes the
+// counts (4 n + 4 H; the first pass reads the ids instead of rows), the
+// scan reads and writes the counts (8 H), the scatter reads the rows, the
+// positions (not on the first pass: they are i) and its tiles' offsets
+// (4 n + 4 n + 4 H) and writes rows and positions (8 n): 20 n + 16 H, 4 n
+// less on the first. Then the sorted rows are read by the starts' binary
+// searches (4 n) and the starts written:
+//   bytes = P (20 n + 16 H) + 4 (V + 1), flops = 0 (integer work);
 // 3 P + 1 launches.
 namespace eng::kcost {
 inline kprof::Cost bucket_by_id(const int32_t*, int64_t n, int64_t, int64_t V, int32_t*, int32_t*, int32_t*, void*) {
   const double P = gpu::bucket_passes(V), H = double(gpu::kBucketTile * gpu::bucket_tiles(n));
-  return kprof::memory(P * (16 * double(n) + 12 * H) + 4 * (double(V) + 1));
+  return kprof::memory(P * (20 * double(n) + 16 * H) + 4 * (double(V) + 1));
 }
 }  // namespace eng::kcost

@@ -224,6 +224,8 @@ void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const voi
   // Whether cuBLASLt is given a bias pointer: read by the bias epilogues, written by bgrad.
   const bool has_bias = epi != Epilogue::none && !dgelu && epi != Epilogue::residual;
   ENGINE_CHECK(!has_bias || bias, "cublaslt: the epilogue needs a bias pointer");
+  ENGINE_CHECK(epi != Epilogue::residual || !bias,
+               "cublaslt: the residual epilogue takes no bias (bias_residual does)");
   ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
   ENGINE_CHECK((epi == Epilogue::gelu_aux_bias || dgelu || residual) == (aux != nullptr),
                "cublaslt: an aux matrix goes with the gelu_aux_bias, dgelu, bias_residual and residual epilogues, and "
