@@ -61,13 +61,9 @@ inline kprof::Cost gemm_cost(const GemmCall& c, int elem_bytes, double epilogue_
 }
 inline kprof::Cost tiled_gemm(gpu::Storage st, const GemmCall& call, const void*, const void*, void*, const void*,
                               Epilogue epi, void*, void*) {
-  const bool has_bias = epi == Epilogue::bias || epi == Epilogue::gelu_bias || epi == Epilogue::gelu_aux_bias ||
-                        epi == Epilogue::bias_residual;
-  const bool has_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu ||
-                       epi == Epilogue::residual;
   const int t = int(gpu::storage_bytes(st)), tc = call.out_f32 ? 4 : t;
-  const double aux = has_aux ? double(call.batch) * double(call.M) * double(call.N) : 0;
-  kprof::Cost r = gemm_cost(call, t, (has_bias ? double(call.N) : 0) + aux, tc);
+  const double aux = epilogue_takes_aux(epi) ? double(call.batch) * double(call.M) * double(call.N) : 0;
+  kprof::Cost r = gemm_cost(call, t, (epilogue_adds_bias(epi) ? double(call.N) : 0) + aux, tc);
   if (epi == Epilogue::bgrad) r.bytes += double(tc) * double(call.M);
   return r;
 }

@@ -44,16 +44,14 @@ inline void check_gemm_args(const char* who, gpu::Storage st, const GemmCall& c,
                c.K, ", batch ", c.batch, ")");
   ENGINE_CHECK(epi != Epilogue::bgrad || (c.ta == Trans::T && c.batch == 1), who,
                ": the bias-gradient epilogue sums op(A)'s rows: A transposed, one batch");
-  const bool no_bias = epi == Epilogue::none || epi == Epilogue::dgelu || epi == Epilogue::residual;
-  ENGINE_CHECK(no_bias || bias != nullptr, who, ": the epilogue needs a bias pointer");
-  ENGINE_CHECK(epi == Epilogue::none || !no_bias || bias == nullptr, who,
+  const bool takes_bias = epilogue_takes_bias(epi);
+  ENGINE_CHECK(!takes_bias || bias != nullptr, who, ": the epilogue needs a bias pointer");
+  ENGINE_CHECK(epi == Epilogue::none || takes_bias || bias == nullptr, who,
                ": the GELU-gradient and residual epilogues take no bias");
-  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu ||
-                         epi == Epilogue::residual;
-  ENGINE_CHECK(takes_aux == (aux != nullptr), who,
+  ENGINE_CHECK(epilogue_takes_aux(epi) == (aux != nullptr), who,
                ": an aux matrix goes with the gelu_aux_bias, bias_residual, dgelu and residual epilogues, and only "
                "with them");
-  ENGINE_CHECK((epi != Epilogue::bias_residual && epi != Epilogue::residual) || c.beta == 0.f, who,
+  ENGINE_CHECK(!epilogue_adds_residual(epi) || c.beta == 0.f, who,
                ": the residual epilogue adds aux in place of beta C (beta must be 0)");
   ENGINE_CHECK(!c.out_f32 || (st != gpu::Storage::f32 && c.ta == Trans::T && c.tb == Trans::N), who,
                ": an fp32 C of 16-bit operands is a weight gradient's G^T X (A transposed, B not)");

@@ -220,14 +220,14 @@ size_t CublasLtContext::cached_algorithms() const { return impl_->cache.size(); 
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
           const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream) {
   ENGINE_CHECK(compute_mode_fits(st, mode), "cublaslt: compute mode ", int(mode), " does not fit storage ", int(st));
-  const bool dgelu = epi == Epilogue::dgelu, residual = epi == Epilogue::bias_residual || epi == Epilogue::residual;
+  const bool dgelu = epi == Epilogue::dgelu, residual = epilogue_adds_residual(epi);
   // Whether cuBLASLt is given a bias pointer: read by the bias epilogues, written by bgrad.
-  const bool has_bias = epi != Epilogue::none && !dgelu && epi != Epilogue::residual;
+  const bool has_bias = epilogue_takes_bias(epi);
   ENGINE_CHECK(!has_bias || bias, "cublaslt: the epilogue needs a bias pointer");
   ENGINE_CHECK(epi != Epilogue::residual || !bias,
                "cublaslt: the residual epilogue takes no bias (bias_residual does)");
   ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
-  ENGINE_CHECK((epi == Epilogue::gelu_aux_bias || dgelu || residual) == (aux != nullptr),
+  ENGINE_CHECK(epilogue_takes_aux(epi) == (aux != nullptr),
                "cublaslt: an aux matrix goes with the gelu_aux_bias, dgelu, bias_residual and residual epilogues, and "
                "only with them");
   ENGINE_CHECK(!residual || call.beta == 0.f, "cublaslt: the residual epilogue is C with beta 1 (call.beta must be 0)");

@@ -56,6 +56,21 @@ struct GemmCall {
 // Shared by both executors so that they take the same arguments.
 enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad, bias_residual, dgelu, residual };
 
+// What each epilogue is given, said once for every executor's checks and
+// costs. A bias read and added to C's columns:
+constexpr bool epilogue_adds_bias(Epilogue e) {
+  return e == Epilogue::bias || e == Epilogue::gelu_bias || e == Epilogue::gelu_aux_bias ||
+         e == Epilogue::bias_residual;
+}
+// A bias pointer at all (bgrad writes its column sums through it).
+constexpr bool epilogue_takes_bias(Epilogue e) { return epilogue_adds_bias(e) || e == Epilogue::bgrad; }
+// aux read as the residual stream, in place of beta C.
+constexpr bool epilogue_adds_residual(Epilogue e) { return e == Epilogue::bias_residual || e == Epilogue::residual; }
+// An aux matrix laid out as C: written (gelu_aux_bias) or read (the others).
+constexpr bool epilogue_takes_aux(Epilogue e) {
+  return e == Epilogue::gelu_aux_bias || e == Epilogue::dgelu || epilogue_adds_residual(e);
+}
+
 namespace cpu {
 template <typename T>
 void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,

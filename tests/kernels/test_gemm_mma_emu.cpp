@@ -126,12 +126,9 @@ EpiOut run_epilogue(F fn, DType t, const GemmCall& c, Epilogue epi, const Tensor
   Tensor out = Tensor::full({c.M * c.ldc}, NAN, ct, kEmu);
   Tensor aux = on_emu(aux0, t), dbias = Tensor::full({c.M}, NAN, ct, kEmu);
   const Tensor ea = on_emu(a, t), eb = on_emu(b, t), ebias = on_emu(bias, t);
-  const bool takes_aux = epi == Epilogue::gelu_aux_bias || epi == Epilogue::bias_residual || epi == Epilogue::dgelu ||
-                         epi == Epilogue::residual;
-  const bool no_bias = epi == Epilogue::none || epi == Epilogue::dgelu || epi == Epilogue::residual;
-  const void* bias_p = epi == Epilogue::bgrad ? dbias.data_ptr() : no_bias ? nullptr : ebias.data_ptr();
+  const void* bias_p = epi == Epilogue::bgrad ? dbias.data_ptr() : epilogue_adds_bias(epi) ? ebias.data_ptr() : nullptr;
   fn(gpu::storage_of(t), c, ea.data_ptr(), eb.data_ptr(), out.data_ptr(), bias_p, epi,
-     takes_aux ? aux.data_ptr() : nullptr);
+     epilogue_takes_aux(epi) ? aux.data_ptr() : nullptr);
   return {values(out.to(kCPU)), values(aux.to(kCPU)),
           epi == Epilogue::bgrad ? values(dbias.to(kCPU)) : std::vector<double>{}};
 }
