@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "engine/graph.h"
 
 namespace eng {
 
@@ -100,6 +101,12 @@ const GpuPeak& h100() { return *gpu_peak_for("NVIDIA H100 80GB HBM3", 132); }
 
 std::string pct(double share) { return cat(int(share * 100 + 0.5), "%"); }
 
+// An eager upload's host task: a captured step (O3) has no such node, its
+// replay fills the staging before it starts (engine/graph.h).
+bool gone_when_captured(const KernelCall& call, Precision level) {
+  return precision_policy(level).cuda_graph && call.name == kUploadHostNode;
+}
+
 }  // namespace
 
 GpuModel gpu_model(const std::string& key) {
@@ -158,6 +165,10 @@ ModelledCall model_call(const GpuModel& gpu, const KernelCall& call, Precision l
       return m;
     }
     case kprof::Kind::host:
+      if (gone_when_captured(call, level)) {
+        m.basis = "none in the captured step (its replay fills the staging)";
+        return m;
+      }
       m.ms = double(call.launches) * kHostNodeUs * 1e-3;
       m.basis = cat("host node, ", kHostNodeUs, " us (assumed)");
       return m;
@@ -196,6 +207,7 @@ std::vector<KernelRow> kernel_rows(const std::vector<KernelCall>& calls, const G
     // cuDNN runs an attention call as one plan: one launch, as its calls on cuda count.
     KernelCall as_modelled = c;
     if (ours_as_cudnn) as_modelled.launches = 1;
+    if (gone_when_captured(c, level)) as_modelled.launches = 0;
     ++r.calls;
     r.launches += as_modelled.launches;
     r.bytes += c.cost.bytes;

@@ -63,11 +63,11 @@ void copy_within(Device dev, void* dst, const void* src, size_t bytes) {
     copy_async(dst, dev, src, dev, bytes);
 }
 
-void host_task(Device dev, std::function<void()> fn) {
+void host_task(Device dev, std::function<void()> fn, const char* profile_name) {
   check_gpu(dev, "host_task");
   kprof::Cost host;
   host.kind = kprof::Kind::host;
-  const kprof::Scope profiled("host node", host);
+  const kprof::Scope profiled(profile_name, host);
   kprof::count_launch();
   if (dev.type == DeviceType::emu) {
     emu::enqueue(std::move(fn));
@@ -92,9 +92,15 @@ std::shared_ptr<void> host_staging(Device dev, size_t bytes) {
 void upload(Device dev, std::shared_ptr<const std::vector<uint8_t>> src, void* dst) {
   const size_t bytes = src->size();
   if (bytes == 0) return;
+  check_gpu(dev, "upload");
   std::shared_ptr<void> staging = host_staging(dev, bytes);
-  host_task(dev, [src, staging] { std::memcpy(staging.get(), src->data(), src->size()); });
-  copy_async(dst, dev, staging.get(), kCPU, bytes);
+  void* const from = staging.get();
+  if (t_capturing)
+    t_capturing->staged_.push_back({std::move(src), std::move(staging)});  // replay() fills it
+  else
+    host_task(
+        dev, [src, staging] { std::memcpy(staging.get(), src->data(), src->size()); }, kUploadHostNode);
+  copy_async(dst, dev, from, kCPU, bytes);
 }
 
 CudaGraph::CudaGraph(Device dev) : dev_(dev) {
@@ -146,6 +152,7 @@ void CudaGraph::capture_end() {
 void CudaGraph::capture_abort() noexcept {
   if (!capturing_) return;
   leave_capture();
+  staged_.clear();
   try {
     if (dev_.type == DeviceType::cuda)
       cudart::capture_discard(stream_);
@@ -158,6 +165,8 @@ void CudaGraph::capture_abort() noexcept {
 void CudaGraph::replay() {
   ENGINE_CHECK(!t_capturing, "CudaGraph: replay during a capture");
   ENGINE_CHECK(exec_ || recording_, "CudaGraph: replay before capture_end");
+  // The captured uploads' bytes as they are now; the last replay has finished.
+  for (const Staged& s : staged_) std::memcpy(s.staging.get(), s.src->data(), s.src->size());
   if (dev_.type == DeviceType::cuda) {
     cudart::stream_synchronize(nullptr);  // eager work (inputs just uploaded) first: stream_ is non-blocking
     cudart::graph_launch(exec_, stream_);

@@ -46,7 +46,8 @@ void copy_within(Device dev, void* dst, const void* src, size_t bytes);
 // it may read and write host staging memory, never device memory, and must not
 // call CUDA. It must not throw: an error there has nowhere to go (CUDA runs it
 // on a driver thread); it terminates the process with its message.
-void host_task(Device dev, std::function<void()> fn);
+// profile_name: its row in a step profile (engine/kernel_profile.h).
+void host_task(Device dev, std::function<void()> fn, const char* profile_name = "host node");
 
 // Host memory for copy_async (page-locked on cuda, so copies are truly async
 // and capturable). Cached: released blocks are reused. That is safe because
@@ -54,10 +55,17 @@ void host_task(Device dev, std::function<void()> fn);
 std::shared_ptr<void> host_staging(Device dev, size_t bytes);
 
 // Stream-ordered upload of host bytes to `dst` on a GPU device: a host task
-// copies *src into staging, then copy_async moves it. In a graph both are
-// nodes, so every replay uploads what *src holds at that replay: the owner
-// may change the bytes (not the size) between replays.
+// copies *src into staging, then copy_async moves it. Captured, only the copy
+// is a node: the graph keeps (src, staging) and replay() copies *src into
+// staging before each launch (the replay before it has finished, so nothing
+// reads staging then). Either way every replay uploads what *src holds at
+// that replay: the owner may change the bytes (not the size) between
+// replays, never during one. (A host node would stop the replay for a driver
+// thread's callback each step.)
 void upload(Device dev, std::shared_ptr<const std::vector<uint8_t>> src, void* dst);
+// The step profile's name for an eager upload's host task: the step model
+// (engine/gpu_model.cpp) leaves it out of a captured step, which has none.
+inline constexpr const char* kUploadHostNode = "host node (upload; none captured)";
 
 class CudaGraph {
  public:
@@ -76,7 +84,8 @@ class CudaGraph {
   Device device() const { return dev_; }
 
  private:
-  friend void host_task(Device, std::function<void()>);
+  friend void host_task(Device, std::function<void()>, const char*);
+  friend void upload(Device, std::shared_ptr<const std::vector<uint8_t>>, void*);
   void leave_capture() noexcept;
   Device dev_;
   int pool_ = 0;
@@ -85,6 +94,11 @@ class CudaGraph {
   void* exec_ = nullptr;         // cuda: cudaGraphExec_t
   std::shared_ptr<emu::Recording> recording_;
   std::vector<std::unique_ptr<std::function<void()>>> host_fns_;  // cuda host nodes' closures
+  struct Staged {  // a captured upload: *src copied into staging before each replay
+    std::shared_ptr<const std::vector<uint8_t>> src;
+    std::shared_ptr<void> staging;
+  };
+  std::vector<Staged> staged_;
   bool capturing_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/gpu_model.h"
+#include "engine/graph.h"
 #include "engine/kernel_profile.h"
 #include "engine/ops.h"
 #include "kernels/cuda/elementwise.h"
@@ -81,6 +82,20 @@ TEST_CASE("gpu model: a call's time from its bytes, FLOPs and launches", "[profi
   const KernelCall attn{"attention_backward", at, 3, -1};
   CHECK(model_call(h100, attn, Precision::O3, ModelAttention::as_run).ms == Approx(6e-3 + 1e11 / 6.2e12 * 1e3));
   CHECK(model_call(h100, attn, Precision::O3, ModelAttention::cudnn).ms == Approx(6e-3 + 1e11 / 206e12 * 1e3));
+
+  // A host node waits 20 us (assumed); an eager upload's is not in a captured step.
+  kprof::Cost h;
+  h.kind = kprof::Kind::host;
+  const KernelCall host{"host node", h, 2, -1}, upload_node{kUploadHostNode, h, 2, -1};
+  CHECK(model_call(h100, host, Precision::O3, ModelAttention::as_run).ms == Approx(2 * 20e-3));
+  CHECK(model_call(h100, upload_node, Precision::O2, ModelAttention::as_run).ms == Approx(2 * 20e-3));
+  CHECK(model_call(h100, upload_node, Precision::O3, ModelAttention::as_run).ms == 0);
+  for (const Precision level : {Precision::O2, Precision::O3}) {
+    const std::vector<KernelRow> r = kernel_rows({upload_node}, h100, level, ModelAttention::as_run);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].calls == 1);
+    CHECK(r[0].launches == (level == Precision::O3 ? 0 : 2));
+  }
 
   // The rows: by name, times summed, the longest first; the cuDNN variant renames ours.
   const std::vector<KernelRow> rows = kernel_rows({mem, attn, mem}, h100, Precision::O3, ModelAttention::cudnn);

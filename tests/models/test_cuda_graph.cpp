@@ -3,16 +3,21 @@
 // what matters about a captured training step without a GPU:
 //  - a GPT-2 step captured once and replayed (O3) trains exactly as the same
 //    step run eagerly (O2): same losses, norms and final weights, bit for bit,
-//    over steps with new batches and a changing lr (so inputs, the embedding
-//    backward's host bucketing and AdamW's per-step constants are really
-//    refreshed at every replay, not frozen at capture);
-//  - capture runs nothing, replay runs it again each time;
+//    over steps with new batches and a changing lr (so inputs and AdamW's
+//    per-step constants are really refreshed at every replay, not frozen at
+//    capture);
+//  - capture runs nothing, replay runs it again each time; a captured upload
+//    sends its source's bytes as they are at each replay, through one copy
+//    node and no host node;
 //  - host work that cannot be captured (a synchronous copy) is an error
 //    naming the copy, and the capture can be abandoned cleanly;
 //  - memory allocated in a capture is never handed to tensors outside it;
 //  - the weights' kept bf16 copies (engine/compute_copies.h, AdamW writing
 //    them) train bit for bit as the per-forward casts, eager and captured,
 //    and leave the forward without a cast.
+#include <cstring>
+#include <string>
+
 #include "engine/compute_copies.h"
 #include "engine/graph.h"
 #include "engine/kernel_profile.h"
@@ -135,6 +140,38 @@ TEST_CASE("cuda graph (emu): capture runs nothing, every replay runs the work ag
   CHECK(test::values(x.to(kCPU)) == std::vector<double>(5, 2.0));
   g.replay();
   CHECK(test::values(x.to(kCPU)) == std::vector<double>(5, 4.0));
+}
+
+TEST_CASE("cuda graph (emu): a captured upload sends its bytes as they are at each replay, without a host node",
+          "[emu][graph]") {
+  auto src = std::make_shared<std::vector<uint8_t>>(2 * sizeof(float));
+  const auto put = [&](float a, float b) {
+    std::memcpy(src->data(), &a, sizeof a);
+    std::memcpy(src->data() + sizeof a, &b, sizeof b);
+  };
+  put(1, 2);
+  Tensor x = Tensor::full({2}, 0.0, DType::f32, kEmu);
+  CudaGraph g(kEmu);
+  KernelProfile prof(kEmu);
+  prof.start();
+  g.capture_begin();
+  upload(kEmu, src, x.data_ptr());
+  g.capture_end();
+  prof.stop();
+  std::vector<std::string> names;
+  for (const KernelCall& k : prof.calls()) names.push_back(k.name);
+  CHECK(names == std::vector<std::string>{"memcpy host to device"});
+  CHECK(test::values(x.to(kCPU)) == std::vector<double>{0, 0});  // capture ran nothing
+  put(3, 4);
+  g.replay();
+  CHECK(test::values(x.to(kCPU)) == std::vector<double>{3, 4});
+  put(5, 6);
+  g.replay();
+  CHECK(test::values(x.to(kCPU)) == std::vector<double>{5, 6});
+  // Eager, the bytes are read in stream order: a host task, then the copy.
+  put(7, 8);
+  upload(kEmu, src, x.data_ptr());
+  CHECK(test::values(x.to(kCPU)) == std::vector<double>{7, 8});
 }
 
 TEST_CASE("cuda graph (emu): host reads inside a capture are errors; the capture can be abandoned", "[emu][graph]") {
