@@ -1,7 +1,7 @@
 // The memory-saving optimizers' kernels beside the fused AdamW (adamw_step,
 // cases_pointwise.cpp), at the same 16M fp32 parameters: one 8-bit AdamW step
 // (kernels/cuda/adamw8bit.cu) and one Adafactor step on a 4096 x 4096 matrix
-// (kernels/cuda/adafactor.cu, six launches). Each run() is one more step on
+// (kernels/cuda/adafactor.cu, seven launches). Each run() is one more step on
 // the same state, as in training; validation compares the state after the
 // first step. The descriptors are built once here (the engine's optimizers
 // build them every step).
@@ -67,16 +67,17 @@ Case adamw8bit(int64_t n) {
   return c;
 }
 
-// adafactor.cu, one rows x cols matrix: bytes = 28 n + 8 (rows + cols) x 2; flops ~ 20 n.
+// adafactor.cu, one rows x cols matrix: bytes = 28 n + 8 (rows + cols) x 2
+// + 8 x 256 per column-partial item (about n / 8); flops ~ 20 n.
 Case adafactor(int64_t rows, int64_t cols) {
   Case c;
-  const int64_t n = rows * cols;
+  const int64_t n = rows * cols, parts = gpu::adafactor_parts(1, rows, cols);
   c.name = "adafactor_step";
   c.shape = "R=" + std::to_string(rows) + " C=" + std::to_string(cols);
-  c.bytes = 28.0 * double(n) + 16.0 * double(rows + cols);
+  c.bytes = 28.0 * double(n) + 16.0 * double(rows + cols) + 8.0 * double(gpu::kAdafactorTile * parts);
   c.flops = 20.0 * double(n);
   c.atol = 1e-6, c.rtol = 1e-4;  // fp32 trees against the reference's double sums
-  c.bind = [rows, cols, n](Device dev) {
+  c.bind = [rows, cols, n, parts](Device dev) {
     const Tensor p = randn({n}, 9, dev), g = randn({n}, 10, dev, 0.1f);
     const Tensor row = Tensor::uniform({rows}, 11, 1e-3f, 2e-3f, DType::f32, dev);
     const Tensor col = Tensor::uniform({cols}, 12, 1e-3f, 2e-3f, DType::f32, dev);
@@ -84,7 +85,7 @@ Case adafactor(int64_t rows, int64_t cols) {
     Tensor desc, stats, partials;
     if (dev.type != DeviceType::cpu) {
       stats = Tensor::zeros({3}, DType::f32, dev);
-      partials = Tensor::zeros({2 * gpu::chunks_of(n)}, DType::f32, dev);
+      partials = Tensor::zeros({gpu::adafactor_scratch(gpu::chunks_of(n), parts)}, DType::f32, dev);
       gpu::AdafactorTensor d{};
       d.param = p.data<float>(), d.grad = g.data<float>(), d.row = row.data<float>(), d.col = col.data<float>();
       d.stats = stats.data<float>(), d.batch = 1, d.rows = rows, d.cols = cols, d.n = n;
@@ -99,8 +100,8 @@ Case adafactor(int64_t rows, int64_t cols) {
                             rows, cols, s);
       } else {
         ENGINE_GPU_CALL(dev, adafactor_multi_tensor, static_cast<const gpu::AdafactorTensor*>(desc.data_ptr()), 1,
-                        gpu::chunks_of(n), rows, (cols + 255) / 256, gpu::AdafactorConsts{1e-30f, 1e-3f, 1.f, 0.f},
-                        partials.data<float>(), nullptr, nullptr);
+                        gpu::chunks_of(n), rows, gpu::adafactor_tiles(1, cols), parts,
+                        gpu::AdafactorConsts{1e-30f, 1e-3f, 1.f, 0.f}, partials.data<float>(), nullptr, nullptr);
       }
     };
     return Runner{run, [=] { return concat({host(p), host(row), host(col)}); }};

@@ -31,7 +31,8 @@
 #      step profiled with cuDNN's grouped attention; ladders: every
 #      rung of the layernorm and softmax ladders beside ours and cuDNN's,
 #      GB/s at the workbench's full shapes (docs/kernels/layernorm.md,
-#      softmax.md).
+#      softmax.md); optimizers: the workbench's AdamW, 8-bit AdamW and
+#      Adafactor steps, GB/s at its full shapes (docs/optimizers.md).
 # RUNS names the runs to make (default: profile-cudnn profile-ours
 # profile-all-ours throughput torch tuned, in that order, the cheap profiles
 # first; a later call of the same task names only what is still owed). Each run
@@ -132,6 +133,11 @@ if want ladders; then
     echo "+ bench/kernels --filter $f --impl naive,warp,vec,unfused,ours,cudnn"
     timeout -k 5 120 "$B/bench/kernels" --filter "$f" --impl naive,warp,vec,unfused,ours,cudnn 2>&1 | grep -E " (cuda|cudnn)"
   done
+fi
+# The optimizers' kernels alone (adamw_step, adamw8bit_step, adafactor_step): GB/s.
+if want optimizers; then
+  echo "+ bench/kernels --filter ada"
+  timeout -k 5 120 "$B/bench/kernels" --filter ada 2>&1 | grep -E " cuda "
 fi
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
 want throughput && throughput_run throughput --attention cudnn

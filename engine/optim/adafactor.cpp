@@ -51,13 +51,15 @@ float Adafactor::rel_lr(const ParamGroup& g, int64_t t) const {
 }
 
 void Adafactor::init_state() {
-  int64_t stats = 0, chunks = 0;
+  int64_t stats = 0, chunks = 0, parts = 0;
   Device gpu_dev = kCPU;
   for (const ParamGroup& g : groups_)
     for (const Tensor& p : g.params) {
       Moments s;
       const Shape& sh = p.shape();
       if (factored(p)) {
+        const Dims dm = dims_of(p);
+        parts += gpu::adafactor_parts(dm.batch, dm.rows, dm.cols);
         s.row = Tensor::zeros(Shape(sh.begin(), sh.end() - 1), DType::f32, p.device());
         Shape cs(sh.begin(), sh.end() - 2);
         cs.push_back(sh.back());
@@ -74,7 +76,7 @@ void Adafactor::init_state() {
     }
   if (gpu_dev != kCPU) {
     stats_ = Tensor::zeros({std::max<int64_t>(stats, 1)}, DType::f32, gpu_dev);
-    partials_ = Tensor::zeros({std::max<int64_t>(2 * chunks, 1)}, DType::f32, gpu_dev);
+    partials_ = Tensor::zeros({std::max<int64_t>(gpu::adafactor_scratch(chunks, parts), 1)}, DType::f32, gpu_dev);
   }
 }
 
@@ -93,7 +95,7 @@ void Adafactor::step_impl(const Tensor* grad_scale) {
   if (!capture) ++t_;
   std::vector<gpu::AdafactorTensor> fused;
   std::vector<std::pair<size_t, size_t>> fused_index;
-  int64_t chunks = 0, rows = 0, tiles = 0, stats_at = 0;
+  int64_t chunks = 0, rows = 0, tiles = 0, parts = 0, stats_at = 0;
   Device gpu_dev = kCPU;
   size_t k = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi)
@@ -120,9 +122,12 @@ void Adafactor::step_impl(const Tensor* grad_scale) {
         d.v = fac ? nullptr : s.v.data<float>(), d.m = s.m.defined() ? s.m.data<float>() : nullptr;
         d.stats = stats_.data<float>() + my_stats;
         d.batch = dm.batch, d.rows = dm.rows, d.cols = dm.cols, d.n = p.numel();
-        d.chunk_begin = chunks, d.row_begin = rows, d.tile_begin = tiles;
+        d.chunk_begin = chunks, d.row_begin = rows, d.tile_begin = tiles, d.part_begin = parts;
         chunks += gpu::chunks_of(p.numel());
-        if (fac) rows += dm.batch * dm.rows, tiles += dm.batch * ((dm.cols + 255) / 256);
+        if (fac) {
+          rows += dm.batch * dm.rows, tiles += gpu::adafactor_tiles(dm.batch, dm.cols);
+          parts += gpu::adafactor_parts(dm.batch, dm.rows, dm.cols);
+        }
         d.beta2t = float(1.0 - std::pow(double(step_[i]), o_.decay_rate));
         d.rel_lr = rel_lr(g, step_[i]);
         d.weight_decay = float(g.weight_decay);
@@ -146,7 +151,7 @@ void Adafactor::step_impl(const Tensor* grad_scale) {
   if (capture) replay_params_ = fused_index, replay_d_desc_ = d_desc;  // the graph reads it at every replay
   const gpu::AdafactorConsts kc{float(o_.eps1), float(o_.eps2), float(o_.clip), float(o_.beta1)};
   ENGINE_GPU_CALL(gpu_dev, adafactor_multi_tensor, static_cast<const gpu::AdafactorTensor*>(d_desc.data_ptr()),
-                  int(fused.size()), chunks, rows, tiles, kc, partials_.data<float>(),
+                  int(fused.size()), chunks, rows, tiles, parts, kc, partials_.data<float>(),
                   grad_scale ? grad_scale->data<float>() : nullptr, nullptr);
 }
 
