@@ -135,7 +135,8 @@ __global__ void adamw8bit_multi_tensor_kernel(const gpu::Adam8bitTensor* __restr
       *reinterpret_cast<Codes8*>(d.m8 + first) = m8;
       *reinterpret_cast<Codes8*>(d.v8 + first) = v8;
     } else {
-      for (int k = 0; k < count; ++k) d.param[first + k] = p[k], d.m8[first + k] = m8.v[k], d.v8[first + k] = v8.v[k];
+      for (int k = 0; k < kPerLane; ++k)  // a fixed count, unrolled: the arrays stay in registers
+        if (k < count) d.param[first + k] = p[k], d.m8[first + k] = m8.v[k], d.v8[first + k] = v8.v[k];
     }
   }
 }
