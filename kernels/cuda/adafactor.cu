@@ -55,11 +55,31 @@ __device__ __forceinline__ float grad_at(const gpu::AdafactorTensor& d, int64_t 
   return gs ? d.grad[i] * *gs : d.grad[i];
 }
 
-// The unclipped update of element i (after kernel 4; vectors read v).
-__device__ __forceinline__ float update_at(const gpu::AdafactorTensor& d, int64_t i, float g) {
+// Element i's matrix b, row r and column c in a factored tensor, walked
+// forward by a thread's stride: 64-bit divisions (tens of instructions each
+// on a GPU) once at the start and once per wrap of a row, not three per
+// element (for 768 columns and a stride of 256: one element in three).
+struct RowCol {
+  int64_t b = 0, r = 0, c = 0;
+  __device__ RowCol(const gpu::AdafactorTensor& d, int64_t i) {
+    if (!d.row) return;  // a vector: unused
+    const int64_t per = d.rows * d.cols;
+    b = i / per, r = i % per / d.cols, c = i % d.cols;
+  }
+  __device__ void advance(const gpu::AdafactorTensor& d, int64_t step) {
+    if (!d.row) return;
+    c += step;
+    if (c < d.cols) return;
+    r += c / d.cols, c %= d.cols;
+    if (r < d.rows) return;
+    b += r / d.rows, r %= d.rows;
+  }
+};
+
+// The unclipped update of element i at rc (after kernel 4; vectors read v).
+__device__ __forceinline__ float update_at(const gpu::AdafactorTensor& d, int64_t i, const RowCol& rc, float g) {
   if (!d.row) return g * (1.f / sqrtf(d.v[i]));
-  const int64_t per = d.rows * d.cols, b = i / per, r = (i % per) / d.cols, c = i % d.cols;
-  return g * (1.f / sqrtf(d.row[b * d.rows + r] / d.stats[b])) * (1.f / sqrtf(d.col[b * d.cols + c]));
+  return g * (1.f / sqrtf(d.row[rc.b * d.rows + rc.r] / d.stats[rc.b])) * (1.f / sqrtf(d.col[rc.b * d.cols + rc.c]));
 }
 }  // namespace
 
@@ -146,10 +166,11 @@ __global__ void adafactor_partials_kernel(const gpu::AdafactorTensor* __restrict
     const int64_t begin = (c - d.chunk_begin) * gpu::kMultiTensorChunk;
     const int64_t end = begin + gpu::kMultiTensorChunk < d.n ? begin + gpu::kMultiTensorChunk : d.n;
     float uu = 0.f, pp = 0.f;
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    RowCol rc(d, begin + threadIdx.x);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x, rc.advance(d, blockDim.x)) {
       const float g = grad_at(d, i, gs);
       if (!d.row) d.v[i] = d.beta2t * d.v[i] + (1.f - d.beta2t) * (g * g + k.eps1);
-      const float u = update_at(d, i, g);
+      const float u = update_at(d, i, rc, g);
       uu += u * u;
       pp += d.param[i] * d.param[i];
     }
@@ -192,8 +213,9 @@ __global__ void adafactor_update_kernel(const gpu::AdafactorTensor* __restrict__
     const int64_t begin = (c - d.chunk_begin) * gpu::kMultiTensorChunk;
     const int64_t end = begin + gpu::kMultiTensorChunk < d.n ? begin + gpu::kMultiTensorChunk : d.n;
     const float lr = d.stats[d.batch], divisor = d.stats[d.batch + 1], wd = d.weight_decay * lr;
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      float u = update_at(d, i, grad_at(d, i, gs)) / divisor * lr;
+    RowCol rc(d, begin + threadIdx.x);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x, rc.advance(d, blockDim.x)) {
+      float u = update_at(d, i, rc, grad_at(d, i, gs)) / divisor * lr;
       if (d.m) {
         d.m[i] = k.beta1 * d.m[i] + (1.f - k.beta1) * u;
         u = d.m[i];
