@@ -41,8 +41,9 @@ const std::map<std::string, double>& measured_memory_share() {
       // a block a row summing its positions in series: the byte tokens' few
       // ids make a long tail (76% on the workbench's spread ids)
       {"embedding_backward (one group)", 0.102},
-      {"adamw_multi_tensor", 0.651},
-      {"sum_squares_multi_tensor", 0.422},
+      // a float at a time a thread (16-byte packs since)
+      {"adamw_multi_tensor (a float a thread)", 0.651},
+      {"sum_squares_multi_tensor (a float a thread)", 0.422},
   };
   return m;
 }
@@ -62,6 +63,12 @@ const std::map<std::string, double>& assumed_memory_share() {
       // row's eighth still in series, so a quarter of HBM, not the 76%
       // spread ids reach
       {"embedding_backward", 0.25},
+      // 16-byte packs, four times the bytes in flight a thread (AdamW's
+      // registers allow 5 blocks an SM, not 8): as a streaming kernel
+      // written for bandwidth, and the sum of squares' one pack a thread a
+      // chunk in bf16 a little under
+      {"adamw_multi_tensor", 0.80},
+      {"sum_squares_multi_tensor", 0.75},
       // rewritten after the H100's workbench measured 25.5% and 8.1% (the
       // H200's 17.7% and 5.9%): a warp per quantization block with 16-byte
       // loads, no barrier in the loop; the column sums over slabs of rows

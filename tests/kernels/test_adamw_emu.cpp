@@ -111,6 +111,63 @@ TEST_CASE("emu adamw: the optional bf16 copy is the rounded fp32 result", "[emu]
   }
 }
 
+TEST_CASE("emu adamw and the sum of squares: views at unaligned addresses match the cpu", "[emu][kernels]") {
+  // The kernels take 16-byte packs only where a tensor's arrays are aligned:
+  // views that start 1, 2 or 3 floats (or 16-bit values) in go element by
+  // element, beside an aligned one, in one launch each.
+  const int64_t n = gpu::kMultiTensorChunk + 37, offsets[] = {0, 1, 2, 3};
+  std::vector<Tensor> p, g, m, v;
+  std::vector<std::vector<float>> p_ref, m_ref, v_ref;
+  std::vector<gpu::AdamWTensor> descs;
+  int64_t chunks = 0;
+  const double lr = 3e-3, wd = 0.1, bc1 = 1 - std::pow(0.9, 2.0), bc2 = 1 - std::pow(0.999, 2.0);
+  for (size_t k = 0; k < std::size(offsets); ++k) {
+    const int64_t o = offsets[k];
+    const Tensor hp = Tensor::randn({n + o}, 17 + k), hg = Tensor::randn({n + o}, 170 + k);
+    const Tensor hm = Tensor::randn({n + o}, 1700 + k, 0.1f), hv = Tensor::uniform({n + o}, 17000 + k, 0.f, 0.1f);
+    p.push_back(hp.to(kEmu)), g.push_back(hg.to(kEmu)), m.push_back(hm.to(kEmu)), v.push_back(hv.to(kEmu));
+    p_ref.push_back(hp.to_vector()), m_ref.push_back(hm.to_vector()), v_ref.push_back(hv.to_vector());
+    const std::vector<float> gk = hg.to_vector();
+    descs.push_back({p[k].data<float>() + o, g[k].data<float>() + o, m[k].data<float>() + o, v[k].data<float>() + o,
+                     nullptr, n, chunks, float(1 - lr * wd), float(lr / bc1), float(std::sqrt(bc2)), 0.f});
+    chunks += gpu::chunks_of(n);
+    cpu::adamw_step(p_ref[k].data() + o, gk.data() + o, m_ref[k].data() + o, v_ref[k].data() + o, n, lr, 0.9, 0.999,
+                    1e-8, wd, bc1, bc2);
+  }
+  const Tensor d_desc = detail::upload_descriptors(descs, kEmu, nullptr);
+  ENGINE_GPU_CALL(kEmu, adamw_multi_tensor, static_cast<const gpu::AdamWTensor*>(d_desc.data_ptr()), int(descs.size()),
+                  chunks, 0.9f, 0.999f, 1e-8f, nullptr, nullptr);
+  const auto doubles = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  for (size_t k = 0; k < std::size(offsets); ++k) {
+    INFO("a view " << offsets[k] << " floats in");  // the elements before it untouched, as on the cpu
+    CHECK_CLOSE(doubles(p[k].to(kCPU).to_vector()), doubles(p_ref[k]), 1e-7, 1e-6);
+    CHECK_CLOSE(doubles(m[k].to(kCPU).to_vector()), doubles(m_ref[k]), 1e-7, 1e-6);
+    CHECK_CLOSE(doubles(v[k].to(kCPU).to_vector()), doubles(v_ref[k]), 1e-7, 1e-6);
+  }
+  for (DType t : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(t));
+    std::vector<Tensor> xs;
+    std::vector<gpu::SumSquaresTensor> sq;
+    double want = 0;
+    chunks = 0;
+    for (size_t k = 0; k < std::size(offsets); ++k) {
+      const int64_t o = offsets[k];
+      const Tensor x = Tensor::randn({n + o}, 900 + k, 0.3f);
+      xs.push_back(on_emu(x, t));
+      const std::vector<float> r = rounded(x, t).to_vector();
+      for (int64_t i = o; i < n + o; ++i) want += double(r[size_t(i)]) * r[size_t(i)];
+      const size_t elem = t == DType::f32 ? 4 : 2;
+      sq.push_back({static_cast<const char*>(xs.back().data_ptr()) + o * elem, n, chunks, gpu::storage_of(t)});
+      chunks += gpu::chunks_of(n);
+    }
+    const Tensor d_sq = detail::upload_descriptors(sq, kEmu, nullptr);
+    Tensor scratch = Tensor::empty({gpu::kSumSquaresScratch}, DType::f32, kEmu);
+    ENGINE_GPU_CALL(kEmu, sum_squares_multi_tensor, static_cast<const gpu::SumSquaresTensor*>(d_sq.data_ptr()),
+                    int(sq.size()), chunks, scratch.data<float>(), nullptr);
+    CHECK(double(scratch.to(kCPU).to_vector()[0]) == Approx(want).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("emu grad_norm and clip_grad_norm match the cpu", "[emu][kernels]") {
   for (DType t : {DType::f32, DType::bf16, DType::f16}) {
     INFO(dtype_name(t));
