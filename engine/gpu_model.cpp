@@ -65,8 +65,8 @@ const std::map<std::string, double>& assumed_memory_share() {
       {"embedding_backward", 0.25},
       // 16-byte packs, four times the bytes in flight a thread (AdamW's
       // registers allow 5 blocks an SM, not 8): as a streaming kernel
-      // written for bandwidth, and the sum of squares' one pack a thread a
-      // chunk in bf16 a little under
+      // written for bandwidth; the sum of squares a little under, its two
+      // passes and a block's reduce per 2048 values (8 KB) weighing more
       {"adamw_multi_tensor", 0.80},
       {"sum_squares_multi_tensor", 0.75},
       // rewritten after the H100's workbench measured 25.5% and 8.1% (the

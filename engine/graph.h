@@ -10,7 +10,8 @@
 //     a table uploaded with copy_bytes),
 // because that host work happens once, at capture, and never again. Such
 // work is expressed in stream order instead, with the three calls below,
-// which run now outside a capture and are recorded as graph nodes inside one.
+// which run now outside a capture and are recorded as graph nodes inside one
+// (a captured upload's host half is the replay's, not a node: upload below).
 // On emu the emulator records and replays the same way (kernels/emu/graph.h),
 // so CI checks on CPUs that a captured step replays like an eager one.
 //
@@ -51,7 +52,10 @@ void host_task(Device dev, std::function<void()> fn, const char* profile_name = 
 
 // Host memory for copy_async (page-locked on cuda, so copies are truly async
 // and capturable). Cached: released blocks are reused. That is safe because
-// only stream-ordered work (copies, host tasks) touches them, in stream order.
+// only stream-ordered work (copies, host tasks) touches them, in stream order,
+// and a captured upload's block, which CudaGraph::replay() writes from the
+// host, is the graph's until it is destroyed and is written only while no
+// replay runs (replay() waits for the one it launches).
 std::shared_ptr<void> host_staging(Device dev, size_t bytes);
 
 // Stream-ordered upload of host bytes to `dst` on a GPU device: a host task

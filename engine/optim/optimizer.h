@@ -175,7 +175,7 @@ class AdamW8bit : public Optimizer {
 // learning rate (relative_step off), or transformers' relative step
 // min(1e-2, 1/sqrt(t)) (min(1e-6 t, 1/sqrt(t)) with warmup_init), times
 // max(eps2, RMS(p)) with scale_parameter. Weight decay is decoupled:
-// p -= wd lr p. cpu: kernels/cpu/adafactor.cpp; emu/cuda: the six launches of
+// p -= wd lr p. cpu: kernels/cpu/adafactor.cpp; emu/cuda: the seven launches of
 // kernels/cuda/adafactor.cu for all parameters. Capturable.
 struct AdafactorOptions {
   double eps1 = 1e-30, eps2 = 1e-3, clip = 1.0, decay_rate = -0.8;
@@ -205,7 +205,9 @@ class Adafactor : public Optimizer {
   AdafactorOptions o_;
   std::vector<Moments> s_;
   std::vector<int64_t> step_;
-  Tensor stats_, partials_;  // GPU scratch: per parameter batch + 2 floats; 2 per element chunk
+  // GPU scratch: per parameter batch + 2 floats; gpu::adafactor_scratch (2 per
+  // element chunk, then the column partials)
+  Tensor stats_, partials_;
   std::shared_ptr<std::vector<uint8_t>> replay_desc_;
   std::vector<std::pair<size_t, size_t>> replay_params_;
   Tensor replay_d_desc_;

@@ -117,7 +117,7 @@ __global__ void adamw_multi_tensor_kernel(const gpu::AdamWTensor* __restrict__ t
         if (p16) {
           Bf16x4 b;
           for (int k = 0; k < 4; ++k) b.v[k] = from_f32<__nv_bfloat16>(p.v[k]);
-          *reinterpret_cast<Bf16x4*>(p16 + i) = b;
+          store_wide(p16 + i, b);
         }
       }
     }

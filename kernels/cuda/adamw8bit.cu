@@ -13,7 +13,7 @@
 // load of each code array where the tensor's pointers are aligned (else
 // element by element): 80 bytes in flight a lane, where one element a
 // thread (the first version: a CUDA block a quantization block, its maxima
-// through shared memory and two barriers) had 10 and measured 18% of HBM.
+// through shared memory, two barriers each) had 10 and measured 18% of HBM.
 // A moment's new absmax is a warp max (shuffles, no barrier); max is exact
 // in any order, so the result does not depend on the reduction's shape.
 // Lane 0 alone reads and writes the block's absmaxes (the old ones reach
@@ -95,8 +95,8 @@ __global__ void adamw8bit_multi_tensor_kernel(const gpu::Adam8bitTensor* __restr
         const Pack128<float> pp = load128(d.param + first + h), gp = load128(d.grad + first + h);
         for (int k = 0; k < 4; ++k) p[h + k] = pp.v[k], g[h + k] = gp.v[k];
       }
-      m8 = *reinterpret_cast<const Codes8*>(d.m8 + first);
-      v8 = *reinterpret_cast<const Codes8*>(d.v8 + first);
+      m8 = load_wide<Codes8>(d.m8 + first);
+      v8 = load_wide<Codes8>(d.v8 + first);
     } else {
       for (int k = 0; k < kPerLane; ++k) {
         p[k] = k < count ? d.param[first + k] : 0.f;
@@ -132,8 +132,8 @@ __global__ void adamw8bit_multi_tensor_kernel(const gpu::Adam8bitTensor* __restr
         for (int k = 0; k < 4; ++k) pp.v[k] = p[h + k];
         store128(d.param + first + h, pp);
       }
-      *reinterpret_cast<Codes8*>(d.m8 + first) = m8;
-      *reinterpret_cast<Codes8*>(d.v8 + first) = v8;
+      store_wide(d.m8 + first, m8);
+      store_wide(d.v8 + first, v8);
     } else {
       for (int k = 0; k < kPerLane; ++k)  // a fixed count, unrolled: the arrays stay in registers
         if (k < count) d.param[first + k] = p[k], d.m8[first + k] = m8.v[k], d.v8[first + k] = v8.v[k];

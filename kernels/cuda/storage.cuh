@@ -37,13 +37,35 @@ struct alignas(16) Pack128 {
   static constexpr int size = int(16 / sizeof(T));
   T v[16 / sizeof(T)];
 };
+// A wide access of N bytes at p must be N-aligned: a GPU faults
+// (misaligned address) where the emulator's host CPU would read it as any
+// other, so under the emulator a misaligned one traps, naming the thread.
+template <int N>
+__device__ __forceinline__ void check_aligned(const void* p) {
+#if !defined(__CUDACC__)
+  if (reinterpret_cast<uintptr_t>(p) % N != 0) __trap();
+#else
+  (void)p;
+#endif
+}
+// A load or store of a whole V (a pack of alignof(V) bytes) at p.
+template <typename V>
+__device__ __forceinline__ V load_wide(const void* p) {
+  check_aligned<alignof(V)>(p);
+  return *reinterpret_cast<const V*>(p);
+}
+template <typename V>
+__device__ __forceinline__ void store_wide(void* p, const V& v) {
+  check_aligned<alignof(V)>(p);
+  *reinterpret_cast<V*>(p) = v;
+}
 template <typename T>
 __device__ __forceinline__ Pack128<T> load128(const T* p) {
-  return *reinterpret_cast<const Pack128<T>*>(p);
+  return load_wide<Pack128<T>>(p);
 }
 template <typename T>
 __device__ __forceinline__ void store128(T* p, const Pack128<T>& v) {
-  *reinterpret_cast<Pack128<T>*>(p) = v;
+  store_wide(p, v);
 }
 // Whether every pointer is 16-byte aligned (tensor views may not be).
 inline bool aligned16(const void* a, const void* b = nullptr, const void* c = nullptr) {
