@@ -43,7 +43,7 @@ bool tensor_cores(AttentionImpl impl, gpu::Storage st, const gpu::AttentionDims&
   if (impl != AttentionImpl::ours || st == gpu::Storage::f32) return false;
   const int64_t ld = d.ld_qkv ? d.ld_qkv : d.NH * d.HS;
   bool rows16 = ld % 8 == 0;
-  for (const void* p : ptrs) rows16 = rows16 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  for (const void* p : ptrs) rows16 = rows16 && gpu::aligned_to(p, 16);
   // The launchers' grid limits: 64-row tiles of the longer side, int key positions.
   const bool grid = d.B * d.NH * ((std::max(d.Tq, d.Tk) + 63) / 64) < (int64_t(1) << 31) && d.Tk < (int64_t(1) << 30);
   const std::string why = d.HS != 64 && d.HS != 128 ? cat("head size ", d.HS, " (they take 64 or 128)")

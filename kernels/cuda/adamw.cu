@@ -38,10 +38,6 @@ __device__ __forceinline__ int tensor_of_chunk(const Desc* d, int num_tensors, i
   return lo;
 }
 
-__device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
-  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
-}
-
 // One element's AdamW update, as kernels/cpu/optim.cpp's loop computes it.
 __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float& v, const gpu::AdamWTensor& d,
                                               float beta1, float beta2, float eps) {

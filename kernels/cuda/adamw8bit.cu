@@ -84,10 +84,8 @@ __global__ void adamw8bit_multi_tensor_kernel(const gpu::Adam8bitTensor* __restr
     float old_am = lane == 0 ? d.m_absmax[b] : 0.f, old_av = lane == 0 ? d.v_absmax[b] : 0.f;
     old_am = __shfl_sync(kFull, old_am, 0), old_av = __shfl_sync(kFull, old_av, 0);
     // The lane's elements: whole and aligned, in wide loads; else one by one.
-    const bool wide =
-        count == kPerLane &&
-        ((reinterpret_cast<uintptr_t>(d.param + first) | reinterpret_cast<uintptr_t>(d.grad + first)) & 15u) == 0 &&
-        ((reinterpret_cast<uintptr_t>(d.m8 + first) | reinterpret_cast<uintptr_t>(d.v8 + first)) & 7u) == 0;
+    const bool wide = count == kPerLane && aligned_to(d.param + first, 16) && aligned_to(d.grad + first, 16) &&
+                      aligned_to(d.m8 + first, 8) && aligned_to(d.v8 + first, 8);
     float p[kPerLane], g[kPerLane], m[kPerLane], v[kPerLane];
     Codes8 m8{}, v8{};
     if (wide) {

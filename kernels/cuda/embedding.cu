@@ -130,7 +130,7 @@ void add_positions_forward(gpu::Storage st, gpu::Storage out_st, const void* x, 
   const int64_t total = B * T * C;
   if (total == 0) return;
   ENGINE_CHECK(first >= 0 && T >= 0, "add_positions_forward: positions ", first, "..", first + T);
-  const bool vec = C % 4 == 0 && aligned16(x, table) && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool vec = C % 4 == 0 && aligned16(x, table, out);
   dispatch_storage(st, [&]<typename TI>() {
     dispatch_storage(out_st, [&]<typename TO>() {
       auto launch = [&]<int V>() {

@@ -22,10 +22,10 @@ ENGINE_GPU_DECLARE(ENGINE_GEMM_MMA_LAUNCHERS)
 
 namespace eng {
 inline bool gemm_mma_takes(gpu::Storage st, const GemmCall& g, const void* A, const void* B) {
-  const auto on16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool strides = g.batch <= 1 || (g.stride_a % 8 == 0 && g.stride_b % 8 == 0);
   const bool grid = (g.M + 63) / 64 <= 65535;  // row tiles of 64 in gridDim.y
-  return st != gpu::Storage::f32 && g.lda % 8 == 0 && g.ldb % 8 == 0 && strides && grid && on16(A) && on16(B);
+  return st != gpu::Storage::f32 && g.lda % 8 == 0 && g.ldb % 8 == 0 && strides && grid && gpu::aligned_to(A, 16) &&
+         gpu::aligned_to(B, 16);
 }
 }  // namespace eng
 

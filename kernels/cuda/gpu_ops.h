@@ -19,6 +19,17 @@
 namespace eng::gpu {
 enum class Storage : uint8_t { f32, bf16, f16 };
 
+// Whether p is a multiple of bytes (a power of two): the one test made
+// before a wide access, by launchers on the host and kernels on the device.
+#if defined(__CUDACC__)
+#define ENGINE_HOST_DEVICE __host__ __device__
+#else
+#define ENGINE_HOST_DEVICE
+#endif
+ENGINE_HOST_DEVICE inline bool aligned_to(const void* p, unsigned bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
 // The stream launchers use when their stream argument is nullptr (every
 // engine call passes nullptr): the legacy default stream, except while a
 // CUDA graph is being captured (engine/graph.h), when it is the capture

@@ -37,13 +37,14 @@ struct alignas(16) Pack128 {
   static constexpr int size = int(16 / sizeof(T));
   T v[16 / sizeof(T)];
 };
+using gpu::aligned_to;
 // A wide access of N bytes at p must be N-aligned: a GPU faults
 // (misaligned address) where the emulator's host CPU would read it as any
 // other, so under the emulator a misaligned one traps, naming the thread.
 template <int N>
 __device__ __forceinline__ void check_aligned(const void* p) {
 #if !defined(__CUDACC__)
-  if (reinterpret_cast<uintptr_t>(p) % N != 0) __trap();
+  if (!aligned_to(p, N)) __trap();
 #else
   (void)p;
 #endif
@@ -69,8 +70,7 @@ __device__ __forceinline__ void store128(T* p, const Pack128<T>& v) {
 }
 // Whether every pointer is 16-byte aligned (tensor views may not be).
 inline bool aligned16(const void* a, const void* b = nullptr, const void* c = nullptr) {
-  return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) & 15u) ==
-         0;
+  return aligned_to(a, 16) && aligned_to(b, 16) && aligned_to(c, 16);
 }
 
 // Calls f.template operator()<T>() with T the C++ storage type.
