@@ -32,7 +32,9 @@
 #      rung of the layernorm and softmax ladders beside ours and cuDNN's,
 #      GB/s at the workbench's full shapes (docs/kernels/layernorm.md,
 #      softmax.md); optimizers: the workbench's AdamW, 8-bit AdamW and
-#      Adafactor steps, GB/s at its full shapes (docs/optimizers.md).
+#      Adafactor steps, GB/s at its full shapes (docs/optimizers.md);
+#      attention: the workbench's tensor-core attention rows (mma) beside
+#      cuDNN's, forward and backward (docs/kernels/attention.md).
 # RUNS names the runs to make (default: profile-cudnn profile-ours
 # profile-all-ours throughput torch tuned, in that order, the cheap profiles
 # first; a later call of the same task names only what is still owed). Each run
@@ -138,6 +140,11 @@ fi
 if want optimizers; then
   echo "+ bench/kernels --filter ada"
   timeout -k 5 120 "$B/bench/kernels" --filter ada 2>&1 | grep -E " cuda "
+fi
+# The tensor-core attention alone beside cuDNN's (attention_fwd, attention_bwd): TFLOP/s.
+if want attention; then
+  echo "+ bench/kernels --filter attention --impl mma,cudnn"
+  timeout -k 5 180 "$B/bench/kernels" --filter attention --impl mma,cudnn 2>&1 | grep -E " (cuda|cudnn)|ratio"
 fi
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
 want throughput && throughput_run throughput --attention cudnn

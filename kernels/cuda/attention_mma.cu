@@ -9,10 +9,12 @@
 // operand of every S = Q K^T); K and V come in 64 keys at a time through
 // double-buffered cp.async, the next tile in flight while the warps work on
 // this one. Per key tile a warp computes its 16 x 64 block of S on mma.sync
-// (K as B straight from its [key][d] tile with ldmatrix), masks it (causal:
-// key > q_offset + query; keys past Tk), folds it into the running row max
-// m and sum l (the online softmax: O and l are rescaled by exp(m - m') when
-// the max grows), and multiplies P V on mma.sync with P taken from S's
+// (K as B straight from its [key][d] tile with ldmatrix), masks it where
+// the tile crosses the warp's diagonal or Tk (causal: key > q_offset +
+// query), folds it into the running row max m and sum l in base 2 (the
+// online softmax: O and l are rescaled by 2^(m - m') when the max grows;
+// p = 2^(scale log2e s - m), an FFMA and an ex2.approx a score), and
+// multiplies P V on mma.sync with P taken from S's
 // accumulators without leaving registers (an m16n8 accumulator pair is an
 // m16n8k16 A fragment) and V as B through ldmatrix.trans. Causal blocks
 // stop at the last key tile their queries see. At the end O / l is stored,
@@ -30,8 +32,12 @@ namespace eng::ENGINE_GPU_NS {
 namespace {
 using namespace attn_mma;
 
+// Causal at head size 64 (GPT-2's and Llama's): at most 128 registers, so
+// four blocks fit an SM's registers as they fit its shared memory (ptxas
+// would take 129-132 and fit three; the cap costs no spill there, and the
+// spill check would say if it did).
 template <typename T, int kHS, bool kCausal>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kHS == 64 && kCausal ? 4 : 1)
     attention_forward_mma_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                  T* __restrict__ out, float* __restrict__ lse, MmaDims a) {
   constexpr int kLd = kHS + kPad, kTile = kBc * kLd;
@@ -60,6 +66,7 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t qf[kHS / 16][4];                                // the warp's 16 query rows as A fragments, d in chunks of 16
   float o[kHS / 8][4] = {};                                // O, 16 x kHS: kHS / 8 accumulator tiles of 16 x 8
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 (l: this lane's share)
+  const float sl2 = a.scale * kLog2e;                      // scale log2 e: scores to base-2 units
   for (int j = 0; j <= last; ++j) {
     if (j < last) {
       load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ldk, (j + 1) * kBc, kBc, a.Tk);
@@ -87,25 +94,35 @@ __global__ void __launch_bounds__(kThreads)
         tc::mma_m16n8k16<T>(s[2 * np], qf[kc], b0);
         tc::mma_m16n8k16<T>(s[2 * np + 1], qf[kc], b1);
       }
-    // Scale, mask, and the online softmax of rows g (i < 2) and g + 8 (i >= 2).
+    // Mask, then the online softmax of rows g (i < 2) and g + 8 (i >= 2), in
+    // base-2 units (m is the row's max of scale log2e S). Only tiles that
+    // cross the warp's diagonal or Tk are masked: a warp-uniform test, and
+    // most tiles skip the per-score index arithmetic.
+    const int wq0 = q0 + warp * 16;  // the warp's first query
+    if ((j + 1) * kBc > a.Tk || (kCausal && (j + 1) * kBc - 1 > a.q_off + wq0)) {
+#pragma unroll
+      for (int nt = 0; nt < kBc / 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int query = wq0 + g + 8 * (i >> 1), key = j * kBc + nt * 8 + 2 * t + (i & 1);
+          if (key >= a.Tk || (kCausal && key > a.q_off + query)) s[nt][i] = -INFINITY;
+        }
+    }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int query = q0 + warp * 16 + g + 8 * (i >> 1), key = j * kBc + nt * 8 + 2 * t + (i & 1);
-        const bool seen = key < a.Tk && (!kCausal || key <= a.q_off + query);
-        s[nt][i] = seen ? s[nt][i] * a.scale : -INFINITY;
-        mx[i >> 1] = fmaxf(mx[i >> 1], s[nt][i]);
-      }
-    float alpha[2];
+      for (int i = 0; i < 4; ++i) mx[i >> 1] = fmaxf(mx[i >> 1], s[nt][i]);
+    float alpha[2], ms[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));  // the row's 4 lanes
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
-      // A row that has seen no key yet keeps m = -inf: nothing to rescale, p = 0.
-      alpha[r] = m[r] == -INFINITY ? 0.f : expf(m[r] - m_new);
+      const float m_new = fmaxf(m[r], mx[r] * sl2);
+      // A row that has seen no key yet keeps m = -inf; subtracting 0 instead
+      // keeps its p = 2^-inf = 0 (not NaN), and alpha = 2^(-inf) = 0.
+      ms[r] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[r] = exp2_approx(m[r] - ms[r]);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
@@ -118,7 +135,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 2 * kc; nt < 2 * kc + 2; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          s[nt][i] = m[i >> 1] == -INFINITY ? 0.f : expf(s[nt][i] - m[i >> 1]);
+          s[nt][i] = exp2_approx(fmaf(s[nt][i], sl2, -ms[i >> 1]));
           l[i >> 1] += s[nt][i];
         }
       acc_to_a<T>(pf[kc], s[2 * kc], s[2 * kc + 1]);
@@ -153,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
       orow[dt * 8 + 2 * t] = from_f32<T>(o[dt][2 * r] * inv);
       orow[dt * 8 + 2 * t + 1] = from_f32<T>(o[dt][2 * r + 1] * inv);
     }
-    if (t == 0) lse[int64_t(bh) * a.Tq + query] = m[r] + logf(l[r]);
+    if (t == 0) lse[int64_t(bh) * a.Tq + query] = m[r] * kLn2 + logf(l[r]);  // back to natural units
   }
 }
 

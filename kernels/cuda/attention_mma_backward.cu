@@ -2,7 +2,8 @@
 // attention_mma.cu, with attention_backward's contract (kernels/cuda/
 // attention.h: layouts, ld_qkv, q_offset, the forward's lse, delta as
 // scratch), bf16 and f16, head sizes 64 and 128. With S = scale Q K^T and
-// P = exp(S - lse):
+// P = exp(S - lse) (computed as 2^(log2e S - log2e lse): an FFMA and an
+// ex2.approx, attention_mma.cuh's exp2_approx):
 //   D = rowsum(dO * O),  dP = dO V^T,  dS = P * (dP - D),
 //   dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
 // Three kernels, none with atomics, so dQ, dK and dV are the same bits on
@@ -71,8 +72,8 @@ __global__ void __launch_bounds__(kThreads)
     load_rows<T, kHS>(qs + stage * kTile, q + int64_t(b) * a.Tq * a.ld + head, a.ld, i * kBq, kBq, a.Tq);
     load_rows<T, kHS>(dos + stage * kTile, dout + int64_t(b) * a.Tq * o_ld + head, o_ld, i * kBq, kBq, a.Tq);
     for (int x = int(threadIdx.x); x < kBq; x += kThreads) {
-      const int query = i * kBq + x;  // past Tq: P = exp(-inf) = 0
-      stats[stage * 2 * kBq + x] = query < a.Tq ? lse[stat + query] : INFINITY;
+      const int query = i * kBq + x;                                                      // past Tq: P = exp(-inf) = 0
+      stats[stage * 2 * kBq + x] = query < a.Tq ? lse[stat + query] * kLog2e : INFINITY;  // base-2 units
       stats[stage * 2 * kBq + kBq + x] = query < a.Tq ? delta[stat + query] : 0.f;
     }
   };
@@ -82,7 +83,8 @@ __global__ void __launch_bounds__(kThreads)
   tc::cp_async_commit();
 
   float dkacc[kHS / 8][4] = {}, dvacc[kHS / 8][4] = {};
-  int i = first;  // this step's query tile
+  const float sl2 = a.scale * kLog2e;  // P = 2^(scale log2e S - lse log2e)
+  int i = first;                       // this step's query tile
   for (int step = 0; step < steps; ++step, i = i + 1 == q_tiles ? first : i + 1) {
     const int stage = step % 2;
     if (step + 1 < steps) {
@@ -115,14 +117,21 @@ __global__ void __launch_bounds__(kThreads)
         tc::mma_m16n8k16<T>(dpt[2 * np + 1], va, b1);
       }
     }
-    // P^T into st, dS^T = P^T (dP^T - D) into dpt.
+    // P^T into st, dS^T = P^T (dP^T - D) into dpt. Masked only where the
+    // warp's 16 keys cross the query tile's diagonal (warp-uniform). A key
+    // past Tk is a row of the accumulators that is never stored, and a query
+    // past Tq has lse = inf, so P = 0: neither needs a mask.
+    const int wk0 = k0 + warp * 16;  // the warp's first key
+    const bool masked = kCausal && wk0 + 15 > a.q_off + i * kBq;
 #pragma unroll
     for (int nt = 0; nt < kBq / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = k0 + warp * 16 + g + 8 * (e >> 1), col = nt * 8 + 2 * t + (e & 1), query = i * kBq + col;
-        const bool seen = key < a.Tk && (!kCausal || key <= a.q_off + query);
-        const float p = seen ? expf(st[nt][e] * a.scale - lse_s[col]) : 0.f;
+        const int col = nt * 8 + 2 * t + (e & 1);
+        float p = exp2_approx(fmaf(st[nt][e], sl2, -lse_s[col]));
+        if (masked) {
+          if (wk0 + g + 8 * (e >> 1) > a.q_off + i * kBq + col) p = 0.f;
+        }
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - d_s[col]);
       }
@@ -190,10 +199,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int query = q0 + warp * 16 + g + 8 * r;
-    row_lse[r] = query < a.Tq ? lse[int64_t(bh) * a.Tq + query] : INFINITY;
+    row_lse[r] = query < a.Tq ? lse[int64_t(bh) * a.Tq + query] * kLog2e : INFINITY;  // base-2 units
     row_d[r] = query < a.Tq ? delta[int64_t(bh) * a.Tq + query] : 0.f;
   }
   float dqacc[kHS / 8][4] = {};
+  const float sl2 = a.scale * kLog2e;  // P = 2^(scale log2e S - lse log2e)
   for (int j = 0; j <= last; ++j) {
     if (j < last) {
       load_rows<T, kHS>(ks + ((j + 1) % 2) * kTile, kh, a.ldk, (j + 1) * kBk, kBk, a.Tk);
@@ -223,14 +233,21 @@ __global__ void __launch_bounds__(kThreads)
         tc::mma_m16n8k16<T>(dp[2 * np + 1], da, b1);
       }
     }
-    // dS = P (dP - D) into s.
+    // dS = P (dP - D) into s. Masked only where the tile crosses the warp's
+    // diagonal or Tk (warp-uniform). A key past Tk is a zero row of K, but
+    // its P = 2^-lse overflows to inf when every score is below about -88,
+    // and inf times a zero K is NaN in dQ.
+    const int wq0 = q0 + warp * 16;  // the warp's first query
+    const bool masked = (j + 1) * kBk > a.Tk || (kCausal && (j + 1) * kBk - 1 > a.q_off + wq0);
 #pragma unroll
     for (int nt = 0; nt < kBk / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int query = q0 + warp * 16 + g + 8 * (e >> 1), key = j * kBk + nt * 8 + 2 * t + (e & 1);
-        const bool seen = key < a.Tk && (!kCausal || key <= a.q_off + query);
-        const float p = seen ? expf(s[nt][e] * a.scale - row_lse[e >> 1]) : 0.f;
+        float p = exp2_approx(fmaf(s[nt][e], sl2, -row_lse[e >> 1]));
+        if (masked) {
+          const int query = wq0 + g + 8 * (e >> 1), key = j * kBk + nt * 8 + 2 * t + (e & 1);
+          if (key >= a.Tk || (kCausal && key > a.q_off + query)) p = 0.f;
+        }
         s[nt][e] = p * (dp[nt][e] - row_d[e >> 1]);
       }
       // dQ += dS K: dS as A (k = key), K as B (k = key, n = d) from its [key][d] tile.

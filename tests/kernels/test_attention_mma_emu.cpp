@@ -37,15 +37,25 @@ namespace {
 struct Shape {
   int64_t B, Tq, Tk, NH, HS, q_offset;
   bool causal, packed;
+  bool far = false;  // every score near -128: q about 4, k about -4 (unpacked)
 };
+
+// c + x / 4, elementwise.
+Tensor shifted(const Tensor& x, float c) {
+  std::vector<float> v(x.data<float>(), x.data<float>() + x.numel());
+  for (float& e : v) e = c + 0.25f * e;
+  return Tensor::from_vector(v, x.shape());
+}
 
 void check(const Shape& s, DType t) {
   INFO(dtype_name(t) << " B " << s.B << " Tq " << s.Tq << " Tk " << s.Tk << " NH " << s.NH << " HS " << s.HS
-                     << " q_offset " << s.q_offset << (s.causal ? " causal" : " none") << (s.packed ? " packed" : ""));
+                     << " q_offset " << s.q_offset << (s.causal ? " causal" : " none") << (s.packed ? " packed" : "")
+                     << (s.far ? " far" : ""));
   const int64_t C = s.NH * s.HS, ld = s.packed ? 3 * C : C;
   // Packed: one (B, T, 3C) tensor, q | k | v at column offsets 0, C, 2C (self-attention: Tq = Tk).
-  const Tensor raw_q = Tensor::randn({s.B * s.Tq * ld}, 41, 1.5f), raw_k = Tensor::randn({s.B * s.Tk * ld}, 42, 1.5f),
-               raw_v = Tensor::randn({s.B * s.Tk * ld}, 43, 1.5f);
+  Tensor raw_q = Tensor::randn({s.B * s.Tq * ld}, 41, 1.5f), raw_k = Tensor::randn({s.B * s.Tk * ld}, 42, 1.5f);
+  const Tensor raw_v = Tensor::randn({s.B * s.Tk * ld}, 43, 1.5f);
+  if (s.far) raw_q = shifted(raw_q, 4.f), raw_k = shifted(raw_k, -4.f);
   const Tensor rq = rounded(raw_q, t), rk = s.packed ? rq : rounded(raw_k, t), rv = s.packed ? rq : rounded(raw_v, t);
   const int64_t ko = s.packed ? C : 0, vo = s.packed ? 2 * C : 0;
   Tensor ref = Tensor::zeros({s.B * s.Tq * C}), att = Tensor::zeros({s.B * s.NH * s.Tq * s.Tk});
@@ -241,4 +251,13 @@ TEST_CASE("attention impl names: ours, ours_cuda_cores, cudnn, and a one-line er
   for (AttentionImpl i : {AttentionImpl::ours, AttentionImpl::ours_cuda_cores, AttentionImpl::cudnn})
     CHECK(parse_attention_impl(attention_impl_name(i)) == i);
   CHECK_THROWS_WITH(parse_attention_impl("flash"), Catch::Matchers::Contains("ours, ours_cuda_cores or cudnn"));
+}
+
+// Scores near -128 put lse near -128, so 2^-lse overflows: a key past Tk in
+// a ragged key tile (a zero row of K, a zero score) must be masked out of dS
+// or the dQ products make inf times 0 = NaN; the unmasked tiles' exp2 of
+// such scores must still match the cpu's exp.
+TEST_CASE("emu attention_mma: scores far below zero, with keys past Tk in a key tile", "[emu][kernels]") {
+  for (bool causal : {true, false}) check({2, 17, 17, 2, 64, 0, causal, false, true}, DType::bf16);
+  check({1, 100, 100, 2, 64, 0, true, false, true}, DType::f16);
 }
