@@ -23,7 +23,16 @@ ENGINE_EMU_COUNT_ONLY=1 "$build/models/train" --config "$root/configs/gpt2-124M.
   --grad_accum 1 --steps 3 --warmup_steps 1 --val_every 0 --sample_every 0 --val_batches 1 --checkpoint_every 0 \
   --kernel_profile 2 --model_gpu "$gpu" --out_dir "$work/run" "$@" >"$work/log"
 sed -n '/^kernel profile of step/,/^modelled step on/p' "$work/log"
-python3 - "$work/run/kernel_profile.json" "$gpu" <<'EOF'
+# The micro-batch the summary names: 8 unless the extra options set another.
+batch=8
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case ${args[i]} in
+    --batch_size) batch=${args[i + 1]:-8} ;;
+    --batch_size=*) batch=${args[i]#--batch_size=} ;;
+  esac
+done
+python3 - "$work/run/kernel_profile.json" "$gpu" "$batch" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
 rows = p["rows"]
@@ -35,8 +44,8 @@ measured = {"model_ms_cudnn_attention": 8192 / 195e3 * 1e3, "model_ms": 8192 / 6
 # cuDNN runs each attention call as one launch (launches_cudnn_attention), ours as one to three.
 for key, label, n in (("model_ms_cudnn_attention", "cuDNN attention", int(p["launches_cudnn_attention"])),
                       ("model_ms", "our attention", launches)):
-    line = f"GPT-2 124M, B 8 x 1024, O3, {label}: {n} launches, {gb:.2f} GB, {gflop:.0f} GFLOP, modelled {p[key]:.1f} ms on {sys.argv[2]}"
-    if sys.argv[2] == "h100":
+    line = f"GPT-2 124M, B {sys.argv[3]} x 1024, O3, {label}: {n} launches, {gb:.2f} GB, {gflop:.0f} GFLOP, modelled {p[key]:.1f} ms on {sys.argv[2]}"
+    if sys.argv[2] == "h100" and sys.argv[3] == "8":
         line += f" (the H100 measured {measured[key]:.1f} ms before the changes of docs/gpu.md)"
     print(line)
 EOF

@@ -64,10 +64,10 @@ __global__ void __launch_bounds__(kThreads)
   const int first = kCausal ? max(0, (k0 - a.q_off) / kBq) : 0;
   const int span = q_tiles - first, steps = span > 0 ? span * a.group : 0;
   // Step s is query tile first + s % span of the group's query head s / span
-  // (b, h0 + s / span): its rows and statistics start hg heads past the group's first.
+  // (b, h0 + s / span): its rows and statistics start hg = s / span heads
+  // past the group's first. The loop walks (hg, i) forward, no division.
   const int64_t h0 = int64_t(kvh) * a.group;
-  const auto load_queries = [&](int stage, int step) {
-    const int hg = step / span, i = first + step - hg * span;
+  const auto load_queries = [&](int stage, int hg, int i) {
     const int64_t head = (h0 + hg) * kHS, stat = (int64_t(b) * a.NH + h0 + hg) * a.Tq;
     load_rows<T, kHS>(qs + stage * kTile, q + int64_t(b) * a.Tq * a.ld + head, a.ld, i * kBq, kBq, a.Tq);
     load_rows<T, kHS>(dos + stage * kTile, dout + int64_t(b) * a.Tq * o_ld + head, o_ld, i * kBq, kBq, a.Tq);
@@ -79,16 +79,18 @@ __global__ void __launch_bounds__(kThreads)
   };
   load_rows<T, kHS>(ks, k + int64_t(b) * a.Tk * a.ldk + kv_head, a.ldk, k0, kBc, a.Tk);
   load_rows<T, kHS>(vs, v + int64_t(b) * a.Tk * a.ldk + kv_head, a.ldk, k0, kBc, a.Tk);
-  if (steps > 0) load_queries(0, 0);
+  if (steps > 0) load_queries(0, 0, first);
   tc::cp_async_commit();
 
   float dkacc[kHS / 8][4] = {}, dvacc[kHS / 8][4] = {};
   const float sl2 = a.scale * kLog2e;  // P = 2^(scale log2e S - lse log2e)
-  int i = first;                       // this step's query tile
-  for (int step = 0; step < steps; ++step, i = i + 1 == q_tiles ? first : i + 1) {
+  int i = first, hg = 0;               // this step's query tile, and its head in the group
+  for (int step = 0; step < steps; ++step) {
     const int stage = step % 2;
+    const bool wrap = i + 1 == q_tiles;  // the next step starts the group's next head
+    const int i_next = wrap ? first : i + 1, hg_next = hg + (wrap ? 1 : 0);
     if (step + 1 < steps) {
-      load_queries(1 - stage, step + 1);
+      load_queries(1 - stage, hg_next, i_next);
       tc::cp_async_commit();
       tc::cp_async_wait_group<1>();
     } else {
@@ -153,6 +155,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();  // this stage is refilled by step + 2
+    i = i_next, hg = hg_next;
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
