@@ -18,7 +18,8 @@
 // accumulators without leaving registers (an m16n8 accumulator pair is an
 // m16n8k16 A fragment) and V as B through ldmatrix.trans. Causal blocks
 // stop at the last key tile their queries see. At the end O / l is stored,
-// and lse = m + log l (of the scaled scores), as attention_forward does.
+// and lse = m ln 2 + log l (m in base 2; lse of the scaled scores in
+// natural units, as attention_forward saves it).
 // bytes = each tensor once as attention_forward's cost counts it (q, k, v,
 // out, lse), the K/V tiles re-read once per query block (caches); flops =
 // 4 HS per visible (query, key) pair.
@@ -33,9 +34,10 @@ namespace {
 using namespace attn_mma;
 
 // Causal at head size 64 (GPT-2's and Llama's): at most 128 registers, so
-// four blocks fit an SM's registers as they fit its shared memory (ptxas
-// would take 129-132 and fit three; the cap costs no spill there, and the
-// spill check would say if it did).
+// on sm_90 four blocks fit an SM's registers as they fit its 228 KB of
+// shared memory (ptxas would take 129-132 and fit three; sm_80's 164 KB hold
+// three blocks either way). The cap costs no spill, and the spill check
+// would say if it did.
 template <typename T, int kHS, bool kCausal>
 __global__ void __launch_bounds__(kThreads, kHS == 64 && kCausal ? 4 : 1)
     attention_forward_mma_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,

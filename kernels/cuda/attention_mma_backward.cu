@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kThreads)
     load_rows<T, kHS>(qs + stage * kTile, q + int64_t(b) * a.Tq * a.ld + head, a.ld, i * kBq, kBq, a.Tq);
     load_rows<T, kHS>(dos + stage * kTile, dout + int64_t(b) * a.Tq * o_ld + head, o_ld, i * kBq, kBq, a.Tq);
     for (int x = int(threadIdx.x); x < kBq; x += kThreads) {
-      const int query = i * kBq + x;                                                      // past Tq: P = exp(-inf) = 0
+      const int query = i * kBq + x;                                                      // past Tq: P = 2^-inf = 0
       stats[stage * 2 * kBq + x] = query < a.Tq ? lse[stat + query] * kLog2e : INFINITY;  // base-2 units
       stats[stage * 2 * kBq + kBq + x] = query < a.Tq ? delta[stat + query] : 0.f;
     }
@@ -238,8 +238,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     // dS = P (dP - D) into s. Masked only where the tile crosses the warp's
     // diagonal or Tk (warp-uniform). A key past Tk is a zero row of K, but
-    // its P = 2^-lse overflows to inf when every score is below about -88,
-    // and inf times a zero K is NaN in dQ.
+    // its P = e^-lse is not 0: its dS = -P D leaves f16's range once lse is
+    // below about -11 + ln |D| (fp32's below about -88), and inf times a
+    // zero K is NaN in dQ.
     const int wq0 = q0 + warp * 16;  // the warp's first query
     const bool masked = (j + 1) * kBk > a.Tk || (kCausal && (j + 1) * kBk - 1 > a.q_off + wq0);
 #pragma unroll

@@ -5,7 +5,9 @@
 // sizes 64 and 128, causal and not, T = 1 (one row), 17 (a ragged block),
 // 64 (exactly one query block and key tile), 130 (three of each, the last
 // with two rows), queries at an offset into longer keys (context
-// parallelism), and q, k, v read in place from one packed qkv.
+// parallelism), q, k, v read in place from one packed qkv, and scores near
+// -128 (padded keys must stay masked where e^-lse overflows) with one key
+// near +128 at the edge of a warp's causal mask (a mask one key off fails).
 // Tolerances: the output is emu_check.h's for one rounding, doubled in
 // absolute terms: P is rounded to the storage type before P V (as
 // FlashAttention-2 does), an error of at most 2^-9 of max |v| in bf16; the
@@ -38,6 +40,7 @@ struct Shape {
   int64_t B, Tq, Tk, NH, HS, q_offset;
   bool causal, packed;
   bool far = false;  // every score near -128: q about 4, k about -4 (unpacked)
+  int64_t hot = -1;  // with far: this key's row about +4 instead, so its scores are near +128
 };
 
 // c + x / 4, elementwise.
@@ -50,12 +53,14 @@ Tensor shifted(const Tensor& x, float c) {
 void check(const Shape& s, DType t) {
   INFO(dtype_name(t) << " B " << s.B << " Tq " << s.Tq << " Tk " << s.Tk << " NH " << s.NH << " HS " << s.HS
                      << " q_offset " << s.q_offset << (s.causal ? " causal" : " none") << (s.packed ? " packed" : "")
-                     << (s.far ? " far" : ""));
+                     << (s.far ? " far" : "") << (s.hot >= 0 ? " hot key " + std::to_string(s.hot) : ""));
   const int64_t C = s.NH * s.HS, ld = s.packed ? 3 * C : C;
   // Packed: one (B, T, 3C) tensor, q | k | v at column offsets 0, C, 2C (self-attention: Tq = Tk).
   Tensor raw_q = Tensor::randn({s.B * s.Tq * ld}, 41, 1.5f), raw_k = Tensor::randn({s.B * s.Tk * ld}, 42, 1.5f);
   const Tensor raw_v = Tensor::randn({s.B * s.Tk * ld}, 43, 1.5f);
   if (s.far) raw_q = shifted(raw_q, 4.f), raw_k = shifted(raw_k, -4.f);
+  for (int64_t b = 0; s.hot >= 0 && b < s.B; ++b)
+    for (int64_t c = 0; c < ld; ++c) raw_k.data<float>()[(b * s.Tk + s.hot) * ld + c] *= -1.f;
   const Tensor rq = rounded(raw_q, t), rk = s.packed ? rq : rounded(raw_k, t), rv = s.packed ? rq : rounded(raw_v, t);
   const int64_t ko = s.packed ? C : 0, vo = s.packed ? 2 * C : 0;
   Tensor ref = Tensor::zeros({s.B * s.Tq * C}), att = Tensor::zeros({s.B * s.NH * s.Tq * s.Tk});
@@ -144,6 +149,13 @@ TEST_CASE("emu attention_mma: forward and backward, bf16 and f16, head sizes 64 
 TEST_CASE("emu attention_mma: queries at an offset, and a packed qkv read and written in place", "[emu][kernels]") {
   for (bool causal : {true, false}) {
     check({1, 40, 100, 2, 64, 60, causal, false}, DType::bf16);  // this rank's 40 queries of 100 keys
+    // Offset 62: key 63 is the one score of warp 0's first key tile that
+    // query 0 must not see (the per-warp mask tests' tightest case). Key 63
+    // scores near +128 and every other near -128, so a mask that misses it
+    // changes query 0's output entirely, and its backward P = e^256 is inf.
+    check({1, 40, 102, 2, 64, 62, causal, false}, DType::bf16);
+    check({1, 40, 102, 2, 64, 62, causal, false, true, 63}, DType::bf16);
+    check({1, 40, 102, 2, 128, 62, causal, false, true, 63}, DType::bf16);
     check({2, 70, 70, 3, 64, 0, causal, true}, DType::bf16);
   }
 }
@@ -257,7 +269,10 @@ TEST_CASE("attention impl names: ours, ours_cuda_cores, cudnn, and a one-line er
 // a ragged key tile (a zero row of K, a zero score) must be masked out of dS
 // or the dQ products make inf times 0 = NaN; the unmasked tiles' exp2 of
 // such scores must still match the cpu's exp.
+// Not causal, so the causal mask does not hide the padded keys: head size 64
+// (key tiles of 64 in dQ) and 128 (32: Tk 40 leaves 24 padded keys).
 TEST_CASE("emu attention_mma: scores far below zero, with keys past Tk in a key tile", "[emu][kernels]") {
   for (bool causal : {true, false}) check({2, 17, 17, 2, 64, 0, causal, false, true}, DType::bf16);
+  check({1, 40, 40, 2, 128, 0, false, false, true}, DType::bf16);
   check({1, 100, 100, 2, 64, 0, true, false, true}, DType::f16);
 }
