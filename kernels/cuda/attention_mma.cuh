@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/attention_mma.h"
+#include "kernels/cuda/exp2.cuh"
 #include "kernels/cuda/storage.cuh"
 #include "kernels/cuda/tensor_core.cuh"
 
@@ -14,10 +15,6 @@ namespace eng::ENGINE_GPU_NS::attn_mma {
 // rows padded by 8 elements, so the eight 16-byte rows of an ldmatrix fall in
 // different banks.
 constexpr int kWarps = 4, kThreads = 32 * kWarps, kBr = 16 * kWarps, kBc = 64, kPad = 8;
-
-// Scores in base-2 units: exp(x) = 2^(x log2 e), so scale log2 e folds into
-// the one FFMA before each exponential (FlashAttention's exp2 trick).
-constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 struct MmaDims {
   int Tq, Tk, q_off, NH, BH;
@@ -55,22 +52,6 @@ __device__ __forceinline__ void load_rows(T* tile, const T* head, int64_t ld, in
     const T* src = in ? head + int64_t(row0 + r) * ld + d : head;
     tc::cp_async_cg(tc::smem_addr(tile + r * (kHS + kPad) + d), src, in ? 16 : 0);
   }
-}
-
-// 2^x as one MUFU.EX2 (ex2.approx.ftz: about 2 ulp, results under 2^-126
-// flushed to 0, 2^-inf = 0): expf is about ten instructions and a branch, more
-// issue slots than the tensor-core work of one score at head size 64, which
-// is what kept these kernels far from the tensor cores' rate. The emulator
-// computes exp2 exactly and flushes as the GPU does.
-__device__ __forceinline__ float exp2_approx(float x) {
-#if defined(__CUDACC__)
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-#else
-  const float r = std::exp2(x);
-  return r < 1.17549435e-38f ? 0.f : r;
-#endif
 }
 
 // The A fragment of rows [row0, row0 + 16), columns [k0, k0 + 16) of a

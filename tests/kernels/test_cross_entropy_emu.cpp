@@ -11,6 +11,9 @@
 // A padded vocabulary (cross_entropy_padded: V classes in rows of W) equals
 // the loss on the first V columns, with dlogits 0 in the padding. A row
 // longer than the kernel's shared-memory cache takes its two-read path.
+#include <cmath>
+#include <vector>
+
 #include "engine/autograd.h"
 #include "engine/kernel_profile.h"
 #include "engine/ops.h"
@@ -110,6 +113,25 @@ TEST_CASE("emu cross_entropy: unaligned views take the scalar path", "[emu][kern
     CHECK_EMU_CLOSE(out, ref, DType::f32);
     CHECK_EMU_CLOSE(xe.grad(), xr.grad(), DType::f32);
   }
+}
+
+// The pack fold (fold_n) skips a NaN in its max (fmaxf does) but must keep it
+// in the sum: a NaN anywhere in a row, a whole 16-byte pack of them first
+// included, makes that row's loss NaN, never a finite number.
+TEST_CASE("emu cross_entropy: a NaN logit makes its row's loss NaN", "[emu][kernels]") {
+  const int64_t V = 320;  // bf16: 40 packs of 8 (V % 8 == 0 takes the 16-byte path)
+  for (const std::vector<int64_t>& nans :
+       std::vector<std::vector<int64_t>>{{0}, {150}, {319}, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}}) {
+    const Tensor base = Tensor::randn({V}, 11);
+    std::vector<float> row(base.data<float>(), base.data<float>() + V);
+    for (int64_t i : nans) row[size_t(i)] = std::nanf("");
+    const Tensor x = Tensor::from_vector(row, {1, V}).to(DType::bf16).to(kEmu);
+    const float loss = cross_entropy(x, Tensor::from_ints({100}, {1}, kEmu)).item();  // the target itself not NaN
+    INFO("NaN at " << nans.front() << " (" << nans.size() << " of them)");
+    CHECK(std::isnan(loss));
+  }
+  const Tensor clean = Tensor::randn({1, V}, 11).to(DType::bf16).to(kEmu);
+  CHECK(std::isfinite(cross_entropy(clean, Tensor::from_ints({3}, {1}, kEmu)).item()));
 }
 
 TEST_CASE("emu cross_entropy: targets are checked before the launch", "[emu][kernels]") {
