@@ -39,8 +39,8 @@ constexpr size_t kMaxCachedRowBytes = 104 * 1024;
 // (one read of the logits; a 16-byte pack at a time, its max first: fold_n),
 // the block merges them into lse; pass 2 reads the row again and writes
 // dlogits (skipped when dlogits is nullptr: inference). Exponentials are
-// exp2.cuh's: in SASS (sm_90, bf16) the two passes' loops issue 62 and 74
-// instructions a pack of 8, about 17 a logit, against about 38 with fold,
+// exp2.cuh's: in SASS (sm_90, bf16) the two passes' loops issue 70 and 82
+// instructions a pack of 8, about 19 a logit, against about 38 with fold,
 // expf and a 64-bit target test a value; the H200's HBM leaves about 28 a
 // logit to stay memory-bound (4 bytes a logit; 132 SMs, 128 lanes a cycle).
 // kCache (with kVec): pass 1 also keeps each 16-byte pack in dynamic shared
@@ -90,7 +90,6 @@ __global__ void __launch_bounds__(kMaxThreads)
     const float lse = row.m + logf(row.s);
     if (threadIdx.x == 0) losses[r] = lse - to_f32(x[target]);
     if (!d) continue;
-    const float lse2 = lse * kLog2e;  // softmax = 2^(x log2e - lse log2e): an FFMA and an ex2.approx
     for (int64_t v = int64_t(threadIdx.x) * P; v < vec_end; v += int64_t(blockDim.x) * P) {
       const Pack128<T> p = load128((kCache ? cached : x) + v);
       Pack128<T> g;
@@ -98,13 +97,13 @@ __global__ void __launch_bounds__(kMaxThreads)
       const int at = target >= v && target < v + P ? int(target - v) : -1;
       for (int k = 0; k < P; ++k) {
         const float onehot = k == at ? dloss_scale : 0.f;  // dloss_scale (p - 1) at the target
-        g.v[k] = from_f32<T>(fmaf(dloss_scale, exp2_approx(fmaf(to_f32(p.v[k]), kLog2e, -lse2)), -onehot));
+        g.v[k] = from_f32<T>(fmaf(dloss_scale, exp2_approx((to_f32(p.v[k]) - lse) * kLog2e), -onehot));
       }
       store128(d + v, g);
     }
     for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) {
       const float onehot = v == target ? 1.f : 0.f;
-      d[v] = from_f32<T>(dloss_scale * (exp2_approx(fmaf(to_f32(x[v]), kLog2e, -lse2)) - onehot));
+      d[v] = from_f32<T>(dloss_scale * (exp2_approx((to_f32(x[v]) - lse) * kLog2e) - onehot));
     }
     for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);  // the padding
   }

@@ -11,7 +11,8 @@
 namespace eng::ENGINE_GPU_NS {
 
 // A partial softmax denominator: m = max of the values seen, s = sum of
-// exp(x - m) over them. Empty: {-inf, 0}.
+// exp(x - m) over them. Empty: {-inf, 0}. A NaN seen is kept in s (m skips
+// it, as fmaxf does), so it reaches the loss: {-inf, NaN} is not empty.
 struct MaxSum {
   float m, s;
 };
@@ -29,25 +30,28 @@ __device__ __forceinline__ void fold(MaxSum& a, float x) {
 }
 
 // Folds N values at once: their max first, then one rescale of the running
-// sum and an FFMA and an ex2.approx a value (exp2.cuh): about 4 instructions
-// a value where fold's branch and expf take about 20. A NaN is kept in the
-// sum (fmaxf skips it, exp2 does not), so it reaches the loss as fold's does.
+// sum and e^(x - m) = 2^((x - m) log2 e) a value, an FADD, an FMUL and an
+// ex2.approx (exp2.cuh): about 5 instructions a value where fold's branch and
+// expf take about 20. The difference is taken before the scale, so the max
+// gives exactly 2^0 and no logit's magnitude overflows it (x log2 e - m
+// log2 e in one FFMA would leave m log2 e's rounding, which is +-128 once
+// |m| > 3e9). A NaN is kept in the sum (fmaxf skips it, exp2 does not).
 template <int N>
 __device__ __forceinline__ void fold_n(MaxSum& a, const float (&x)[N]) {
   float m = a.m;
 #pragma unroll
   for (int k = 0; k < N; ++k) m = fmaxf(m, x[k]);
   // All -inf so far: subtract 0 instead, so 2^(-inf - 0) = 0, not NaN.
-  const float m2 = m == -INFINITY ? 0.f : m * kLog2e;
-  float s = a.s * exp2_approx(fmaf(a.m, kLog2e, -m2));
+  const float ms = m == -INFINITY ? 0.f : m;
+  float s = a.s * exp2_approx((a.m - ms) * kLog2e);
 #pragma unroll
-  for (int k = 0; k < N; ++k) s += exp2_approx(fmaf(x[k], kLog2e, -m2));
+  for (int k = 0; k < N; ++k) s += exp2_approx((x[k] - ms) * kLog2e);
   a = MaxSum{m, s};
 }
 
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.f};  // both empty
+  if (m == -INFINITY) return {m, a.s + b.s};  // both empty (0), or a NaN that must stay
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 

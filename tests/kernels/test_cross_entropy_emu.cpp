@@ -116,12 +116,19 @@ TEST_CASE("emu cross_entropy: unaligned views take the scalar path", "[emu][kern
 }
 
 // The pack fold (fold_n) skips a NaN in its max (fmaxf does) but must keep it
-// in the sum: a NaN anywhere in a row, a whole 16-byte pack of them first
-// included, makes that row's loss NaN, never a finite number.
+// in the sum, and so must a merge of two partials with no finite value: a
+// NaN anywhere in a row, a whole 16-byte pack of them included, makes that
+// row's loss NaN, never a finite number.
 TEST_CASE("emu cross_entropy: a NaN logit makes its row's loss NaN", "[emu][kernels]") {
   const int64_t V = 320;  // bf16: 40 packs of 8 (V % 8 == 0 takes the 16-byte path)
   for (const std::vector<int64_t>& nans :
-       std::vector<std::vector<int64_t>>{{0}, {150}, {319}, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}}) {
+       std::vector<std::vector<int64_t>>{{0},
+                                         {150},
+                                         {319},
+                                         {0, 1, 2, 3, 4, 5, 6, 7},
+                                         {8, 9, 10, 11, 12, 13, 14, 15},
+                                         // a pack whose thread's first shuffle partner holds nothing
+                                         {256, 257, 258, 259, 260, 261, 262, 263}}) {
     const Tensor base = Tensor::randn({V}, 11);
     std::vector<float> row(base.data<float>(), base.data<float>() + V);
     for (int64_t i : nans) row[size_t(i)] = std::nanf("");
@@ -132,6 +139,13 @@ TEST_CASE("emu cross_entropy: a NaN logit makes its row's loss NaN", "[emu][kern
   }
   const Tensor clean = Tensor::randn({1, V}, 11).to(DType::bf16).to(kEmu);
   CHECK(std::isfinite(cross_entropy(clean, Tensor::from_ints({3}, {1}, kEmu)).item()));
+}
+
+// Logits of magnitude 1e10 match the cpu reference, whose exp(x - max) is
+// 1 at the max. The kernel's 2^((x - m) log2 e) is too; x log2e - m log2e in
+// one FFMA would not be (m log2e's rounding is 2^9 at this size: 2^512).
+TEST_CASE("emu cross_entropy: logits of magnitude 1e10 match the cpu reference", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16}) check_against_cpu(Tensor::randn({5, 320}, 12, 1e10f), t, 0, 1.0);
 }
 
 TEST_CASE("emu cross_entropy: targets are checked before the launch", "[emu][kernels]") {
