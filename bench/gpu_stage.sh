@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # the runs are functions, called by name from RUNS
 # The project's stage of a run on a lent GPU machine (the last stage of the
 # shared on-gpu.sh; docs/gpu.md). It sees B (the build dir), W (a work dir),
 # OUT, MODE and STAGE_DEADLINE, and prints to project.log. What it measures,
@@ -35,10 +36,12 @@
 #      Adafactor steps, GB/s at its full shapes (docs/optimizers.md);
 #      attention: the workbench's tensor-core attention rows (mma) beside
 #      cuDNN's, forward and backward (docs/kernels/attention.md).
-# RUNS names the runs to make (default: profile-cudnn profile-ours
-# profile-all-ours throughput torch tuned, in that order, the cheap profiles
-# first; a later call of the same task names only what is still owed). Each run
-# gets what is left before STAGE_DEADLINE; one stopped there is a note. The
+# RUNS names the runs to make, made in the order it names them (default:
+# profile-cudnn profile-ours profile-all-ours throughput torch tuned, the
+# cheap profiles first; a later call of the same task names only what is
+# still owed, what matters most first: torch's ratio needs throughput before
+# it). Each run gets what is left before STAGE_DEADLINE; one stopped there is
+# a note. The
 # step is modelled on the card it runs on (--model_gpu from nvidia-smi's
 # name). The device tool brings back 8 files at most: the logs, JSON tables
 # and metrics files go back as one archive, OUT/project-files.tar.gz.
@@ -62,8 +65,7 @@ esac
 echo "card: ${gpu_name:-unknown}; the step modelled on: $model_gpu"
 files=$W/project-files
 mkdir -p "$files"
-runs=" ${RUNS:-profile-cudnn profile-ours profile-all-ours throughput torch tuned} "
-want() { [[ $runs == *" $1 "* ]]; }
+read -r -a runs <<<"${RUNS:-profile-cudnn profile-ours profile-all-ours throughput torch tuned}"
 rc=0
 # train_124m NAME MIN_SECONDS ARGS...: GPT-2 124M (or CONFIG) at O3 on cuda with what is
 # left before the deadline (at least MIN_SECONDS, else a note), into
@@ -98,10 +100,10 @@ profile() {
   cp "$W/$name.log" "$files/" 2>/dev/null
   cp "$W/$name/kernel_profile.json" "$files/kernel_profile_${name#profile-}.json" 2>/dev/null || true
 }
-want profile-cudnn && profile profile-cudnn --attention cudnn
-want profile-ours && profile profile-ours --attention ours
+run_profile_cudnn() { profile profile-cudnn --attention cudnn; }
+run_profile_ours() { profile profile-ours --attention ours; }
 # Every kernel ours: the tensor-core attention and GEMM (--gemm mma).
-want profile-all-ours && profile profile-all-ours --attention ours --gemm mma
+run_profile_all_ours() { profile profile-all-ours --attention ours --gemm mma; }
 # throughput_run NAME ARGS...: the config's micro-batch (64 x 1024, grad_accum 8), O3: tokens/s.
 throughput_run() {
   local name=$1
@@ -111,43 +113,44 @@ throughput_run() {
   cp "$W/$name.log" "$files/" 2>/dev/null
   cp "$W/$name/metrics.jsonl" "$files/${name}_metrics.jsonl" 2>/dev/null || true
 }
-want throughput-ours && throughput_run throughput-ours --attention ours
+run_throughput_ours() { throughput_run throughput-ours --attention ours; }
 # generate's tokens/s on the card, KV cache and the window path (weights from one step).
-if want generate && train_124m generate-ckpt 60 --batch_size 1 --seq_len 64 --grad_accum 1 --steps 1 --precision O0; then
+run_generate() {
+  train_124m generate-ckpt 60 --batch_size 1 --seq_len 64 --grad_accum 1 --steps 1 --precision O0 || return 0
   for cache in "" --no_kv_cache; do
     echo "+ generate $cache (256 tokens)"
     timeout -k 5 "$(left)" "$B/models/generate" --model "$W/generate-ckpt/checkpoint" --device cuda --tokenizer ids \
       --prompt_ids 50256 --max_tokens 256 --ignore_eot $cache 2>&1 >/dev/null | tail -2
   done
-fi
-want profile-cudnn-b64 && BATCH=64 profile profile-cudnn-b64 --attention cudnn
+}
+run_profile_cudnn_b64() { BATCH=64 profile profile-cudnn-b64 --attention cudnn; }
 # The Llama 3.2 1B shape: its step profiled (our grouped attention), its tokens/s; the block's kernels alone.
-if want llama; then
+run_llama() {
   CONFIG=llama3.2-1b BATCH=4 profile profile-llama --log_every 1
   grep -E "^step " "$W/profile-llama.log" | tail -2
   echo "+ bench/kernels --filter rmsnorm, swiglu, rope"
   for f in rmsnorm swiglu rope; do timeout -k 5 60 "$B/bench/kernels" --filter "$f" 2>&1 | grep -E " cuda "; done
-fi
-want llama-cudnn && CONFIG=llama3.2-1b BATCH=4 profile profile-llama-cudnn --log_every 1 --attention cudnn
+}
+run_llama_cudnn() { CONFIG=llama3.2-1b BATCH=4 profile profile-llama-cudnn --log_every 1 --attention cudnn; }
 # The ladders' rungs on the card: GB/s of each step from naive to ours (and cuDNN's).
-if want ladders; then
+run_ladders() {
   for f in layernorm softmax_fwd; do
     echo "+ bench/kernels --filter $f --impl naive,warp,vec,unfused,ours,cudnn"
     timeout -k 5 120 "$B/bench/kernels" --filter "$f" --impl naive,warp,vec,unfused,ours,cudnn 2>&1 | grep -E " (cuda|cudnn)"
   done
-fi
+}
 # The optimizers' kernels alone (adamw_step, adamw8bit_step, adafactor_step): GB/s.
-if want optimizers; then
+run_optimizers() {
   echo "+ bench/kernels --filter ada"
   timeout -k 5 120 "$B/bench/kernels" --filter ada 2>&1 | grep -E " cuda "
-fi
+}
 # The tensor-core attention alone beside cuDNN's (attention_fwd, attention_bwd): TFLOP/s.
-if want attention; then
+run_attention() {
   echo "+ bench/kernels --filter attention --impl mma,cudnn"
   timeout -k 5 180 "$B/bench/kernels" --filter attention --impl mma,cudnn 2>&1 | grep -E " (cuda|cudnn)|ratio"
-fi
+}
 # The config's micro-batch (64 x 1024, grad_accum 8), cuDNN's attention: tokens/s.
-want throughput && throughput_run throughput --attention cudnn
+run_throughput() { throughput_run throughput --attention cudnn; }
 # PyTorch's GPT-2 on the same card and token ids, the same 524,288 tokens a step.
 torch_run() {  # B ACCUM: into $W/torch.log; 0 when it ran to the end
   local t
@@ -160,31 +163,40 @@ torch_run() {  # B ACCUM: into $W/torch.log; 0 when it ran to the end
   timeout -k 5 "$t" python3 "$root/bench/gpt2_torch_gpu.py" --train_bin "$W/stage-data/train.bin" --device cuda \
     --batch_size "$1" --grad_accum "$2" --steps 6 --warmup 2 >"$W/torch.log" 2>&1
 }
-torch_rc=2
-if want torch; then
+run_torch() {
+  local torch_rc
   torch_run 64 8
   torch_rc=$?
-fi
-if ((torch_rc != 0 && torch_rc != 2)) && grep -qi "out of memory\|OutOfMemoryError" "$W/torch.log"; then
-  echo "note: PyTorch's GPT-2 ran out of memory at 64 x 1024: 32 x 1024 x 16"
-  torch_run 32 16
-  torch_rc=$?
-fi
-if ((torch_rc == 0)); then
-  tail -3 "$W/torch.log"
-  cp "$W/torch.log" "$files/torch_gpt2.log"
-  python3 - "$W/throughput/metrics.jsonl" "$W/torch.log" <<'PY' || true
+  if ((torch_rc != 0 && torch_rc != 2)) && grep -qi "out of memory\|OutOfMemoryError" "$W/torch.log"; then
+    echo "note: PyTorch's GPT-2 ran out of memory at 64 x 1024: 32 x 1024 x 16"
+    torch_run 32 16
+    torch_rc=$?
+  fi
+  if ((torch_rc == 0)); then
+    tail -3 "$W/torch.log"
+    cp "$W/torch.log" "$files/torch_gpt2.log"
+    python3 - "$W/throughput/metrics.jsonl" "$W/torch.log" <<'PY' || true
 import json, re, statistics, sys
 ours = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
 ours = statistics.median(r["tokens_per_s"] for r in ours[2:] or ours)
 torch = float(re.search(r"torch tokens/s: (\d+)", open(sys.argv[2]).read()).group(1))
 print(f"ours / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.2f}x")
 PY
-elif ((torch_rc != 2)); then
-  echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
-  cp "$W/torch.log" "$files/torch_gpt2.log" 2>/dev/null
-fi
+  elif ((torch_rc != 2)); then
+    echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
+    cp "$W/torch.log" "$files/torch_gpt2.log" 2>/dev/null
+  fi
+}
 # Ours again with cuBLASLt's candidates timed per shape (off by default: docs/kernels/gemm.md).
-want tuned && ENGINE_CUBLASLT_TUNE=1 throughput_run throughput-tuned --attention cudnn
+run_tuned() { ENGINE_CUBLASLT_TUNE=1 throughput_run throughput-tuned --attention cudnn; }
+for r in "${runs[@]}"; do
+  if ! declare -F "run_${r//-/_}" >/dev/null; then
+    echo "note: no run named $r"
+    rc=1
+    continue
+  fi
+  echo "== $r ($(left) s left)"
+  "run_${r//-/_}"
+done
 tar -czf "$OUT/project-files.tar.gz" -C "$W" project-files && echo "files: OUT/project-files.tar.gz ($(ls "$files" | wc -l))"
 exit $rc

@@ -13,7 +13,9 @@
 # left, the gpu tests and the whole workbench, in OUT/check. The CPU half of
 # the suite (ctest -LE gpu) and on-gpu.sh's own training stage are left out:
 # CI runs the first, the project's stage measures more than the second.
-# FIRST_S (400) is the first part's share; CAP_<stage> set beforehand wins.
+# FIRST_S (400) is the first part's share; CAP_<stage> set beforehand wins;
+# THEN (ctest-gpu,bench) names the second part's stages (ctest-gpu alone when
+# RUNS's workbench runs measure what the whole workbench would).
 #   bash scripts/gpu_call.sh check     # a later call of the same task:
 # deps, configure, build, the gpu tests and the workbench first (what a fix
 # since the first call needs checked), then bench/gpu_stage.sh's RUNS when
@@ -43,7 +45,7 @@ OUT=$out/measure STAGES=deps,configure,build,project BUDGET_S=${FIRST_S:-400} ba
 rc=$?
 left=$((budget - ($(date +%s) - t0)))
 if ((left >= 40)); then
-  OUT=$out/check STAGES=ctest-gpu,bench BUDGET_S=$left bash .gpu/on-gpu.sh full || rc=1
+  OUT=$out/check STAGES=${THEN:-ctest-gpu,bench} BUDGET_S=$left bash .gpu/on-gpu.sh full || rc=1
 else
   echo "gpu_call: ${left}s left: no gpu tests nor workbench this time" >&2
 fi

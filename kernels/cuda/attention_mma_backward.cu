@@ -3,7 +3,7 @@
 // attention.h: layouts, ld_qkv, q_offset, the forward's lse, delta as
 // scratch), bf16 and f16, head sizes 64 and 128. With S = scale Q K^T and
 // P = exp(S - lse) (computed as 2^(log2e S - log2e lse): an FFMA and an
-// ex2.approx, attention_mma.cuh's exp2_approx):
+// ex2.approx, exp2.cuh's exp2_approx):
 //   D = rowsum(dO * O),  dP = dO V^T,  dS = P * (dP - D),
 //   dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
 // Three kernels, none with atomics, so dQ, dK and dV are the same bits on
@@ -131,9 +131,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < 4; ++e) {
         const int col = nt * 8 + 2 * t + (e & 1);
         float p = exp2_approx(fmaf(st[nt][e], sl2, -lse_s[col]));
-        if (masked) {
-          if (wk0 + g + 8 * (e >> 1) > a.q_off + i * kBq + col) p = 0.f;
-        }
+        if (masked && wk0 + g + 8 * (e >> 1) > a.q_off + i * kBq + col) p = 0.f;
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - d_s[col]);
       }
