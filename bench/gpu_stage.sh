@@ -27,9 +27,9 @@
 #      generate program (fp32, 256 new tokens) with and without its KV cache
 #      (docs/generate.md), from a one-step checkpoint; llama: the Llama
 #      3.2 1B shape (configs/llama3.2-1b.json, B 4 x 2048, O3, recompute)
-#      with step 3 profiled, its tokens/s, and the workbench's rmsnorm,
-#      swiglu and rope rows on the card (docs/llama.md); llama-cudnn: that
-#      step profiled with cuDNN's grouped attention; ladders: every
+#      with step 3 profiled and its tokens/s (docs/llama.md); llama-kernels:
+#      the workbench's rmsnorm, swiglu and rope rows on the card;
+#      llama-cudnn: that step profiled with cuDNN's grouped attention; ladders: every
 #      rung of the layernorm and softmax ladders beside ours and cuDNN's,
 #      GB/s at the workbench's full shapes (docs/kernels/layernorm.md,
 #      softmax.md); optimizers: the workbench's AdamW, 8-bit AdamW and
@@ -70,7 +70,7 @@ rc=0
 # train_124m NAME MIN_SECONDS ARGS...: GPT-2 124M (or CONFIG) at O3 on cuda with what is
 # left before the deadline (at least MIN_SECONDS, else a note), into
 # $W/NAME and $W/NAME.log; a run stopped at its limit is a note, a failure
-# sets rc. Returns 1 when it did not run.
+# sets rc and prints its last line. Returns 1 when it did not run or failed.
 train_124m() {
   local name=$1 min=$2 t
   shift 2
@@ -86,7 +86,11 @@ train_124m() {
   case $? in
     0) ;;
     124 | 137) echo "note: the $name run hit its limit" ;;
-    *) rc=1 ;;
+    *)
+      rc=1
+      echo "note: the $name run failed: $(tail -1 "$W/$name.log")"
+      return 1
+      ;;
   esac
 }
 # profile NAME ARGS...: the 124M step (B 8 x 1024) with step 3 profiled; its table to the log.
@@ -99,6 +103,7 @@ profile() {
   tail -3 "$W/$name.log"
   cp "$W/$name.log" "$files/" 2>/dev/null
   cp "$W/$name/kernel_profile.json" "$files/kernel_profile_${name#profile-}.json" 2>/dev/null || true
+  rm -rf "$W/$name/checkpoint"  # the 1B shape's is 15 GB: the disk holds 64
 }
 run_profile_cudnn() { profile profile-cudnn --attention cudnn; }
 run_profile_ours() { profile profile-ours --attention ours; }
@@ -116,7 +121,7 @@ throughput_run() {
 run_throughput_ours() { throughput_run throughput-ours --attention ours; }
 # generate's tokens/s on the card, KV cache and the window path (weights from one step).
 run_generate() {
-  train_124m generate-ckpt 60 --batch_size 1 --seq_len 64 --grad_accum 1 --steps 1 --precision O0 || return 0
+  train_124m generate-ckpt 60 --batch_size 1 --seq_len 64 --grad_accum 1 --steps 1 --warmup_steps 0 --precision O0 || return 0
   for cache in "" --no_kv_cache; do
     echo "+ generate $cache (256 tokens)"
     timeout -k 5 "$(left)" "$B/models/generate" --model "$W/generate-ckpt/checkpoint" --device cuda --tokenizer ids \
@@ -126,12 +131,17 @@ run_generate() {
 run_profile_cudnn_b64() { BATCH=64 profile profile-cudnn-b64 --attention cudnn; }
 # The Llama 3.2 1B shape: its step profiled (our grouped attention), its tokens/s; the block's kernels alone.
 run_llama() {
-  CONFIG=llama3.2-1b BATCH=4 profile profile-llama --log_every 1
+  CONFIG=llama3.2-1b BATCH=4 profile profile-llama --log_every 1 --tokenizer ids
   grep -E "^step " "$W/profile-llama.log" | tail -2
+}
+run_llama_kernels() {
   echo "+ bench/kernels --filter rmsnorm, swiglu, rope"
   for f in rmsnorm swiglu rope; do timeout -k 5 60 "$B/bench/kernels" --filter "$f" 2>&1 | grep -E " cuda "; done
 }
-run_llama_cudnn() { CONFIG=llama3.2-1b BATCH=4 profile profile-llama-cudnn --log_every 1 --attention cudnn; }
+run_llama_cudnn() {
+  CONFIG=llama3.2-1b BATCH=4 profile profile-llama-cudnn --log_every 1 --tokenizer ids --attention cudnn
+  grep -E "^step " "$W/profile-llama-cudnn.log" | tail -2
+}
 # The ladders' rungs on the card: GB/s of each step from naive to ours (and cuDNN's).
 run_ladders() {
   for f in layernorm softmax_fwd; do

@@ -31,12 +31,17 @@ constexpr int kMaxThreads = 512;
 // (100.5 KB), two blocks of 512 threads an SM on sm_90 (227 KiB), one on
 // sm_80 (164 KiB); a longer row is read twice from global memory.
 constexpr size_t kMaxCachedRowBytes = 104 * 1024;
+// Pass 1's loads in flight a thread (16-byte packs; see the kernel). Two
+// blocks an SM (the launch bounds) hold ptxas to 64 registers, which it then
+// uses without the one spill it made when left to itself with 4 packs.
+constexpr int kUnroll = 4;
 }  // namespace
 
 // The fused classifier. Launch: grid-stride over rows, one block per row,
 // grid_for(N, 1) blocks of a multiple of 32 threads (<= 512, about one 16-byte
 // pack per thread for small V). Pass 1 folds the row into per-thread MaxSums
-// (one read of the logits; a 16-byte pack at a time, its max first: fold_n),
+// (one read of the logits; a 16-byte pack at a time, its max first: fold_n,
+// kUnroll packs loaded before the first is folded),
 // the block merges them into lse; pass 2 reads the row again and writes
 // dlogits (skipped when dlogits is nullptr: inference). Exponentials are
 // exp2.cuh's: in SASS (sm_90, bf16) the two passes' loops issue 70 and 82
@@ -56,7 +61,7 @@ constexpr size_t kMaxCachedRowBytes = 104 * 1024;
 //         N V sizeof(T) reads with kCache; N V sizeof(T) without dlogits.
 // flops ~ 5 N V (max/compare, exp, add) + 4 N V for dlogits (exp counted as 1 SFU op).
 template <typename T, bool kVec, bool kCache>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, 2)
     cross_entropy_fused_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
                                float* __restrict__ losses, T* __restrict__ dlogits, int64_t N, int64_t V, int64_t ld,
                                const float* __restrict__ dloss_scale_ptr, int32_t ignore_index) {
@@ -77,10 +82,28 @@ __global__ void __launch_bounds__(kMaxThreads)
       continue;
     }
     MaxSum acc{-INFINITY, 0.f};
-    for (int64_t v = int64_t(threadIdx.x) * P; v < vec_end; v += int64_t(blockDim.x) * P) {
-      const Pack128<T> p = load128(x + v);
+    // kUnroll packs loaded before the first is folded: 64 bytes a thread in
+    // flight, not 16 (about 64 KB an SM at two blocks of 512, where the H200
+    // needs about 25 KB to keep its HBM busy). The fold order is unchanged.
+    const int64_t step = int64_t(blockDim.x) * P;
+    int64_t w = int64_t(threadIdx.x) * P;
+    for (; w + (kUnroll - 1) * step < vec_end; w += kUnroll * step) {
+      Pack128<T> p[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) p[u] = load128(x + w + u * step);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if constexpr (kCache)
+          if (d) store128(cached + w + u * step, p[u]);
+        float xs[P];
+        for (int k = 0; k < P; ++k) xs[k] = to_f32(p[u].v[k]);
+        fold_n(acc, xs);
+      }
+    }
+    for (; w < vec_end; w += step) {
+      const Pack128<T> p = load128(x + w);
       if constexpr (kCache)
-        if (d) store128(cached + v, p);
+        if (d) store128(cached + w, p);
       float xs[P];
       for (int k = 0; k < P; ++k) xs[k] = to_f32(p.v[k]);
       fold_n(acc, xs);

@@ -59,8 +59,12 @@ __global__ void embedding_forward_kernel(const T* __restrict__ w, const int32_t*
 // bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw; accumulate: 2 R C sizeof(T),
 // R <= min(n, V) the rows used) + 4 (n + V + 1); flops = n C adds.
 constexpr int kEmbeddingGroups = 8;
+constexpr int kEmbeddingUnroll = 8;  // a group's rows in flight (16-byte packs)
+// One block an SM (the launch bounds' 1): left to itself ptxas held the
+// kernel to 32 registers for two, and interleaved the unrolled loads with
+// the adds, two rows in flight instead of kEmbeddingUnroll.
 template <typename T, bool kVec, bool kAccumulate>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(1024, 1)
     embedding_backward_kernel(const T* __restrict__ dout, const int32_t* __restrict__ d_order,
                               const int32_t* __restrict__ d_row_start, T* __restrict__ dw, int64_t V, int64_t C) {
   constexpr int P = kVec ? Pack128<T>::size : 1;
@@ -73,8 +77,26 @@ __global__ void __launch_bounds__(1024)
     for (int64_t base = 0; base < C; base += width) {  // the same trip count for every thread: barriers below
       const int64_t c = base + int64_t(threadIdx.x) * P;
       float acc[P] = {};
-      if (c < C)
-        for (int32_t j = begin + g; j < end; j += groups) {
+      if (c < C) {
+        int32_t j = begin + g;
+        if constexpr (kVec) {
+          // kEmbeddingUnroll positions' rows in flight at once, added in the
+          // order of j as one at a time would: the same bits, a round trip to
+          // DRAM a kEmbeddingUnroll rows (a row's id, then its dout) instead
+          // of one a row, on the long buckets of frequent ids above all.
+          for (; j + (kEmbeddingUnroll - 1) * groups < end; j += kEmbeddingUnroll * groups) {
+            int32_t at[kEmbeddingUnroll];
+#pragma unroll
+            for (int u = 0; u < kEmbeddingUnroll; ++u) at[u] = d_order[j + u * groups];
+            Pack128<T> p[kEmbeddingUnroll];
+#pragma unroll
+            for (int u = 0; u < kEmbeddingUnroll; ++u) p[u] = load128(dout + int64_t(at[u]) * C + c);
+#pragma unroll
+            for (int u = 0; u < kEmbeddingUnroll; ++u)
+              for (int k = 0; k < P; ++k) acc[k] += to_f32(p[u].v[k]);
+          }
+        }
+        for (; j < end; j += groups) {
           const T* src = dout + int64_t(d_order[j]) * C + c;
           if constexpr (kVec) {
             const Pack128<T> p = load128(src);
@@ -83,6 +105,7 @@ __global__ void __launch_bounds__(1024)
             acc[0] += to_f32(*src);
           }
         }
+      }
       float* mine = sums + g * width + int(threadIdx.x) * P;
       for (int k = 0; k < P; ++k) mine[k] = acc[k];
       __syncthreads();

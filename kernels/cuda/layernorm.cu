@@ -24,7 +24,9 @@
 #include "kernels/cuda/rowwise.cuh"
 
 namespace eng::ENGINE_GPU_NS {
+using rowwise::load_raw;
 using rowwise::load_vec;
+using rowwise::RawVec;
 using rowwise::store_vec;
 using rowwise::warp_sum;
 
@@ -129,43 +131,39 @@ __global__ void fused_residual_layernorm_forward_kernel(const T* __restrict__ x,
   }
 }
 
-// The backward's two steps on one pack of a row (i: its first element),
-// shared by both backward kernels. backward_sums adds the pack's share of
-// sum(g) and sum(g xhat), g = dout w rounded on its own (no FMA into the sums
-// or the output below), so g - mean(g) is exactly 0 where the row has one
-// element: an FMA keeps g's unrounded product, and rstd (1/sqrt(eps) there)
-// scales the rounding error to ~1e-5 (seen on an H100).
+// The backward's two steps on one pack of a row (i: its first element; dv
+// and xv: dout and x there, as loaded), shared by both backward kernels.
+// backward_sums adds the pack's share of sum(g) and sum(g xhat), g = dout w
+// rounded on its own (no FMA into the sums or the output below), so g -
+// mean(g) is exactly 0 where the row has one element: an FMA keeps g's
+// unrounded product, and rstd (1/sqrt(eps) there) scales the rounding error
+// to ~1e-5 (seen on an H100).
 template <int V, typename T>
-__device__ __forceinline__ void backward_sums(const T* dr, const T* xr, const T* w, int i, float m, float rs, float& sg,
-                                              float& sgx) {
-  float dv[V], xv[V], wv[V];
-  load_vec<V>(dr + i, dv);
-  load_vec<V>(xr + i, xv);
+__device__ __forceinline__ void backward_sums(const RawVec<V, T>& dv, const RawVec<V, T>& xv, const T* w, int i,
+                                              float m, float rs, float& sg, float& sgx) {
+  float wv[V];
   load_vec<V>(w + i, wv);
   for (int k = 0; k < V; ++k) {
-    const float g = __fmul_rn(dv[k], wv[k]);
+    const float g = __fmul_rn(to_f32(dv.v[k]), wv[k]);
     sg += g;
-    sgx += g * ((xv[k] - m) * rs);
+    sgx += g * ((to_f32(xv.v[k]) - m) * rs);
   }
 }
 // backward_pack writes the pack of dx = rstd (g - mg - xhat mgx) + dresidual
-// (dres: the row's, or nullptr) and adds its dw, db terms into adw, adb.
+// (rv: the residual's gradient there, if has_rv) and adds its dw, db terms
+// into adw, adb.
 template <int V, bool kRms, typename T>
-__device__ __forceinline__ void backward_pack(const T* dr, const T* xr, const T* w, const T* dres, T* dxr, int i,
-                                              float m, float rs, float mg, float mgx, float* adw, float* adb) {
-  float dv[V], xv[V], wv[V], o[V];
-  load_vec<V>(dr + i, dv);
-  load_vec<V>(xr + i, xv);
+__device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawVec<V, T>& xv, const T* w,
+                                              const RawVec<V, T>& rv, bool has_rv, T* dxr, int i, float m, float rs,
+                                              float mg, float mgx, float* adw, float* adb) {
+  float wv[V], o[V];
   load_vec<V>(w + i, wv);
-  if (dres)
-    load_vec<V>(dres + i, o);
-  else
-    for (int k = 0; k < V; ++k) o[k] = 0.f;
+  for (int k = 0; k < V; ++k) o[k] = has_rv ? to_f32(rv.v[k]) : 0.f;
   for (int k = 0; k < V; ++k) {
-    const float xhat = (xv[k] - m) * rs;
-    o[k] += rs * (__fmul_rn(dv[k], wv[k]) - mg - xhat * mgx);
-    adw[k] += dv[k] * xhat;
-    if constexpr (!kRms) adb[k] += dv[k];
+    const float d = to_f32(dv.v[k]), xhat = (to_f32(xv.v[k]) - m) * rs;
+    o[k] += rs * (__fmul_rn(d, wv[k]) - mg - xhat * mgx);
+    adw[k] += d * xhat;
+    if constexpr (!kRms) adb[k] += d;
   }
   store_vec<V>(dxr + i, o);
 }
@@ -175,7 +173,9 @@ __device__ __forceinline__ void backward_pack(const T* dr, const T* xr, const T*
 // Lane l owns elements l V + j 32 V (+ 0..V-1), j < kIters, of every row its
 // warp visits and sums their dw/db in registers, in row order. Per row: one
 // sweep of dout and x for sum(g) and sum(g xhat) (warp shuffles), a second
-// (L1/L2 hits) for dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual.
+// for dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual; up to 4 packs
+// a lane (kIters <= 4) the row's dout, x and dresidual are loaded at once
+// and kept in registers for both, else the second re-reads L1/L2.
 // At the end the block's warps add their registers into shared memory one
 // warp after the other (warp order: fixed bits), and the block writes its
 // row of partial. Launch: kBackwardWarps warps, grid <= kLayernormBackwardWarpBlocks,
@@ -197,17 +197,50 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
   for (int64_t row = int64_t(blockIdx.x) * nwarps + warp; row < N; row += int64_t(gridDim.x) * nwarps) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
+    const T* dres = dresidual ? dresidual + row * C : nullptr;
     const float m = kRms ? 0.f : mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
+    if constexpr (kIters <= 4) {
+      // Every pack of the lane's share of the row is loaded before any is
+      // used (dout, x and the residual's gradient, as stored, in registers),
+      // at an index clamped into the row: a lane past C loads the row's last
+      // pack again and leaves it unused. A row costs one trip to DRAM, not
+      // one a pack: guarded loads compiled to a branch and a round trip each,
+      // about 12 KB in flight an SM where the H200 needs about 25. (Wider
+      // rows, kIters 8, have no registers for it: a pack at a time.)
+      RawVec<V, T> dv[kIters], xv[kIters], rv[kIters];
 #pragma unroll
-    for (int j = 0; j < kIters; ++j)
-      if ((lane + 32 * j) * V < C) backward_sums<V>(dr, xr, w, (lane + 32 * j) * V, m, rs, sg, sgx);
-    const float mg = kRms ? 0.f : warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
-    const T* dres = dresidual ? dresidual + row * C : nullptr;
+      for (int j = 0; j < kIters; ++j) {
+        const int i = min((lane + 32 * j) * V, C - V);
+        dv[j] = load_raw<V>(dr + i);
+        xv[j] = load_raw<V>(xr + i);
+        rv[j] = dres ? load_raw<V>(dres + i) : RawVec<V, T>{};
+      }
 #pragma unroll
-    for (int j = 0; j < kIters; ++j)
-      if ((lane + 32 * j) * V < C)
-        backward_pack<V, kRms>(dr, xr, w, dres, dx + row * C, (lane + 32 * j) * V, m, rs, mg, mgx, adw[j], adb[j]);
+      for (int j = 0; j < kIters; ++j)
+        if ((lane + 32 * j) * V < C) backward_sums<V>(dv[j], xv[j], w, (lane + 32 * j) * V, m, rs, sg, sgx);
+      const float mg = kRms ? 0.f : warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+#pragma unroll
+      for (int j = 0; j < kIters; ++j)
+        if ((lane + 32 * j) * V < C)
+          backward_pack<V, kRms>(dv[j], xv[j], w, rv[j], dres != nullptr, dx + row * C, (lane + 32 * j) * V, m, rs, mg,
+                                 mgx, adw[j], adb[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kIters; ++j) {
+        const int i = (lane + 32 * j) * V;
+        if (i < C) backward_sums<V>(load_raw<V>(dr + i), load_raw<V>(xr + i), w, i, m, rs, sg, sgx);
+      }
+      const float mg = kRms ? 0.f : warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+#pragma unroll
+      for (int j = 0; j < kIters; ++j) {
+        const int i = (lane + 32 * j) * V;
+        if (i < C)
+          backward_pack<V, kRms>(load_raw<V>(dr + i), load_raw<V>(xr + i), w,
+                                 dres ? load_raw<V>(dres + i) : RawVec<V, T>{}, dres != nullptr, dx + row * C, i, m, rs,
+                                 mg, mgx, adw[j], adb[j]);
+      }
+    }
   }
   for (int wp = 0; wp < nwarps; ++wp) {  // one warp at a time, in order
     if (warp == wp)
@@ -255,7 +288,8 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
     const T* xr = x + row * C;
     const float m = kRms ? 0.f : mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
-    for (int i = tid * V; i < C; i += step) backward_sums<V>(dr, xr, w, i, m, rs, sg, sgx);
+    for (int i = tid * V; i < C; i += step)
+      backward_sums<V>(load_raw<V>(dr + i), load_raw<V>(xr + i), w, i, m, rs, sg, sgx);
     sg = warp_sum(sg);
     sgx = warp_sum(sgx);
     __syncthreads();  // the previous row's readers of smem_red are done
@@ -272,8 +306,10 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
     }
     const float mg = kRms ? 0.f : sg / float(C), mgx = sgx / float(C);
     const T* dres = dresidual ? dresidual + row * C : nullptr;
-    for (int i = tid * V; i < C; i += step)
-      backward_pack<V, kRms>(dr, xr, w, dres, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i);
+    for (int i = tid * V; i < C; i += step) {
+      backward_pack<V, kRms>(load_raw<V>(dr + i), load_raw<V>(xr + i), w, dres ? load_raw<V>(dres + i) : RawVec<V, T>{},
+                             dres != nullptr, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i);
+    }
   }
   constexpr int kParts = kRms ? 1 : 2;  // dw (and db)
   float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
@@ -404,6 +440,8 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
         // instantiation at 48 registers; rows of one pack a lane take 2.
         if (iters <= 2)
           launch.template operator()<V, 2>();
+        else if (iters == 3)  // GPT-2's C = 768 in 16-bit packs: no idle pack's registers
+          launch.template operator()<V, 3>();
         else if (iters <= 4)
           launch.template operator()<V, 4>();
         else

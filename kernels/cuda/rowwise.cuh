@@ -46,6 +46,18 @@ __device__ __forceinline__ void store_vec(T* p, const float* v) {
   }
 }
 
+// V elements of T as stored (V = 1, or a 16-byte pack): a load kept in
+// registers before it is converted, at half the registers of floats for
+// 16-bit T, so a kernel can have many in flight (layernorm's backward).
+template <int V, typename T>
+struct alignas(V * sizeof(T)) RawVec {
+  T v[V];
+};
+template <int V, typename T>
+__device__ __forceinline__ RawVec<V, T> load_raw(const T* p) {
+  return load_wide<RawVec<V, T>>(p);
+}
+
 // Whether rows of C elements of T, at these bases, may use 128-bit loads.
 template <typename T>
 inline bool rows_vectorizable(int64_t C, const void* a, const void* b = nullptr, const void* c = nullptr) {

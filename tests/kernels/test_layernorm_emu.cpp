@@ -60,11 +60,25 @@ TEST_CASE("emu layernorm: rows too wide for the warp backward take the block-per
   check_layernorm(Tensor::randn({5, 300}, 9, 2.f), DType::bf16);
 }
 
+TEST_CASE("emu layernorm: the warp backward at three packs a lane, lanes past the row's end reading a clamped pack",
+          "[emu][kernels]") {
+  // 16-bit C = 768 (GPT-2's: 96 packs of 8, three a lane) and 520 (65 packs:
+  // 31 lanes past the end in the third), scalar C = 95 (three elements a
+  // lane, the last for one lane only); f32 C = 384 (96 packs of 4).
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t C : {768, 520, 95}) {
+      INFO(dtype_name(t) << " C = " << C);
+      check_layernorm(Tensor::randn({37, C}, uint64_t(C), 2.f), t);
+    }
+  check_layernorm(Tensor::randn({37, 384}, 384, 2.f), DType::f32);
+}
+
 TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the backward kernel", "[emu][kernels]") {
   // A pre-LN residual block, h = x + layernorm(x) W: x's gradient is the
   // residual's (from h) plus the layernorm's. The residual's arrives first;
   // the layernorm's backward takes it (take_pending_grad) and adds it in its
   // kernel, so no in-place add runs, and x's gradient equals the cpu's.
+  // C = 64 in bf16: one pack for 8 lanes, the other 24 past the row's end.
   for (DType t : {DType::f32, DType::bf16}) {
     INFO(dtype_name(t));
     const int64_t N = 37, C = 64;
