@@ -23,7 +23,8 @@
 #      (ENGINE_CUBLASLT_TUNE=1), when time is left.
 #   7. (asked for by name only) throughput-ours: run 3 with our tensor-core
 #      attention; profile-cudnn-b64: stage 1's profile at the config's
-#      micro-batch, 64 x 1024; generate: GPT-2 124M's tokens/s in the
+#      micro-batch, 64 x 1024; profile-config: the config's whole step (64 x
+#      1024 x 8) profiled, its replay and tokens/s; generate: GPT-2 124M's tokens/s in the
 #      generate program (fp32, 256 new tokens) with and without its KV cache
 #      (docs/generate.md), from a one-step checkpoint; llama: the Llama
 #      3.2 1B shape (configs/llama3.2-1b.json, B 4 x 2048, O3, recompute)
@@ -129,6 +130,14 @@ run_generate() {
   done
 }
 run_profile_cudnn_b64() { BATCH=64 profile profile-cudnn-b64 --attention cudnn; }
+# The config's whole step (64 x 1024 x 8) with step 3 profiled: its events' sum and
+# its replay beside the steps' tokens/s, for what the step spends outside its kernels.
+run_profile_config() {
+  train_124m profile-config 60 --steps 5 --log_every 1 --kernel_profile 3 --model_gpu "$model_gpu" --attention cudnn ||
+    return 0
+  grep -E "^total|^modelled step on|graph replay of the same step|^step " "$W/profile-config.log"
+  cp "$W/profile-config.log" "$files/" 2>/dev/null
+}
 # The Llama 3.2 1B shape: its step profiled (our grouped attention), its tokens/s; the block's kernels alone.
 run_llama() {
   CONFIG=llama3.2-1b BATCH=4 profile profile-llama --log_every 1 --tokenizer ids

@@ -14,8 +14,9 @@
 # the suite (ctest -LE gpu) and on-gpu.sh's own training stage are left out:
 # CI runs the first, the project's stage measures more than the second.
 # FIRST_S (400) is the first part's share; CAP_<stage> set beforehand wins;
-# THEN (ctest-gpu,bench) names the second part's stages (ctest-gpu alone when
-# RUNS's workbench runs measure what the whole workbench would).
+# THEN (ctest-gpu,bench) names the stages after the build: the second part's
+# here, check's before its project stage (ctest-gpu alone when RUNS's
+# workbench runs measure what the whole workbench would).
 #   bash scripts/gpu_call.sh check     # a later call of the same task:
 # deps, configure, build, the gpu tests and the workbench first (what a fix
 # since the first call needs checked), then bench/gpu_stage.sh's RUNS when
@@ -32,7 +33,7 @@ fi
 [[ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]] ||
   echo "gpu_call: no .deps/cudnn-frontend carried: the cuDNN rows and --attention cudnn will be off" >&2
 if [[ ${1:-measure} == check ]]; then
-  stages=deps,configure,build,ctest-gpu,bench
+  stages=deps,configure,build,${THEN:-ctest-gpu,bench}
   [[ -n ${RUNS:-} ]] && stages+=,project
   export CAP_build=${CAP_build:-300} CAP_ctest_gpu=${CAP_ctest_gpu:-150} CAP_bench=${CAP_bench:-200}
   OUT=${OUT:-$PWD/.gpu/out}/check STAGES=$stages BUDGET_S=${BUDGET_S:-570} exec bash .gpu/on-gpu.sh full
