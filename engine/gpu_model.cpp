@@ -16,12 +16,13 @@ namespace {
 // Shares of the HBM bandwidth our kernels reached: in the workbench on the
 // H100 SXM (docs/gpu.md, the first run, 2026-11-26, medians of 10), and, for
 // the kernels GPT-2's step runs, in that step as --kernel_profile measured it
-// on the H200 (the second run, 2026-11-28, B 8 x 1024, O3): the step's
-// shapes, not the workbench's, and the figure the model's check is made on.
-// A kernel not measured gets kDefaultMemoryShare. A kernel rewritten since
-// gets a launcher of a new name (the recorded H100 step of the model's check
-// keeps its measured one): layernorm_backward is the block-per-row kernel of
-// the H100 run, fused_residual_layernorm_backward the warp-per-row one.
+// on the H200 (the second run, 2026-11-28, and the third, 2026-11-29; B 8 x
+// 1024, O3): the step's shapes, not the workbench's, and the figure the
+// model's checks are made on. A kernel not measured gets
+// kDefaultMemoryShare. A kernel rewritten since gets a launcher of a new
+// name (the recorded steps of the model's checks keep their measured ones):
+// layernorm_backward is the block-per-row kernel of the H100 run,
+// fused_residual_layernorm_backward the warp-per-row one.
 const std::map<std::string, double>& measured_memory_share() {
   static const std::map<std::string, double> m{
       // the H100's workbench
@@ -32,12 +33,35 @@ const std::map<std::string, double>& measured_memory_share() {
       {"gelu_backward", 0.782},
       {"embedding_forward", 0.513},
       {"mse_forward", 0.693},
-      // the H200's GPT-2 step (B 8)
+      // the H200's GPT-2 step (B 8), the second run
       {"layernorm_forward", 0.495},
-      // ... and its kernels rewritten since, under the names the recorded
+      // ... and the third: the kernels as they run now. The cross-entropy
+      // loads four packs before folding (measured after that change);
+      // layernorm's backward takes its pack-at-a-time kernel at B 8 (the
+      // launcher stages a row's packs in registers only from 16 rows a
+      // warp: 51% at B 64); wte's gradient keeps 8 rows in flight a group
+      {"cross_entropy_fused", 0.671},
+      {"fused_residual_layernorm_backward", 0.281},
+      {"embedding_backward", 0.164},
+      {"adamw_multi_tensor", 0.764},
+      {"sum_squares_multi_tensor", 0.600},
+      // the third run's workbench (4096 x 4096; 16.8M parameters)
+      {"adamw8bit_multi_tensor", 0.229},
+      {"adafactor_multi_tensor", 0.253},
+      // the third run's Llama 3.2 1B step (B 4 x 2048, O3, recompute,
+      // cuDNN's attention): RMSNorm runs layernorm's kernels with kRms
+      {"rmsnorm_forward", 0.186},
+      {"fused_residual_rmsnorm_backward", 0.274},
+      {"swiglu_forward", 0.761},
+      {"swiglu_backward", 0.652},
+      {"rope_apply", 0.464},
+      // kernels rewritten since the second run, under the names the recorded
       // steps of the model's checks give them (tests/fixtures/kernel_profile_*)
       {"cross_entropy_fused (two reads)", 0.398},
       {"fused_residual_layernorm_backward (serial reduce)", 0.228},
+      // the row's packs staged in registers, one block an SM: at B 8 two
+      // waves of 4 rows a warp (the third run's step)
+      {"fused_residual_layernorm_backward (staged at B 8)", 0.216},
       // a block a row summing its positions in series: the byte tokens' few
       // ids make a long tail (76% on the workbench's spread ids)
       {"embedding_backward (one group)", 0.102},
@@ -48,38 +72,12 @@ const std::map<std::string, double>& measured_memory_share() {
   return m;
 }
 constexpr double kDefaultMemoryShare = 0.80;  // assumed: a streaming kernel written for bandwidth
-// Assumed until a GPU measures them: kernels changed since the H200's step
-// (whose earlier versions are above, under their recorded names).
+// Assumed until a GPU measures them.
 const std::map<std::string, double>& assumed_memory_share() {
   static const std::map<std::string, double> m{
-      // its row kept in shared memory between the passes: one read of the
-      // logits from DRAM, not two; as AdamW's 65%, a streaming kernel
-      {"cross_entropy_fused", 0.65},
-      // the partial sums reduced by 8 x 32 threads a tile, not a thread a
-      // column over 256 blocks in series (30 us a call): the rate the old
-      // kernel reached at B 64, where that tail weighed an eighth as much
-      {"fused_residual_layernorm_backward", 0.46},
-      // a row's positions split among 8 groups of threads: the heaviest
-      // row's eighth still in series, so a quarter of HBM, not the 76%
-      // spread ids reach
-      {"embedding_backward", 0.25},
-      // 16-byte packs, four times the bytes in flight a thread (AdamW's
-      // registers allow 5 blocks an SM, not 8): as a streaming kernel
-      // written for bandwidth; the sum of squares a little under, its two
-      // passes and a block's reduce per 2048 values (8 KB) weighing more
-      {"adamw_multi_tensor", 0.80},
-      {"sum_squares_multi_tensor", 0.75},
-      // rewritten after the H100's workbench measured 25.5% and 8.1% (the
-      // H200's 17.7% and 5.9%): a warp per quantization block with 16-byte
-      // loads, no barrier in the loop; the column sums over slabs of rows
-      // (the column pass had 16 blocks for 4096 columns)
-      {"adamw8bit_multi_tensor", 0.50},
-      {"adafactor_multi_tensor", 0.40},
-      // RMSNorm runs layernorm's kernels with kRms (kernels/cuda/layernorm.cu):
-      // their measured or assumed shares
-      {"rmsnorm_forward", 0.495},
+      // RMSNorm's fused residual forward runs layernorm's kernel with kRms:
+      // layernorm's forward share
       {"fused_residual_rmsnorm_forward", 0.495},
-      {"fused_residual_rmsnorm_backward", 0.46},
   };
   return m;
 }
@@ -94,11 +92,13 @@ constexpr double kGemmShareBf16 = 0.60, kGemmShareTf32 = 0.69, kGemmShareFp32 = 
 // runs one since the vocabulary is padded, so it stays unmeasured.
 constexpr double kUnalignedGemmFactor = 0.40;
 // Attention, TFLOP/s (B 8 x 1024, 12 heads of 64, causal, bf16) as the H200's
-// GPT-2 step measured it: cuDNN's SDPA and our tensor-core kernels
-// (attention_*_mma: 35% and 34% of cuDNN's). Our CUDA-core kernels as the
+// GPT-2 step measured it: cuDNN's SDPA (the second run) and our tensor-core
+// kernels' second version (attention_*_mma, the third: 53% and 45% of
+// cuDNN's; the first version's 84.2 and 70 are in the second run's recorded
+// step, which the model now times at these). Our CUDA-core kernels as the
 // H100's workbench measured them (B 2; the H200's: 8.2/8.7).
 constexpr double kOursAttnFwd = 7.9, kOursAttnBwd = 6.2, kCudnnAttnFwd = 239, kCudnnAttnBwd = 206;
-constexpr double kMmaAttnFwd = 84.2, kMmaAttnBwd = 70.0;
+constexpr double kMmaAttnFwd = 125.7, kMmaAttnBwd = 91.9;
 // Our tensor-core GEMM (a "gemm ... mma" row, train --gemm mma) as the H200's
 // step measured it: 69 TFLOP/s over the step's GEMMs against cuBLASLt's 583,
 // 12% (the weight gradients' K = 8192 run on few blocks: 17-50 TFLOP/s).

@@ -173,9 +173,10 @@ __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawV
 // Lane l owns elements l V + j 32 V (+ 0..V-1), j < kIters, of every row its
 // warp visits and sums their dw/db in registers, in row order. Per row: one
 // sweep of dout and x for sum(g) and sum(g xhat) (warp shuffles), a second
-// for dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual; up to 4 packs
-// a lane (kIters <= 4) the row's dout, x and dresidual are loaded at once
-// and kept in registers for both, else the second re-reads L1/L2.
+// for dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. kStaged (up
+// to 4 packs a lane) loads the row's dout, x and dresidual at once and keeps
+// them in registers for both sweeps, else a pack at a time, the second sweep
+// re-reading L1/L2: the launcher's choice (norm_backward).
 // At the end the block's warps add their registers into shared memory one
 // warp after the other (warp order: fixed bits), and the block writes its
 // row of partial. Launch: kBackwardWarps warps, grid <= kLayernormBackwardWarpBlocks,
@@ -183,7 +184,7 @@ __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawV
 // all rows are 16-byte aligned and C % V == 0.
 // bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
 // kRms: mean(g) = 0, no db: partial rows of C (grid C 4), 4 N for rstd alone.
-template <typename T, int V, int kIters, bool kRms>
+template <typename T, int V, int kIters, bool kRms, bool kStaged>
 __global__ void __launch_bounds__(32 * kBackwardWarps)
     layernorm_backward_warp_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                    const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -200,14 +201,13 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
     const T* dres = dresidual ? dresidual + row * C : nullptr;
     const float m = kRms ? 0.f : mean[row], rs = rstd[row];
     float sg = 0.f, sgx = 0.f;
-    if constexpr (kIters <= 4) {
+    if constexpr (kStaged) {
       // Every pack of the lane's share of the row is loaded before any is
       // used (dout, x and the residual's gradient, as stored, in registers),
       // at an index clamped into the row: a lane past C loads the row's last
       // pack again and leaves it unused. A row costs one trip to DRAM, not
-      // one a pack: guarded loads compiled to a branch and a round trip each,
-      // about 12 KB in flight an SM where the H200 needs about 25. (Wider
-      // rows, kIters 8, have no registers for it: a pack at a time.)
+      // one a pack: guarded loads compile to a branch and a round trip each,
+      // about 12 KB in flight an SM where the H200 needs about 25.
       RawVec<V, T> dv[kIters], xv[kIters], rv[kIters];
 #pragma unroll
       for (int j = 0; j < kIters; ++j) {
@@ -431,17 +431,26 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
       const int64_t want = (N + kBackwardWarps - 1) / kBackwardWarps;
       const int64_t cap = kMaxGrid < gpu::kLayernormBackwardWarpBlocks ? kMaxGrid : gpu::kLayernormBackwardWarpBlocks;
       nblocks = int(want < cap ? want : cap);
-      auto launch = [&]<int V, int kIters>() {
-        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms>), unsigned(nblocks), 32 * kBackwardWarps,
-                      smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
+      auto launch = [&]<int V, int kIters, bool kStaged = false>() {
+        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms, kStaged>), unsigned(nblocks),
+                      32 * kBackwardWarps, smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N,
+                      int(C));
       };
+      // Staged, the row's packs in registers take 160-190 registers (16-bit
+      // packs): one block an SM, not two. On the H200 that paid at GPT-2's
+      // 65,536 rows (48% -> 51% of HBM) and cost at 8,192 (28% -> 22%: the
+      // 256 blocks in two waves, a warp's 4 rows too few to hide them), so
+      // only a long grid-stride takes it: 16 rows a warp or more.
+      const bool staged = iters >= 3 && iters <= 4 && N >= 16 * kBackwardWarps * nblocks;
       auto by_iters = [&]<int V>() {
         // No kIters = 1: ptxas (CUDA 13, sm_90) spills 12 bytes in the f32
         // instantiation at 48 registers; rows of one pack a lane take 2.
         if (iters <= 2)
           launch.template operator()<V, 2>();
-        else if (iters == 3)  // GPT-2's C = 768 in 16-bit packs: no idle pack's registers
-          launch.template operator()<V, 3>();
+        else if (staged && iters == 3)  // GPT-2's C = 768 in 16-bit packs: no idle pack's registers
+          launch.template operator()<V, 3, true>();
+        else if (staged)
+          launch.template operator()<V, 4, true>();
         else if (iters <= 4)
           launch.template operator()<V, 4>();
         else

@@ -172,6 +172,21 @@ TEST_CASE("gpu model: GPT-2 124M's recorded step lands within 25% of the H100's 
 // this step, so what it checks independently is the rest: the GEMMs at
 // cuBLASLt's workbench rate, the launches and host nodes, and the events'
 // sum against the graph's replay.
+// The third: the same step after the changes of the second run's list and
+// those after the third run's first call (docs/gpu.md, the third run), cuDNN's
+// attention, against its replay. Its kernels' shares are the model's, so
+// again the GEMMs, launches and the events against the replay are what it
+// checks.
+TEST_CASE("gpu model: GPT-2 124M's step on the H200 after the third run's changes lands within 25% of its replay",
+          "[profile]") {
+  const nlohmann::json j = fixture("kernel_profile_gpt2_124m_h200_third.json");
+  const double model = modelled_ms(recorded_calls(j["rows_cudnn"]), "h200", ModelAttention::as_run);
+  const double measured = j["measured_ms"]["cudnn"].get<double>();
+  INFO("modelled " << model << " ms, measured " << measured);
+  CHECK(measured == Approx(15.6338));  // docs/gpu.md: the third run's B 8 step, replayed
+  CHECK(std::abs(model / measured - 1) <= 0.25);
+}
+
 TEST_CASE("gpu model: GPT-2 124M's step on the H200 lands within 25% of its measured graph replay", "[profile]") {
   const nlohmann::json j = fixture("kernel_profile_gpt2_124m_h200.json");
   for (const char* attention : {"cudnn", "ours"}) {
