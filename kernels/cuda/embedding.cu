@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(1024, 1)
           // order of j as one at a time would: the same bits, a round trip to
           // DRAM a kEmbeddingUnroll rows (a row's id, then its dout) instead
           // of one a row, on the long buckets of frequent ids above all.
-          for (; j + (kEmbeddingUnroll - 1) * groups < end; j += kEmbeddingUnroll * groups) {
+          for (; end - j > (kEmbeddingUnroll - 1) * groups; j += kEmbeddingUnroll * groups) {  // no j + ... overflow
             int32_t at[kEmbeddingUnroll];
 #pragma unroll
             for (int u = 0; u < kEmbeddingUnroll; ++u) at[u] = d_order[j + u * groups];

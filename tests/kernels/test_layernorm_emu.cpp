@@ -62,14 +62,15 @@ TEST_CASE("emu layernorm: rows too wide for the warp backward take the block-per
 
 TEST_CASE("emu layernorm: the warp backward at three packs a lane, lanes past the row's end reading a clamped pack",
           "[emu][kernels]") {
-  // 16-bit C = 768 (GPT-2's: 96 packs of 8, three a lane) and 520 (65 packs:
-  // 31 lanes past the end in the third), scalar C = 95 (three elements a
-  // lane, the last for one lane only); f32 C = 384 (96 packs of 4). 37 rows
+  // 16-bit C = 768 (GPT-2's: 96 packs of 8, three a lane), 520 (65 packs:
+  // 31 lanes past the end in the third) and 1000 (125 packs: four a lane,
+  // 3 lanes past the end in the fourth), scalar C = 95 (a third element for
+  // 31 lanes, lane 31 past the end); f32 C = 384 (96 packs of 4). 37 rows
   // take a pack at a time; 520 rows, 16 a warp of the emulator's 4 blocks,
   // the staged kernel (the row's packs loaded at once, norm_backward).
   for (int64_t N : {37, 520})
     for (DType t : {DType::bf16, DType::f16})
-      for (int64_t C : {768, 520, 95}) {
+      for (int64_t C : {768, 520, 1000, 95}) {
         INFO(dtype_name(t) << " N = " << N << " C = " << C);
         check_layernorm(Tensor::randn({N, C}, uint64_t(N + C), 2.f), t);
       }
