@@ -85,6 +85,13 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
     // kUnroll packs loaded before the first is folded: 64 bytes a thread in
     // flight, not 16 (about 64 KB an SM at two blocks of 512, where the H200
     // needs about 25 KB to keep its HBM busy). The fold order is unchanged.
+    auto fold_pack = [&](const Pack128<T>& p, int64_t at) {  // the pack of x at `at`: cached, then folded
+      if constexpr (kCache)
+        if (d) store128(cached + at, p);
+      float xs[P];
+      for (int k = 0; k < P; ++k) xs[k] = to_f32(p.v[k]);
+      fold_n(acc, xs);
+    };
     const int64_t step = int64_t(blockDim.x) * P;
     int64_t w = int64_t(threadIdx.x) * P;
     for (; w + (kUnroll - 1) * step < vec_end; w += kUnroll * step) {
@@ -92,22 +99,9 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) p[u] = load128(x + w + u * step);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if constexpr (kCache)
-          if (d) store128(cached + w + u * step, p[u]);
-        float xs[P];
-        for (int k = 0; k < P; ++k) xs[k] = to_f32(p[u].v[k]);
-        fold_n(acc, xs);
-      }
+      for (int u = 0; u < kUnroll; ++u) fold_pack(p[u], w + u * step);
     }
-    for (; w < vec_end; w += step) {
-      const Pack128<T> p = load128(x + w);
-      if constexpr (kCache)
-        if (d) store128(cached + w, p);
-      float xs[P];
-      for (int k = 0; k < P; ++k) xs[k] = to_f32(p.v[k]);
-      fold_n(acc, xs);
-    }
+    for (; w < vec_end; w += step) fold_pack(load128(x + w), w);
     for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) fold(acc, to_f32(x[v]));
     const MaxSum row = block_merge(acc, smem_part);
     const float lse = row.m + logf(row.s);
