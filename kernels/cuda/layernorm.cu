@@ -33,6 +33,10 @@ using rowwise::warp_sum;
 namespace {
 constexpr int kWarpsPerBlock = 8;  // forward: 8 rows per block, one per warp
 constexpr int kBackwardWarps = 8;  // the warp backward: 8 warps a block, a row per warp at a time
+// The staged warp backward at three packs a lane (GPT-2's C = 768 in 16-bit
+// packs): 160 registers a thread leave room for 12 warps an SM (168 each at
+// most), one block of 12, not 8: half as many bytes again in flight.
+constexpr int kStagedWarps = 12;
 }  // namespace
 
 // layernorm_forward_kernel: one warp per row, grid-stride over rows.
@@ -179,13 +183,13 @@ __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawV
 // re-reading L1/L2: the launcher's choice (norm_backward).
 // At the end the block's warps add their registers into shared memory one
 // warp after the other (warp order: fixed bits), and the block writes its
-// row of partial. Launch: kBackwardWarps warps, grid <= kLayernormBackwardWarpBlocks,
+// row of partial. Launch: kWarps warps, grid <= kLayernormBackwardWarpBlocks,
 // dynamic smem 2 C floats. Preconditions: C <= 32 V kIters; V > 1 only if
 // all rows are 16-byte aligned and C % V == 0.
 // bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
 // kRms: mean(g) = 0, no db: partial rows of C (grid C 4), 4 N for rstd alone.
-template <typename T, int V, int kIters, bool kRms, bool kStaged>
-__global__ void __launch_bounds__(32 * kBackwardWarps)
+template <typename T, int V, int kIters, bool kRms, bool kStaged, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps)
     layernorm_backward_warp_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                    const float* __restrict__ mean, const float* __restrict__ rstd,
                                    const T* __restrict__ dresidual, T* __restrict__ dx, float* __restrict__ partial,
@@ -428,27 +432,31 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
     int nblocks = 0;
     if (N > 0 && iters <= 8) {
       // The warp kernel: the row's share of each lane in registers.
-      const int64_t want = (N + kBackwardWarps - 1) / kBackwardWarps;
       const int64_t cap = kMaxGrid < gpu::kLayernormBackwardWarpBlocks ? kMaxGrid : gpu::kLayernormBackwardWarpBlocks;
-      nblocks = int(want < cap ? want : cap);
-      auto launch = [&]<int V, int kIters, bool kStaged = false>() {
-        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms, kStaged>), unsigned(nblocks),
-                      32 * kBackwardWarps, smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N,
-                      int(C));
+      auto grid = [&](int64_t warps) {
+        const int64_t want = (N + warps - 1) / warps;
+        return int(want < cap ? want : cap);
       };
       // Staged, the row's packs in registers take 160-190 registers (16-bit
       // packs): one block an SM, not two. On the H200 that paid at GPT-2's
       // 65,536 rows (48% -> 51% of HBM) and cost at 8,192 (28% -> 22%: the
       // 256 blocks in two waves, a warp's 4 rows too few to hide them), so
-      // only a long grid-stride takes it: 16 rows a warp or more.
-      const bool staged = iters >= 3 && iters <= 4 && N >= 16 * kBackwardWarps * nblocks;
+      // only a long grid-stride takes it: 16 rows a warp or more. At three
+      // packs a lane its block is 12 warps (kStagedWarps), at four 8.
+      const int64_t staged_warps = iters == 3 ? kStagedWarps : kBackwardWarps;
+      const bool staged = iters >= 3 && iters <= 4 && N >= 16 * staged_warps * grid(staged_warps);
+      nblocks = grid(staged ? staged_warps : kBackwardWarps);
+      auto launch = [&]<int V, int kIters, bool kStaged = false, int kWarps = kBackwardWarps>() {
+        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms, kStaged, kWarps>), unsigned(nblocks),
+                      32 * kWarps, smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
+      };
       auto by_iters = [&]<int V>() {
         // No kIters = 1: ptxas (CUDA 13, sm_90) spills 12 bytes in the f32
         // instantiation at 48 registers; rows of one pack a lane take 2.
         if (iters <= 2)
           launch.template operator()<V, 2>();
         else if (staged && iters == 3)  // GPT-2's C = 768 in 16-bit packs: no idle pack's registers
-          launch.template operator()<V, 3, true>();
+          launch.template operator()<V, 3, true, kStagedWarps>();
         else if (staged)
           launch.template operator()<V, 4, true>();
         else if (iters <= 4)

@@ -2,7 +2,8 @@
 // against the cpu reference: the mean loss and dlogits in f32, bf16 and f16 on
 // awkward sizes (N = 1, 5, 37 rows, more than the emulator's 4-block grid
 // holds in one pass; V = 1, 3, 37, 300 and 40, which takes the 16-byte path in
-// every dtype), ignored targets including all of them, an incoming gradient
+// every dtype; 4100 rows, two turns of the count's and mean's block), ignored
+// targets including all of them, an incoming gradient
 // other than 1, inference without dlogits, and an unaligned view.
 // Tolerances: emu_check.h's per dtype. The loss is reduced in fp32 and the mean
 // in double on both sides; the emu loss is fp32 whatever the logits' dtype.
@@ -60,6 +61,13 @@ TEST_CASE("emu cross_entropy: loss and dlogits match the cpu reference", "[emu][
         const Tensor x = Tensor::randn({N, V}, uint64_t(N * 1000 + V), 2.f);
         check_against_cpu(x, t, N > 1 ? 4 : 0, 1.0);
       }
+}
+
+// The valid rows' count and the mean loss are one block of 1024 threads,
+// each loading 4 rows before it adds them: 4100 rows (a third ignored) take
+// two turns of that block, the second with 4 rows (threads 0-3's first).
+TEST_CASE("emu cross_entropy: the count and the mean over more rows than one turn of their block", "[emu][kernels]") {
+  check_against_cpu(Tensor::randn({4100, 3}, 4100, 2.f), DType::f32, 3, 1.0);
 }
 
 // Rows of up to 104 KiB are kept in shared memory between the kernel's two

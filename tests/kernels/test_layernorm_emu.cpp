@@ -66,17 +66,19 @@ TEST_CASE("emu layernorm: the warp backward at three packs a lane, lanes past th
   // 31 lanes past the end in the third) and 1000 (125 packs: four a lane,
   // 3 lanes past the end in the fourth), scalar C = 95 (a third element for
   // 31 lanes, lane 31 past the end); f32 C = 384 (96 packs of 4). 37 rows
-  // take a pack at a time; 520 rows, 16 a warp of the emulator's 4 blocks,
-  // the staged kernel (the row's packs loaded at once, norm_backward).
-  for (int64_t N : {37, 520})
+  // take a pack at a time; 800 rows, 16 a warp or more of the emulator's 4
+  // blocks (12 warps at three packs a lane, 8 at four), the staged kernel
+  // (the row's packs loaded at once, norm_backward).
+  for (int64_t N : {37, 800})
     for (DType t : {DType::bf16, DType::f16})
       for (int64_t C : {768, 520, 1000, 95}) {
         INFO(dtype_name(t) << " N = " << N << " C = " << C);
         check_layernorm(Tensor::randn({N, C}, uint64_t(N + C), 2.f), t);
       }
   // f32's tolerance is the cpu reference's own: its dw and db are sums over
-  // 520 rows in series, about 3e-5 off at entries near 1.
-  check_layernorm(Tensor::randn({520, 384}, 384, 2.f), DType::f32, 4.0);
+  // 800 rows in series, and the kernel's by block and lane, each some 3e-5
+  // off at entries near 1, not in the same direction.
+  check_layernorm(Tensor::randn({800, 384}, 384, 2.f), DType::f32, 8.0);
 }
 
 TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the backward kernel", "[emu][kernels]") {
@@ -85,12 +87,12 @@ TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the
   // the layernorm's backward takes it (take_pending_grad) and adds it in its
   // kernel, so no in-place add runs, and x's gradient equals the cpu's.
   // C = 64 in bf16: one pack for 8 lanes, the other 24 past the row's end;
-  // f32 at C = 384 and 520 rows: the staged kernel, three packs a lane.
+  // f32 at C = 384 and 800 rows: the staged kernel, three packs a lane.
   struct Case {
     DType t;
     int64_t N, C;
   };
-  for (const Case& cs : {Case{DType::f32, 37, 64}, Case{DType::bf16, 37, 64}, Case{DType::f32, 520, 384}}) {
+  for (const Case& cs : {Case{DType::f32, 37, 64}, Case{DType::bf16, 37, 64}, Case{DType::f32, 800, 384}}) {
     const DType t = cs.t;
     const int64_t N = cs.N, C = cs.C;
     INFO(dtype_name(t) << " N = " << N << " C = " << C);
@@ -116,7 +118,11 @@ TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the
     }
     CHECK(fused == 1);
     const Tol tol = tol_for(t);
-    const double k = t == DType::f32 ? (N > 64 ? 4.0 : 1.0) : 4.0;  // f32: as above, the reference's sums in series
+    // f32 over 800 rows: dw and db are sums the reference makes in series
+    // and the kernel by block and lane, both about 3e-5 off at entries
+    // near 1 and not in the same direction (on cuda, whose grid is not
+    // emu's, 7.5e-5 apart): 8x the tolerance.
+    const double k = t == DType::f32 ? (N > 64 ? 8.0 : 1.0) : 4.0;
     // x's two leaves and the layernorm's parameters (W's gradient is the
     // GEMM's, with its own bf16 tests).
     for (size_t i = 0; i < 4; ++i) {
