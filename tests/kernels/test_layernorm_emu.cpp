@@ -108,7 +108,10 @@ TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the
       if (prof) prof->stop();
     };
     std::vector<Tensor> lr, le;
-    run([&](const Tensor& v) { return rounded(v, t); }, rounded(g0, t), lr, nullptr);
+    // The reference in f64 from the same rounded inputs: its sums over the
+    // rows are exact beside the kernel's f32 ones.
+    auto ref = [&](const Tensor& v) { return rounded(v, t).to(DType::f64); };
+    run(ref, ref(g0), lr, nullptr);
     KernelProfile prof(kEmu);
     run([&](const Tensor& v) { return on_emu(v, t); }, on_emu(g0, t), le, &prof);
     int fused = 0;
@@ -118,11 +121,12 @@ TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the
     }
     CHECK(fused == 1);
     const Tol tol = tol_for(t);
-    // f32 over 800 rows: dw and db are sums the reference makes in series
-    // and the kernel by block and lane, both about 3e-5 off at entries
-    // near 1 and not in the same direction (on cuda, whose grid is not
-    // emu's, 7.5e-5 apart): 8x the tolerance.
-    const double k = t == DType::f32 ? (N > 64 ? 8.0 : 1.0) : 4.0;
+    // f32 over 800 rows: dw and db are sums of terms near 4 (g W^T, W at
+    // 0.2 over 384 columns) whose partial sums reach about 100 and cancel
+    // to entries near 1: an f32 sum by block and lane is some 1e-4 off
+    // there (cuda's grid of 100 blocks, the same on every GPU at this N,
+    // 1.6e-4 from a reference in f32 in series): 16x the tolerance.
+    const double k = t == DType::f32 ? (N > 64 ? 16.0 : 1.0) : 4.0;
     // x's two leaves and the layernorm's parameters (W's gradient is the
     // GEMM's, with its own bf16 tests).
     for (size_t i = 0; i < 4; ++i) {
