@@ -36,7 +36,10 @@
 #      softmax.md); optimizers: the workbench's AdamW, 8-bit AdamW and
 #      Adafactor steps, GB/s at its full shapes (docs/optimizers.md);
 #      attention: the workbench's tensor-core attention rows (mma) beside
-#      cuDNN's, forward and backward (docs/kernels/attention.md).
+#      cuDNN's, forward and backward (docs/kernels/attention.md);
+#      throughput-bias-apart, profile-bias-apart-b64: run 3 and the B 64
+#      profile with the bias gradients apart from their GEMMs
+#      (ENGINE_BIAS_GRAD=apart, docs/kernels/gemm.md).
 # RUNS names the runs to make, made in the order it names them (default:
 # profile-cudnn profile-ours profile-all-ours throughput torch tuned, the
 # cheap profiles first; a later call of the same task names only what is
@@ -208,6 +211,10 @@ PY
 }
 # Ours again with cuBLASLt's candidates timed per shape (off by default: docs/kernels/gemm.md).
 run_tuned() { ENGINE_CUBLASLT_TUNE=1 throughput_run throughput-tuned --attention cudnn; }
+# The bias gradients apart from their dW GEMMs (ENGINE_BIAS_GRAD=apart, docs/kernels/gemm.md):
+# tokens/s at the config's micro-batch, and a B 64 micro-step profiled beside profile-cudnn-b64.
+run_throughput_bias_apart() { ENGINE_BIAS_GRAD=apart throughput_run throughput-bias-apart --attention cudnn; }
+run_profile_bias_apart_b64() { ENGINE_BIAS_GRAD=apart BATCH=64 profile profile-bias-apart-b64 --attention cudnn; }
 for r in "${runs[@]}"; do
   if ! declare -F "run_${r//-/_}" >/dev/null; then
     echo "note: no run named $r"

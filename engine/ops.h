@@ -35,6 +35,14 @@ GemmImpl gemm_impl();
 // "cublaslt" / "mma", and back (an error naming the accepted values).
 const char* gemm_impl_name(GemmImpl impl);
 GemmImpl parse_gemm_impl(const std::string& name);
+// Where a linear layer's bias gradient is made on emu and cuda,
+// process-wide: by the weight gradient GEMM's epilogue (cuBLASLt's BGRADB;
+// ours on emu), the default, or apart (true), by a column-sum kernel after
+// a GEMM without one (kernels/cuda/bias_grad.h), added straight into an
+// fp32 master's gradient by later micro-batches. The first call reads
+// ENGINE_BIAS_GRAD (epilogue or apart) unless set_bias_grad_apart came first.
+void set_bias_grad_apart(bool on);
+bool bias_grad_apart();
 // PyTorch's nn.functional.linear: x (..., in) @ w(out, in)^T + b(out).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 // gelu(linear(x, w, b)) in one op, the GELU fused into the GEMM's epilogue on

@@ -16,10 +16,12 @@
 // shared with linear_gelu (engine/ops/linear_gelu.cpp), whose forward is the
 // same plan with the GELU epilogue.
 #include <atomic>
+#include <cstdlib>
 
 #include "engine/ops/matmul_plan.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/bias_grad.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_mma.h"
 #include "kernels/gemm/gemm.h"
@@ -175,7 +177,23 @@ std::string gemm_name(const GemmCall& c, Epilogue epi, const kprof::Cost& cost) 
 }
 
 std::atomic<GemmImpl> g_gemm_impl{GemmImpl::cublaslt};
+// -1: not yet read from ENGINE_BIAS_GRAD.
+std::atomic<int> g_bias_grad_apart{-1};
 }  // namespace
+
+void set_bias_grad_apart(bool on) { g_bias_grad_apart.store(on ? 1 : 0); }
+bool bias_grad_apart() {
+  int v = g_bias_grad_apart.load();
+  if (v < 0) {
+    const char* env = std::getenv("ENGINE_BIAS_GRAD");
+    const std::string s = env ? env : "";
+    ENGINE_USER_CHECK(s.empty() || s == "epilogue" || s == "apart", "ENGINE_BIAS_GRAD '", s,
+                      "': epilogue (the default: the dW GEMM's) or apart (a kernel of its own)");
+    v = s == "apart" ? 1 : 0;
+    g_bias_grad_apart.store(v);
+  }
+  return v == 1;
+}
 
 void set_gemm_impl(GemmImpl impl) { g_gemm_impl.store(impl); }
 GemmImpl gemm_impl() { return g_gemm_impl.load(); }
@@ -312,13 +330,17 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
   // On emu/cuda, a linear layer's bias gradient comes out of the dW GEMM's
   // epilogue (cuBLASLt's BGRADB; ours on emu) instead of a second pass over G.
   const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
-  const bool fuse_dbias = needs[1] && needs[2] && on_gpu(g) && bias_grad_fusable(grad_b, d);
+  // Or, with set_bias_grad_apart (ENGINE_BIAS_GRAD=apart), by a kernel of
+  // its own after the GEMM (kernels/cuda/bias_grad.h), the GEMM without an
+  // epilogue.
+  const bool apart = needs[2] && on_gpu(g) && bias_grad_apart();
+  const bool fuse_dbias = !apart && needs[1] && needs[2] && on_gpu(g) && bias_grad_fusable(grad_b, d);
   // Written in fp32 from 16-bit operands when B is a cast of an fp32 master
   // weight (autocast's) that takes it (takes_wide_grad): no cast back after the
   // GEMM. The fused bias gradient is then fp32 too, so its cast must take it.
   const bool wide = needs[1] && dtype_size(g.dtype()) == 2 && takes_wide_grad(1) &&
                     wide_output_ok(grad_b, g.device()) && (!fuse_dbias || takes_wide_grad(2));
-  if (needs[2]) grads[2] = Tensor::empty({d.N}, fuse_dbias && wide ? DType::f32 : g.dtype(), g.device());
+  if (needs[2] && !apart) grads[2] = Tensor::empty({d.N}, fuse_dbias && wide ? DType::f32 : g.dtype(), g.device());
   if (needs[1]) {
     // Micro-batches after the first add into the master's gradient in the
     // GEMM itself (beta 1: take_master_grad), not by a pass after it.
@@ -330,7 +352,20 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
       grads[1] = Tensor::empty(sb.shape(), wide ? DType::f32 : sb.dtype(), sb.device());
     run_plan(plan, sa, sb, g, grads[1], {.dbias = fuse_dbias ? grads[2] : Tensor()});
   }
-  if (needs[2] && !fuse_dbias) {
+  if (apart) {
+    // In fp32 where the bias is autocast's copy of an fp32 master that takes
+    // it, added into the master's gradient by a later micro-batch (no add
+    // pass after, as the weight's GEMM with beta 1).
+    const bool wide_b = dtype_size(g.dtype()) == 2 && takes_wide_grad(2);
+    Tensor db = wide_b ? take_master_grad(2) : Tensor();
+    const bool add = db.defined();
+    if (!add) db = Tensor::empty({d.N}, wide_b ? DType::f32 : g.dtype(), g.device());
+    const int64_t rows = d.batch * d.M;
+    const Tensor scratch = Tensor::empty({gpu::bias_grad_scratch_floats(rows, d.N)}, DType::f32, g.device());
+    ENGINE_GPU_CALL(g.device(), bias_grad, storage_of(g.dtype()), g.data_ptr(), rows, d.N, scratch.data<float>(),
+                    db.data_ptr(), db.dtype() == DType::f32, add, nullptr);
+    grads[2] = db;
+  } else if (needs[2] && !fuse_dbias) {
     const Tensor& dbias = grads[2];
     if (on_gpu(g))
       ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), dbias.data_ptr(), d.batch * d.M,

@@ -21,6 +21,7 @@
 #include <climits>
 
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/partial_sums.cuh"
 #include "kernels/cuda/rowwise.cuh"
 
 namespace eng::ENGINE_GPU_NS {
@@ -324,43 +325,6 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
     }
 }
 
-// layernorm_param_grad_reduce_kernel: dw[c] = sum over blocks of partial[b][c],
-// db[c] likewise from partial[b][C + c] (cols = 2 C; RMSNorm's: cols = C,
-// dw alone, partial rows of C), in a fixed order: each of a block's
-// 8 thread rows sums the blocks b = y, y + 8, ... of 32 columns, then row 0
-// adds the 8 sums in y order. TW: the storage type, or float (fp32 gradients
-// of 16-bit weights' masters); kAdd: the sums added to dw and db (fp32, a
-// later micro-batch's). A thread a column summing every block in turn (the
-// kernel before) left 3 blocks of 256 threads running 256 loads each in
-// series: about 30 us a call, most of the backward at GPT-2's B 8 on the
-// H200 (48 us a call in all, 23% of HBM).
-// Launch: blocks of 32 x 8 threads, grid-stride over tiles of 32 of the
-// cols columns, grid_for(tiles, 1).
-// bytes = nblocks cols 4 + cols sizeof(TW) (x2 with kAdd);  flops = nblocks cols.
-constexpr int kReduceRows = 8;
-template <typename TW, bool kAdd>
-__global__ void __launch_bounds__(32 * kReduceRows)
-    layernorm_param_grad_reduce_kernel(const float* __restrict__ partial, TW* __restrict__ dw, TW* __restrict__ db,
-                                       int nblocks, int C, int cols) {
-  __shared__ float sums[kReduceRows][32];
-  const int tiles = (cols + 31) / 32;
-  for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x)) {
-    const int col = tile * 32 + int(threadIdx.x);
-    float s = 0.f;
-    if (col < cols)
-      for (int b = int(threadIdx.y); b < nblocks; b += kReduceRows) s += partial[int64_t(b) * cols + col];
-    sums[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < cols) {
-      float t = 0.f;
-      for (int y = 0; y < kReduceRows; ++y) t += sums[y][threadIdx.x];
-      TW* out = col < C ? dw + col : db + (col - C);
-      *out = from_f32<TW>(kAdd ? to_f32(*out) + t : t);
-    }
-    __syncthreads();  // sums is refilled by the next tile
-  }
-}
-
 namespace {
 // The launchers' bodies, shared by LayerNorm (kRms false) and RMSNorm: which
 // kernel instance, the vector width, the grid.
@@ -485,13 +449,13 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
     const dim3 grid = grid_for((cols + 31) / 32, 1), block(32, kReduceRows);
     const float* part = static_cast<const float*>(scratch);
     if (param_grads == gpu::ParamGrads::f32)
-      LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<float, false>), grid, block, 0, as_stream(stream), part,
+      LAUNCH_KERNEL((partial_sums_reduce_kernel<float, false>), grid, block, 0, as_stream(stream), part,
                     static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C), cols);
     else if (param_grads == gpu::ParamGrads::f32_add)
-      LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<float, true>), grid, block, 0, as_stream(stream), part,
+      LAUNCH_KERNEL((partial_sums_reduce_kernel<float, true>), grid, block, 0, as_stream(stream), part,
                     static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C), cols);
     else
-      LAUNCH_KERNEL((layernorm_param_grad_reduce_kernel<T, false>), grid, block, 0, as_stream(stream), part,
+      LAUNCH_KERNEL((partial_sums_reduce_kernel<T, false>), grid, block, 0, as_stream(stream), part,
                     static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C), cols);
   });
 }

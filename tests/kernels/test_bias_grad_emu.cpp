@@ -1,0 +1,119 @@
+// kernels/cuda/bias_grad.cu (a linear layer's bias gradient apart from its
+// GEMM) under the emulator, and on cuda in gpu.kernel_suite, against the
+// column sums in double of the same rounded values: the kernel's fp32 sums
+// are what is checked, not a reference's. Rows 1, 37, 300 (three chunks of
+// 128 rows, the last short) and 4100 (33 chunks: more items than the
+// emulator's 4 blocks take in one pass); columns 1 and 5 (scalar), 8, 64
+// and 520 (16-byte packs in every dtype), 100 (packs in f32, scalar in 16
+// bits); the sums written in fp32 or in the storage type, or added to an
+// fp32 gradient; an unaligned view (the scalar path); and the same bits
+// again on a second run. Then linear's backward with set_bias_grad_apart
+// against the default, the bias gradient in the dW GEMM's epilogue.
+#include <cmath>
+
+#include "engine/kernel_profile.h"
+#include "engine/nn/layers.h"
+#include "engine/precision.h"
+#include "kernels/cuda/bias_grad.h"
+#include "tests/kernels/emu_check.h"
+#include "tests/test_util.h"
+
+using namespace eng;
+using namespace eng::test;
+
+namespace {
+gpu::Storage storage(DType t) {
+  return t == DType::f32 ? gpu::Storage::f32 : t == DType::bf16 ? gpu::Storage::bf16 : gpu::Storage::f16;
+}
+
+// db from g's rows, elements [offset, offset + rows cols) of a flat tensor
+// in t; f32_out: db in fp32 (else t); add: onto an fp32 db holding `prior`.
+std::vector<double> run_bias_grad(const Tensor& flat, int64_t offset, int64_t rows, int64_t cols, DType t, bool f32_out,
+                                  bool add, const Tensor& prior) {
+  const Tensor g = on_emu(flat, t).slice(offset, offset + rows * cols);
+  Tensor db = add ? prior.to(kEmu).detach() : Tensor::empty({cols}, f32_out ? DType::f32 : t, kEmu);
+  Tensor scratch = Tensor::empty({gpu::bias_grad_scratch_floats(rows, cols)}, DType::f32, kEmu);
+  ENGINE_GPU_CALL(kEmu, bias_grad, storage(t), g.data_ptr(), rows, cols, scratch.data<float>(), db.data_ptr(), f32_out,
+                  add, nullptr);
+  return values(db.to(kCPU));
+}
+
+void check_bias_grad(int64_t rows, int64_t cols, DType t, bool f32_out, bool add, int64_t offset = 0) {
+  INFO(dtype_name(t) << " rows " << rows << " cols " << cols << (f32_out ? " f32 out" : "") << (add ? " add" : "")
+                     << " offset " << offset);
+  const Tensor flat = Tensor::randn({offset + rows * cols}, uint64_t(rows * 131 + cols), 1.f);
+  const Tensor prior = Tensor::randn({cols}, 5, 3.f);
+  const std::vector<double> x = values(rounded(flat, t)), p = values(prior);
+  std::vector<double> want(size_t(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[size_t(c)] += x[size_t(offset + r * cols + c)];
+  if (add)
+    for (int64_t c = 0; c < cols; ++c) want[size_t(c)] += p[size_t(c)];
+  const std::vector<double> got = run_bias_grad(flat, offset, rows, cols, t, f32_out, add, prior);
+  // fp32 sums of `rows` values near 1: a few ulps of the partial sums' size
+  // (about sqrt(rows)); a 16-bit db adds its own rounding.
+  const double atol = 1e-6 * std::sqrt(double(rows)) * 8 + (f32_out ? 0.0 : tol_for(t).atol);
+  CHECK_CLOSE(got, want, atol, f32_out ? 1e-6 : tol_for(t).rtol);
+  CHECK(run_bias_grad(flat, offset, rows, cols, t, f32_out, add, prior) == got);  // the same bits again
+}
+}  // namespace
+
+TEST_CASE("emu bias_grad: column sums match the cpu's, written or added, packed or scalar", "[emu][kernels]") {
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t rows : {1, 37, 300})
+      for (int64_t cols : {1, 5, 8, 64, 100, 520}) {
+        check_bias_grad(rows, cols, t, true, false);
+        check_bias_grad(rows, cols, t, t != DType::f32, false);
+      }
+  for (DType t : {DType::f32, DType::bf16}) {
+    check_bias_grad(4100, 64, t, true, false);
+    check_bias_grad(300, 64, t, true, true);     // onto an fp32 gradient (a later micro-batch)
+    check_bias_grad(37, 64, t, true, false, 3);  // 3 elements in: not 16-byte aligned
+  }
+}
+
+TEST_CASE("emu bias_grad: linear's backward with the bias gradient apart equals the GEMM epilogue's",
+          "[emu][kernels]") {
+  // Under autocast, two micro-batches: the weight's and the bias's fp32
+  // gradients, the second added into the masters' (the bias by bias_grad
+  // itself: no axpy_inplace), against the default (the dW GEMM's bias
+  // gradient epilogue, then an add for the bias).
+  const int64_t N = 300, C = 48, O = 40;
+  const Tensor x0 = Tensor::randn({N, C}, 61), W0 = Tensor::randn({O, C}, 62, 0.2f), b0 = Tensor::randn({O}, 63);
+  const Tensor g1 = Tensor::randn({N, O}, 64).to(DType::bf16).to(kEmu),
+               g2 = Tensor::randn({N, O}, 65).to(DType::bf16).to(kEmu);
+  const Autocast ac(Precision::O2);
+  struct Restore {
+    ~Restore() { set_bias_grad_apart(false); }
+  } restore;
+  auto run = [&](bool apart, KernelProfile* prof) {
+    set_bias_grad_apart(apart);
+    // x needs no gradient: its own would be added by a pass after (a leaf's).
+    const Tensor x = x0.to(kEmu);
+    std::vector<Tensor> p{W0.to(kEmu).detach().set_requires_grad(true), b0.to(kEmu).detach().set_requires_grad(true)};
+    auto fwd = [&] { return linear(ac.cast(x), ac.cast(p[0]), ac.cast(p[1])); };
+    fwd().backward(g1);
+    const Tensor y = fwd();
+    if (prof) prof->start();
+    y.backward(g2);
+    if (prof) prof->stop();
+    return p;
+  };
+  KernelProfile prof(kEmu);
+  const std::vector<Tensor> apart = run(true, &prof), fused = run(false, nullptr);
+  int bias_grads = 0, adds = 0, epilogues = 0;
+  for (const KernelCall& c : prof.calls()) {
+    bias_grads += c.name == "bias_grad";
+    adds += c.name == "axpy_inplace";
+    epilogues += c.name.find("+dbias") != std::string::npos;
+  }
+  CHECK(bias_grads == 1);
+  CHECK(adds == 0);
+  CHECK(epilogues == 0);
+  const Tol tol = tol_for(DType::bf16);
+  for (size_t i = 0; i < apart.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(apart[i].grad().dtype() == fused[i].grad().dtype());
+    CHECK_CLOSE(values(apart[i].grad().to(kCPU)), values(fused[i].grad().to(kCPU)), tol.atol, tol.rtol);
+  }
+}
