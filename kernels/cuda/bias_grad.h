@@ -15,8 +15,9 @@
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
-// Rows a chunk sums at least, and the most chunks: 65,536 rows (GPT-2 at
-// B 64) make 256 chunks of 256; 8,192 make 64 of 128.
+// Chunks of at most kBiasGradChunkRows rows up to kBiasGradMaxChunks of
+// them, longer chunks past that: 65,536 rows (GPT-2 at B 64) make 256
+// chunks of 256; 8,192 make 64 of 128; 300 make 3 of 100.
 inline constexpr int64_t kBiasGradChunkRows = 128;
 inline constexpr int64_t kBiasGradMaxChunks = 256;
 inline int64_t bias_grad_chunks(int64_t rows) {

@@ -20,7 +20,8 @@ enum class ParamGrads : uint8_t { storage, f32, f32_add };
 // fp32 scratch buffer of this many floats (2 C per block, at most this many
 // blocks), then reduces the blocks' partial sums in a fixed order. Rows up to
 // 256 (fp32: 128, unaligned: 32) 16-byte packs wide take the warp-per-row
-// kernel on at most kLayernormBackwardWarpBlocks blocks (8 warps each),
+// kernel on at most kLayernormBackwardWarpBlocks blocks (8 warps each; 12
+// for the staged kernel at three packs a lane, on the capped grid alone),
 // wider rows a block per row.
 inline constexpr int64_t kLayernormBackwardMaxBlocks = 1024;
 inline constexpr int64_t kLayernormBackwardWarpBlocks = 256;

@@ -2,7 +2,7 @@
 // GEMM) under the emulator, and on cuda in gpu.kernel_suite, against the
 // column sums in double of the same rounded values: the kernel's fp32 sums
 // are what is checked, not a reference's. Rows 1, 37, 300 (three chunks of
-// 128 rows, the last short) and 4100 (33 chunks: more items than the
+// 100) and 4100 (33 chunks of 125, the last 100 rows: more items than the
 // emulator's 4 blocks take in one pass); columns 1 and 5 (scalar), 8, 64
 // and 520 (16-byte packs in every dtype), 100 (packs in f32, scalar in 16
 // bits); the sums written in fp32 or in the storage type, or added to an
@@ -63,7 +63,7 @@ TEST_CASE("emu bias_grad: column sums match the cpu's, written or added, packed 
     for (int64_t rows : {1, 37, 300})
       for (int64_t cols : {1, 5, 8, 64, 100, 520}) {
         check_bias_grad(rows, cols, t, true, false);
-        check_bias_grad(rows, cols, t, t != DType::f32, false);
+        check_bias_grad(rows, cols, t, false, false);  // db in the storage type
       }
   for (DType t : {DType::f32, DType::bf16}) {
     check_bias_grad(4100, 64, t, true, false);
@@ -110,10 +110,13 @@ TEST_CASE("emu bias_grad: linear's backward with the bias gradient apart equals 
   CHECK(bias_grads == 1);
   CHECK(adds == 0);
   CHECK(epilogues == 0);
-  const Tol tol = tol_for(DType::bf16);
+  // Both fp32 sums of the same bf16 values in other orders (the weight's,
+  // on cuda, by another cuBLASLt algorithm): entries up to about 40, a few
+  // ulps apart; a row left out or counted twice moves an entry by about 1.
   for (size_t i = 0; i < apart.size(); ++i) {
     INFO("parameter " << i);
-    REQUIRE(apart[i].grad().dtype() == fused[i].grad().dtype());
-    CHECK_CLOSE(values(apart[i].grad().to(kCPU)), values(fused[i].grad().to(kCPU)), tol.atol, tol.rtol);
+    REQUIRE(apart[i].grad().dtype() == DType::f32);
+    REQUIRE(fused[i].grad().dtype() == DType::f32);
+    CHECK_CLOSE(values(apart[i].grad().to(kCPU)), values(fused[i].grad().to(kCPU)), 1e-4, 1e-5);
   }
 }
