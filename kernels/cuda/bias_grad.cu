@@ -15,29 +15,15 @@
 
 #include "kernels/cuda/bias_grad.h"
 #include "kernels/cuda/partial_sums.cuh"
-#include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/rowwise.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 
+using rowwise::load_raw;
+using rowwise::RawVec;
+
 namespace {
 constexpr int kWarps = 8, kUnroll = 4;
-
-template <int V, typename T>
-struct Vals {
-  T v[V];
-};
-// V consecutive values at p: one 16-byte load for a pack, else one element.
-template <int V, typename T>
-__device__ __forceinline__ Vals<V, T> load_vals(const T* p) {
-  Vals<V, T> r;
-  if constexpr (V == 1) {
-    r.v[0] = *p;
-  } else {
-    const Pack128<T> q = load128(p);
-    for (int k = 0; k < V; ++k) r.v[k] = q.v[k];
-  }
-  return r;
-}
 }  // namespace
 
 // Launch: kWarps x 32 threads, grid-stride over slabs x chunks items. Four
@@ -69,16 +55,16 @@ __global__ void __launch_bounds__(32 * kWarps, 4)
 #pragma unroll 1
       for (; r + int64_t(kUnroll - 1) * kWarps < r1; r += int64_t(kWarps) * kUnroll) {
         const T* p = g + r * cols + c;
-        Vals<V, T> x[kUnroll];
+        RawVec<V, T> x[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) x[u] = load_vals<V>(p + u * step);
+        for (int u = 0; u < kUnroll; ++u) x[u] = load_raw<V>(p + u * step);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
           for (int k = 0; k < V; ++k) acc[k] += to_f32(x[u].v[k]);
       }
       for (; r < r1; r += kWarps) {
-        const Vals<V, T> x = load_vals<V>(g + r * cols + c);
+        const RawVec<V, T> x = load_raw<V>(g + r * cols + c);
         for (int k = 0; k < V; ++k) acc[k] += to_f32(x.v[k]);
       }
     }
@@ -111,7 +97,7 @@ void bias_grad(gpu::Storage st, const void* g, int64_t rows, int64_t cols, float
       LAUNCH_KERNEL((bias_grad_partial_kernel<T, V>), grid_for(items, 1), 32 * kWarps, 0, as_stream(stream), pg, rows,
                     int(cols), chunks, chunk_rows, scratch);
     };
-    if (cols % P == 0 && aligned16(g))
+    if (rowwise::rows_vectorizable<T>(cols, g))
       partials.template operator()<P>();
     else
       partials.template operator()<1>();
