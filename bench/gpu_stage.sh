@@ -39,7 +39,10 @@
 #      cuDNN's, forward and backward (docs/kernels/attention.md);
 #      throughput-bias-apart, profile-bias-apart-b64: run 3 and the B 64
 #      profile with the bias gradients apart from their GEMMs
-#      (ENGINE_BIAS_GRAD=apart, docs/kernels/gemm.md).
+#      (ENGINE_BIAS_GRAD=apart, docs/kernels/gemm.md); throughput-ce-cached,
+#      profile-ce-cached-b64: the same with the cross-entropy's one-buffer
+#      form (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md).
+#      run_torch prints every throughput run's ratio to PyTorch's.
 # RUNS names the runs to make, made in the order it names them (default:
 # profile-cudnn profile-ours profile-all-ours throughput torch tuned, the
 # cheap profiles first; a later call of the same task names only what is
@@ -197,12 +200,17 @@ run_torch() {
   if ((torch_rc == 0)); then
     tail -3 "$W/torch.log"
     cp "$W/torch.log" "$files/torch_gpt2.log"
-    python3 - "$W/throughput/metrics.jsonl" "$W/torch.log" <<'PY' || true
-import json, re, statistics, sys
-ours = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
-ours = statistics.median(r["tokens_per_s"] for r in ours[2:] or ours)
+    # Every throughput run made so far (the default first, then each variant) over PyTorch's.
+    python3 - "$W" "$W/torch.log" <<'PY' || true
+import glob, json, os, re, statistics, sys
 torch = float(re.search(r"torch tokens/s: (\d+)", open(sys.argv[2]).read()).group(1))
-print(f"ours / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.2f}x")
+for m in sorted(glob.glob(os.path.join(sys.argv[1], "throughput*", "metrics.jsonl"))):
+    ours = [json.loads(l) for l in open(m) if '"tokens_per_s"' in l]
+    if not ours:
+        continue
+    ours = statistics.median(r["tokens_per_s"] for r in ours[2:] or ours)
+    name = os.path.basename(os.path.dirname(m))
+    print(f"{name} / PyTorch: {ours:.0f} / {torch:.0f} tokens/s = {ours / torch:.3f}x")
 PY
   elif ((torch_rc != 2)); then
     echo "note: PyTorch's GPT-2 failed (rc $torch_rc): $(tail -2 "$W/torch.log")"
@@ -215,6 +223,10 @@ run_tuned() { ENGINE_CUBLASLT_TUNE=1 throughput_run throughput-tuned --attention
 # tokens/s at the config's micro-batch, and a B 64 micro-step profiled beside profile-cudnn-b64.
 run_throughput_bias_apart() { ENGINE_BIAS_GRAD=apart throughput_run throughput-bias-apart --attention cudnn; }
 run_profile_bias_apart_b64() { ENGINE_BIAS_GRAD=apart BATCH=64 profile profile-bias-apart-b64 --attention cudnn; }
+# The cross-entropy's one-buffer form, the default before the prefetching one
+# (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md): the A/B beside throughput.
+run_throughput_ce_cached() { ENGINE_CROSS_ENTROPY=cached throughput_run throughput-ce-cached --attention cudnn; }
+run_profile_ce_cached_b64() { ENGINE_CROSS_ENTROPY=cached BATCH=64 profile profile-ce-cached-b64 --attention cudnn; }
 for r in "${runs[@]}"; do
   if ! declare -F "run_${r//-/_}" >/dev/null; then
     echo "note: no run named $r"

@@ -22,6 +22,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 
@@ -35,6 +36,9 @@ constexpr size_t kMaxCachedRowBytes = 104 * 1024;
 // blocks an SM (the launch bounds) hold ptxas to 64 registers, which it then
 // uses without the one spill it made when left to itself with 4 packs.
 constexpr int kUnroll = 4;
+// The prefetching kernel's block: one an SM, its two row buffers taking
+// most of the shared memory.
+constexpr int kPrefetchThreads = 1024;
 }  // namespace
 
 // The fused classifier. Launch: grid-stride over rows, one block per row,
@@ -124,6 +128,99 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
     }
     for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);  // the padding
   }
+}
+
+// The fused classifier with the next row's copy in flight (sm_80's
+// cp.async): one block an SM, persistent over its rows, two row buffers in
+// dynamic shared memory. While the block works on row r in one buffer, its
+// next row (r + gridDim.x) is copied into the other, so the HBM reads never
+// wait on the block's reductions and writes. In the kCache kernel above they
+// alternate with them: a block's loads stop while it merges and writes its
+// row, and two blocks an SM did not fill the gaps (66% of the H200's HBM at
+// GPT-2's B 64). Three passes over the row in shared memory: its max m; s =
+// the sum of 2^((x - m) log2 e); dlogits, as the kCache kernel writes them
+// (the same expression and rounding: with the same lse, the same bits).
+// About 14 instructions a logit, not 19: no online rescale a pack, no
+// one-hot test a value (the target's pack is patched after).
+// Each thread copies and reads only its own packs ((tid + k blockDim) P), so
+// the buffers need no barrier: a thread's wait_group covers what it reads,
+// and it issues the copy over a buffer only after its own last read of it
+// (the emulator poisons a copy's destination at issue: a read after would
+// see NaN). One commit a row, empty past the last, so wait_group 1 always
+// leaves exactly the next row's copy pending.
+// Launch: min(N, SMs) blocks of a multiple of 32 threads (<= 1024), dynamic
+// smem 2 (V / pack) pack sizeof(T) (GPT-2's bf16 rows: 196.5 KiB of sm_90's
+// 227). Preconditions: as the kCache kernel, and dlogits != nullptr.
+// bytes = N V sizeof(T) reads + N ld sizeof(T) writes + 8 N (targets, losses);
+// flops ~ 9 N V (max, exp, add; exp, scale), an exp counted as 1 SFU op.
+template <typename T>
+__global__ void __launch_bounds__(kPrefetchThreads, 1)
+    cross_entropy_prefetch_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
+                                  float* __restrict__ losses, T* __restrict__ dlogits, int64_t N, int64_t V, int64_t ld,
+                                  const float* __restrict__ dloss_scale_ptr, int32_t ignore_index) {
+  __shared__ float part_max[32], part_sum[32];
+  DYNAMIC_SMEM(T, rows);  // [2][V / P * P]
+  constexpr int P = Pack128<T>::size;
+  const float dloss_scale = *dloss_scale_ptr;
+  const int64_t vec_end = V / P * P, first = int64_t(threadIdx.x) * P, step = int64_t(blockDim.x) * P;
+  auto prefetch = [&](int64_t r, T* buf) {
+    if (r < N)
+      for (int64_t w = first; w < vec_end; w += step) tc::cp_async_cg(tc::smem_addr(buf + w), logits + r * ld + w);
+    tc::cp_async_commit();
+  };
+  prefetch(blockIdx.x, rows);
+  int turn = 0;
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x, ++turn) {
+    const T* const cur = rows + (turn & 1) * vec_end;
+    prefetch(r + gridDim.x, rows + ((turn + 1) & 1) * vec_end);
+    tc::cp_async_wait_group<1>();  // this thread's packs of row r have landed
+    const T* x = logits + r * ld;
+    T* d = dlogits + r * ld;
+    const int32_t target = targets[r];
+    if (target == ignore_index) {  // the same for the whole block: no thread skips a barrier alone
+      if (threadIdx.x == 0) losses[r] = 0.f;
+      for (int64_t v = threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);
+      continue;
+    }
+    float m = -INFINITY;
+    for (int64_t w = first; w < vec_end; w += step) {
+      const Pack128<T> p = load128(cur + w);
+      for (int k = 0; k < P; ++k) m = fmaxf(m, to_f32(p.v[k]));
+    }
+    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, to_f32(x[v]));
+    m = gpu::block_allreduce(m, part_max, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+    // All -inf: subtract 0, so 2^(-inf) = 0, not NaN. A NaN logit, which
+    // fmaxf skips, reaches the sum (and the loss) through its exponential.
+    const float ms = m == -INFINITY ? 0.f : m;
+    float s = 0.f;
+    for (int64_t w = first; w < vec_end; w += step) {
+      const Pack128<T> p = load128(cur + w);
+      for (int k = 0; k < P; ++k) s += exp2_approx((to_f32(p.v[k]) - ms) * kLog2e);
+    }
+    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) s += exp2_approx((to_f32(x[v]) - ms) * kLog2e);
+    s = gpu::block_allreduce(s, part_sum, 0.f, [](float a, float b) { return a + b; });
+    const float lse = ms + logf(s);
+    if (threadIdx.x == 0) losses[r] = lse - to_f32(x[target]);
+    for (int64_t w = first; w < vec_end; w += step) {
+      const Pack128<T> p = load128(cur + w);
+      Pack128<T> g;
+      for (int k = 0; k < P; ++k) g.v[k] = from_f32<T>(dloss_scale * exp2_approx((to_f32(p.v[k]) - lse) * kLog2e));
+      if (target >= w && target < w + P) {  // dloss_scale (p - 1) at the target, as fmaf(scale, p, -scale)
+        const int at = int(target - w);
+#pragma unroll
+        for (int k = 0; k < P; ++k)  // constant indices: the packs stay in registers, not the stack
+          if (k == at)
+            g.v[k] = from_f32<T>(fmaf(dloss_scale, exp2_approx((to_f32(p.v[k]) - lse) * kLog2e), -dloss_scale));
+      }
+      store128(d + w, g);
+    }
+    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) {
+      const float onehot = v == target ? 1.f : 0.f;
+      d[v] = from_f32<T>(dloss_scale * (exp2_approx((to_f32(x[v]) - lse) * kLog2e) - onehot));
+    }
+    for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);  // the padding
+  }
+  tc::cp_async_wait_all();  // no copy outlives the block (the last group is empty)
 }
 
 // d *= *scale_ptr in place (a device fp32 scalar, so a loss scale of 65536
@@ -217,11 +314,26 @@ void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* tar
     // About one pack per thread for small rows (fewer idle threads in the
     // reductions), kMaxThreads for large vocabularies.
     const int64_t want = (V + P - 1) / P;
-    const unsigned threads = unsigned(want >= kMaxThreads ? kMaxThreads : (want + 31) / 32 * 32);
-    const unsigned block = threads < 32 ? 32 : threads;
+    auto block_for = [&](int64_t most) {
+      const int64_t threads = want >= most ? most : (want + 31) / 32 * 32;
+      return unsigned(threads < 32 ? 32 : threads);
+    };
+    const unsigned block = block_for(kMaxThreads);
     const unsigned grid = grid_for(N, 1);
     const size_t row_bytes = size_t(V / P * P) * sizeof(T);
-    if (aligned16(logits, dlogits) && ld % P == 0 && dlogits && row_bytes > 0 && row_bytes <= kMaxCachedRowBytes) {
+    const bool packs = aligned16(logits, dlogits) && ld % P == 0 && dlogits && row_bytes > 0;
+    const gpu::CrossEntropyForm form = gpu::cross_entropy_form();
+    const bool may_prefetch = form == gpu::CrossEntropyForm::automatic || form == gpu::CrossEntropyForm::prefetch;
+    const bool may_cache = may_prefetch || form == gpu::CrossEntropyForm::cached;
+    // The static part_max and part_sum, and a margin, beside the two rows.
+    constexpr size_t kStaticBytes = 1024;
+    const DeviceLimits dev = packs && may_prefetch ? device_limits() : DeviceLimits{0, 0};
+    if (packs && may_prefetch && 2 * row_bytes + kStaticBytes <= dev.smem_optin) {
+      gpu::allow_dynamic_smem<cross_entropy_prefetch_kernel<T>>(dev.smem_optin - kStaticBytes);
+      const unsigned blocks = unsigned(N < dev.sms ? N : dev.sms);
+      LAUNCH_KERNEL(cross_entropy_prefetch_kernel<T>, blocks, block_for(kPrefetchThreads), 2 * row_bytes,
+                    as_stream(stream), px, targets, losses, pd, N, V, ld, dloss_scale, ignore_index);
+    } else if (packs && may_cache && row_bytes <= kMaxCachedRowBytes) {
       gpu::allow_dynamic_smem<cross_entropy_fused_kernel<T, true, true>>(kMaxCachedRowBytes);
       LAUNCH_KERNEL((cross_entropy_fused_kernel<T, true, true>), grid, block, row_bytes, as_stream(stream), px, targets,
                     losses, pd, N, V, ld, dloss_scale, ignore_index);

@@ -8,7 +8,42 @@
 // over the whole ld, zero in the padding.
 // targets are int32 and losses fp32 whatever the storage dtype of the logits.
 #pragma once
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/gpu_ops.h"
+
+namespace eng::gpu {
+// Which form of the fused kernel runs (docs/kernels/cross_entropy.md,
+// "Three forms"): `automatic` takes the first the device and the row allow
+// of prefetch (two rows in shared memory, the next one's copy in flight),
+// cached (one row in shared memory) and twice (the row read twice from
+// global memory). The others force that form where it applies (a form that
+// does not fit falls to the next): for A/B runs on a GPU
+// (ENGINE_CROSS_ENTROPY=prefetch|cached|twice) and for tests.
+enum class CrossEntropyForm { automatic, prefetch, cached, twice };
+// -1: not yet read from ENGINE_CROSS_ENTROPY. One variable for the program
+// (inline), whichever of the cuda and emulator builds reads it.
+inline std::atomic<int> g_cross_entropy_form{-1};
+inline void set_cross_entropy_form(CrossEntropyForm f) { g_cross_entropy_form.store(int(f)); }
+inline CrossEntropyForm cross_entropy_form() {
+  int v = g_cross_entropy_form.load();
+  if (v < 0) {
+    const char* env = std::getenv("ENGINE_CROSS_ENTROPY");
+    const std::string s = env ? env : "";
+    ENGINE_USER_CHECK(s.empty() || s == "auto" || s == "prefetch" || s == "cached" || s == "twice",
+                      "ENGINE_CROSS_ENTROPY '", s, "' is not a form of the fused cross-entropy: use auto, prefetch, ",
+                      "cached or twice (docs/kernels/cross_entropy.md)");
+    v = int(s == "prefetch" ? CrossEntropyForm::prefetch
+            : s == "cached" ? CrossEntropyForm::cached
+            : s == "twice"  ? CrossEntropyForm::twice
+                            : CrossEntropyForm::automatic);
+    g_cross_entropy_form.store(v);
+  }
+  return CrossEntropyForm(v);
+}
+}  // namespace eng::gpu
 
 #define ENGINE_CROSS_ENTROPY_LAUNCHERS                                                                                \
   void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* targets, float* losses, void* dlogits, \

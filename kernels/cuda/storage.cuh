@@ -104,6 +104,26 @@ inline constexpr int64_t kMaxGrid = 1024;
 inline constexpr int64_t kMaxGrid = 4;
 #endif
 
+// The current device's streaming multiprocessors and the most shared memory
+// (static and dynamic) a block may opt in to: 227 KiB on sm_90, 163 on
+// sm_80. The emulator is an sm_90 of kMaxGrid SMs (its launches refuse
+// more than 227 KiB, as an H100 does).
+struct DeviceLimits {
+  int sms;
+  size_t smem_optin;
+};
+inline DeviceLimits device_limits() {
+#if defined(__CUDACC__)
+  int dev = 0, sms = 0, smem = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return {sms, size_t(smem)};
+#else
+  return {int(kMaxGrid), size_t(227) * 1024};
+#endif
+}
+
 // Blocks for `work` items at `per_block` items per block, capped at kMaxGrid;
 // kernels loop (grid-stride) over whatever one pass does not cover.
 inline unsigned grid_for(int64_t work, int64_t per_block) {

@@ -93,15 +93,16 @@ TEST_CASE("emu embedding: a row named by many positions sums them all, narrow an
 // one, two and three radix passes (V 5, 300, 70000; V itself, the mark of
 // an id outside the table, needs the bits too: V 255 and 256 either side of
 // a pass), tiles of 256 full and ragged, more tiles than the emulator's
-// 4-block grid (1300 positions), no positions, one id named by most
+// 4-block grid (1300 positions), digit counts for three chunks of the
+// scan's 4096, the last ragged (9000 positions: 36 tiles), no positions, one id named by most
 // positions (GPT-2's byte tokens), and a shard's table with ids outside it.
 TEST_CASE("emu embedding: the positions bucketed by id on the device equal the cpu's counting sort", "[emu][kernels]") {
   struct Shape {
     int64_t n, V, start, vocab;
   };
-  for (const Shape& s :
-       {Shape{0, 5, 0, 5}, Shape{1, 5, 0, 5}, Shape{37, 5, 0, 5}, Shape{256, 255, 0, 255}, Shape{257, 256, 0, 256},
-        Shape{1300, 300, 0, 300}, Shape{1300, 70000, 0, 70000}, Shape{600, 40, 30, 100}, Shape{600, 70, 30, 100}}) {
+  for (const Shape& s : {Shape{0, 5, 0, 5}, Shape{1, 5, 0, 5}, Shape{37, 5, 0, 5}, Shape{256, 255, 0, 255},
+                         Shape{257, 256, 0, 256}, Shape{1300, 300, 0, 300}, Shape{1300, 70000, 0, 70000},
+                         Shape{9000, 300, 0, 300}, Shape{600, 40, 30, 100}, Shape{600, 70, 30, 100}}) {
     INFO("n " << s.n << " V " << s.V << " start " << s.start);
     CHECK(gpu::bucket_passes(s.V) == (s.V < 256 ? 1 : s.V < 65536 ? 2 : 3));
     std::vector<int32_t> ids = make_ids(s.n, s.vocab);
