@@ -42,7 +42,9 @@ constexpr int kBackwardWarps = 8;  // the warp backward: 8 warps a block, a row 
 constexpr int kStagedWarps = 12;
 }  // namespace
 
-// layernorm_forward_kernel: one warp per row, grid-stride over rows.
+// layernorm_forward_kernel: one warp per row, grid-stride over rows; for
+// rows of single elements (V = 1) and rows over 8 packs a lane (the staged
+// kernel below takes the rest).
 // Launch: 256 threads (8 warps), grid = grid_for(N, 8). V = 1 or a 16-byte
 // pack (see rowwise.cuh). Three sweeps over the row, all by the same lanes:
 // sum -> mean, sum of squared deviations -> rstd, then the output; the second
@@ -85,6 +87,74 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
       if constexpr (!kRms) mean[row] = m;
       rstd[row] = rs;
     }
+  }
+}
+
+// layernorm_forward_staged_kernel (rows up to 32 V kIters wide, V a 16-byte
+// pack): layernorm_forward_kernel's arithmetic in its order (not quite its
+// bits: the emulator's compiler contracts products into FMAs by the code's
+// shape, and differs), the row's packs loaded at once into registers, as stored, at indices
+// clamped into the row (a lane past C loads the row's last pack again and
+// leaves it unused), and the warp's next row loaded before this one is
+// reduced and written. The sweep kernel's loops wait on their loads a
+// pack or two at a time: at GPT-2's C = 768 (SASS, sm_90, bf16) a row is
+// two trips to DRAM (the first pack, then the other two), three to L1 for
+// the squares, then the output's; at the Llama's C = 2048 more (its RMSNorm
+// reached 19% of the H200's HBM). Here a row is one trip, overlapped with
+// the previous row's sums and stores.
+// Launch: as layernorm_forward_kernel. Preconditions: every row 16-byte
+// aligned, C % V == 0, C <= 32 V kIters. bytes, flops: as the sweep kernel's.
+// The launch bounds' one block an SM leaves ptxas its registers: without
+// it (CUDA 13) it held some instances to 48 and spilled (f16 at three packs
+// on sm_90, f32 RMSNorm at eight on sm_80); with it 48-144, no spill.
+template <typename T, int V, int kIters, bool kRms>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
+    layernorm_forward_staged_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                    T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd, int64_t N,
+                                    int C, float eps) {
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  auto load_row = [&](int64_t row, RawVec<V, T>(&p)[kIters]) {
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) p[j] = load_raw<V>(x + row * C + min((lane + 32 * j) * V, C - V));
+  };
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  RawVec<V, T> cur[kIters] = {};
+  if (row < N) load_row(row, cur);
+  for (; row < N; row += warps) {
+    RawVec<V, T> next[kIters] = {};
+    if (row + warps < N) load_row(row + warps, next);  // in flight while this row is reduced and written
+    float s = 0.f;
+    if constexpr (!kRms)
+#pragma unroll
+      for (int j = 0; j < kIters; ++j)
+        if ((lane + 32 * j) * V < C)
+          for (int k = 0; k < V; ++k) s += to_f32(cur[j].v[k]);
+    const float m = kRms ? 0.f : warp_sum(s) / float(C);
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < kIters; ++j)
+      if ((lane + 32 * j) * V < C)
+        for (int k = 0; k < V; ++k) q += (to_f32(cur[j].v[k]) - m) * (to_f32(cur[j].v[k]) - m);
+    const float rs = rsqrtf(warp_sum(q) / float(C) + eps);
+    T* orow = out + row * C;
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) {
+      const int i = (lane + 32 * j) * V;
+      if (i < C) {
+        float v[V], wv[V], bv[V] = {};
+        load_vec<V>(w + i, wv);
+        if constexpr (!kRms) load_vec<V>(b + i, bv);
+        for (int k = 0; k < V; ++k) v[k] = (to_f32(cur[j].v[k]) - m) * rs * wv[k] + bv[k];
+        store_vec<V>(orow + i, v);
+      }
+    }
+    if (lane == 0) {
+      if constexpr (!kRms) mean[row] = m;
+      rstd[row] = rs;
+    }
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) cur[j] = next[j];
   }
 }
 
@@ -342,7 +412,19 @@ void norm_forward(const char* fn, gpu::Storage st, const void* x, const void* w,
     T* po = static_cast<T*>(out);
     const unsigned grid = grid_for(N, kWarpsPerBlock);
     constexpr int P = Pack128<T>::size;
-    if (rowwise::rows_vectorizable<T>(C, x, out) && aligned16(w, b))
+    const bool vec = rowwise::rows_vectorizable<T>(C, x, out) && aligned16(w, b);
+    const int64_t iters = (C + 32 * P - 1) / (32 * P);  // a lane's packs of a row
+    auto staged = [&]<int kIters>() {
+      LAUNCH_KERNEL((layernorm_forward_staged_kernel<T, P, kIters, kRms>), grid, 32 * kWarpsPerBlock, 0,
+                    as_stream(stream), px, pw, pb, po, mean, rstd, N, int(C), float(eps));
+    };
+    if (vec && iters <= 3)  // GPT-2's C = 768 in 16-bit packs
+      staged.template operator()<3>();
+    else if (vec && iters <= 4)
+      staged.template operator()<4>();
+    else if (vec && iters <= 8)  // the Llama's C = 2048 in 16-bit packs
+      staged.template operator()<8>();
+    else if (vec)
       LAUNCH_KERNEL((layernorm_forward_kernel<T, P, kRms>), grid, 32 * kWarpsPerBlock, 0, as_stream(stream), px, pw, pb,
                     po, mean, rstd, N, int(C), float(eps));
     else

@@ -81,6 +81,26 @@ TEST_CASE("emu layernorm: the warp backward at three packs a lane, lanes past th
   check_layernorm(Tensor::randn({800, 384}, 384, 2.f), DType::f32, 8.0);
 }
 
+// The forward loads a row's packs at once and the warp's next row before it
+// reduces this one (the staged forward, up to 8 packs a lane; wider rows,
+// and scalar ones, take the sweep kernel): 16-bit C = 2048 (eight packs a
+// lane, the Llama's), 1800 (225 packs: only lane 0 has an eighth) and 1032
+// (129: four a lane, lane 0 a fifth, in the eight-pack kernel), f32 C =
+// 1024 (eight packs of 4) and 1028 (nine: the sweep kernel). 37 rows on the
+// emulator's 4 blocks of 8 warps: a second turn for rows 32-36, loaded
+// during the first.
+TEST_CASE("emu layernorm: the forward's staged kernel, rows of up to eight packs a lane", "[emu][kernels]") {
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t C : {2048, 1800, 1032}) {
+      INFO(dtype_name(t) << " C = " << C);
+      check_layernorm(Tensor::randn({37, C}, uint64_t(C), 2.f), t);
+    }
+  for (int64_t C : {1024, 1028}) {
+    INFO("f32 C = " << C);
+    check_layernorm(Tensor::randn({37, C}, uint64_t(C), 2.f), DType::f32);
+  }
+}
+
 TEST_CASE("emu layernorm: the residual stream's pending gradient is added in the backward kernel", "[emu][kernels]") {
   // A pre-LN residual block, h = x + layernorm(x) W: x's gradient is the
   // residual's (from h) plus the layernorm's. The residual's arrives first;

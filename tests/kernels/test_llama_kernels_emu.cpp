@@ -47,6 +47,10 @@ TEST_CASE("emu rmsnorm: forward and backward match the cpu reference", "[emu][ke
   check_rmsnorm(Tensor::randn({5, 1100}, 8, 2.f), DType::f32);
   check_rmsnorm(Tensor::randn({5, 300}, 9, 2.f), DType::bf16);
   check_rmsnorm(Tensor::randn({6, 5}, 6).slice(1, 6), DType::f32);
+  // The Llama's C = 2048 (eight 16-bit packs a lane in the staged forward)
+  // over 37 rows, a second turn of the emulator's 32 warps; f32 at 1024.
+  check_rmsnorm(Tensor::randn({37, 2048}, 10, 2.f), DType::bf16);
+  check_rmsnorm(Tensor::randn({37, 1024}, 11, 2.f), DType::f32);
 }
 
 TEST_CASE("emu add_rmsnorm: the fused residual forward, and the residual's gradient added in the backward kernel",
