@@ -119,8 +119,10 @@ __global__ void __launch_bounds__(kScanThreads) bucket_scan_kernel(int32_t* __re
       const int64_t k = base + int64_t(j) * kScanThreads + tid;
       if (k < total) a[k] = chunk[j * kScanThreads + tid];
     }
+    // No barrier before the next chunk: after the one above, a thread reads
+    // only its own slots of the coalesced layout, the ones it refills next;
+    // warp_sums is rewritten only after the next chunk's first barrier.
     carry += chunk_sum;
-    __syncthreads();  // chunk and warp_sums are refilled by the next chunk
   }
 }
 

@@ -140,8 +140,13 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
 // GPT-2's B 64). Three passes over the row in shared memory: its max m; s =
 // the sum of 2^((x - m) log2 e); dlogits, as the kCache kernel writes them
 // (the same expression and rounding: with the same lse, the same bits).
-// About 14 instructions a logit, not 19: no online rescale a pack, no
-// one-hot test a value (the target's pack is patched after).
+// The three loops issue 27, 51 and about 74 instructions a pack of 8 (SASS,
+// sm_90, bf16): 19 a logit, as the cached kernel's two, but overlapped with
+// the copies. Each row's target comes with the copy of the row before (a
+// register, not a load on the row's path), and the target's logit for the
+// loss is read from the buffer after the first barrier (every thread's
+// packs have landed then; the second barrier keeps its owner from copying
+// over it first).
 // Each thread copies and reads only its own packs ((tid + k blockDim) P), so
 // the buffers need no barrier: a thread's wait_group covers what it reads,
 // and it issues the copy over a buffer only after its own last read of it
@@ -169,14 +174,16 @@ __global__ void __launch_bounds__(kPrefetchThreads, 1)
     tc::cp_async_commit();
   };
   prefetch(blockIdx.x, rows);
+  int32_t next_target = blockIdx.x < N ? targets[blockIdx.x] : 0;
   int turn = 0;
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x, ++turn) {
     const T* const cur = rows + (turn & 1) * vec_end;
+    const int32_t target = next_target;
     prefetch(r + gridDim.x, rows + ((turn + 1) & 1) * vec_end);
+    if (r + gridDim.x < N) next_target = targets[r + gridDim.x];
     tc::cp_async_wait_group<1>();  // this thread's packs of row r have landed
     const T* x = logits + r * ld;
     T* d = dlogits + r * ld;
-    const int32_t target = targets[r];
     if (target == ignore_index) {  // the same for the whole block: no thread skips a barrier alone
       if (threadIdx.x == 0) losses[r] = 0.f;
       for (int64_t v = threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);
@@ -189,6 +196,7 @@ __global__ void __launch_bounds__(kPrefetchThreads, 1)
     }
     for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, to_f32(x[v]));
     m = gpu::block_allreduce(m, part_max, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
+    const float x_target = threadIdx.x == 0 ? to_f32(target < vec_end ? cur[target] : x[target]) : 0.f;
     // All -inf: subtract 0, so 2^(-inf) = 0, not NaN. A NaN logit, which
     // fmaxf skips, reaches the sum (and the loss) through its exponential.
     const float ms = m == -INFINITY ? 0.f : m;
@@ -200,7 +208,7 @@ __global__ void __launch_bounds__(kPrefetchThreads, 1)
     for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) s += exp2_approx((to_f32(x[v]) - ms) * kLog2e);
     s = gpu::block_allreduce(s, part_sum, 0.f, [](float a, float b) { return a + b; });
     const float lse = ms + logf(s);
-    if (threadIdx.x == 0) losses[r] = lse - to_f32(x[target]);
+    if (threadIdx.x == 0) losses[r] = lse - x_target;
     for (int64_t w = first; w < vec_end; w += step) {
       const Pack128<T> p = load128(cur + w);
       Pack128<T> g;
@@ -323,7 +331,11 @@ void cross_entropy_fused(gpu::Storage st, const void* logits, const int32_t* tar
     const size_t row_bytes = size_t(V / P * P) * sizeof(T);
     const bool packs = aligned16(logits, dlogits) && ld % P == 0 && dlogits && row_bytes > 0;
     const gpu::CrossEntropyForm form = gpu::cross_entropy_form();
-    const bool may_prefetch = form == gpu::CrossEntropyForm::automatic || form == gpu::CrossEntropyForm::prefetch;
+    // Left to choose, a row of at least half a block of packs (4096 16-bit
+    // classes): its one block an SM would leave a short row's SMs nearly
+    // idle (V = 256 is one warp), where the cached kernel runs 1024 blocks.
+    const bool may_prefetch = form == gpu::CrossEntropyForm::prefetch ||
+                              (form == gpu::CrossEntropyForm::automatic && want >= kPrefetchThreads / 2);
     const bool may_cache = may_prefetch || form == gpu::CrossEntropyForm::cached;
     // The static part_max and part_sum, and a margin, beside the two rows.
     constexpr size_t kStaticBytes = 1024;

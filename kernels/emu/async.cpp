@@ -2,7 +2,10 @@
 // copies (emu.h). On the GPU a copy lands at some moment between its issue
 // and the cp.async.wait_group that covers it; here it lands at that wait,
 // the latest moment, and the caller (tensor_core.h) poisons the destination
-// at issue, the earliest. So a kernel that reads the destination before its
+// at issue, the earliest, and again at every wait that leaves it pending (an
+// older copy landing there at that wait must not stand in for the pending
+// one: a kernel that prefetches into the buffer it is about to read would
+// pass). So a kernel that reads the destination before its
 // wait reads 0xFF bytes (a NaN), and, under the race check, another thread
 // reading it without the issuing thread's wait and a barrier in between is a
 // race with the write at the wait: a missing wait fails instead of passing by
@@ -22,6 +25,13 @@ void cp_async_commit(const char* file, int line) {
   Fiber& f = current_fiber("cp.async.commit_group", file, line);
   f.cp_groups.push_back(std::move(f.cp_open));  // an empty group is a group too, as in the PTX ISA
   f.cp_open.clear();
+}
+
+std::vector<AsyncCopy> cp_async_pending(const char* file, int line) {
+  const Fiber& f = current_fiber("cp.async.wait_group", file, line);
+  std::vector<AsyncCopy> pending = f.cp_open;
+  for (const std::vector<AsyncCopy>& g : f.cp_groups) pending.insert(pending.end(), g.begin(), g.end());
+  return pending;
 }
 
 std::vector<AsyncCopy> cp_async_wait(int newest_pending, const char* file, int line) {

@@ -147,7 +147,8 @@ unsigned char* shared_pointer(uint32_t addr, size_t bytes, size_t align, const c
 // cp.async's bookkeeping (async.cpp), one queue per CUDA thread: an issued
 // copy waits, uncommitted, until commit_group closes its group; wait_group N
 // hands back (in issue order) the copies of every group but the newest N,
-// which the caller then performs. wait_all is commit + wait_group 0.
+// which the caller then performs, and poisons again those still pending.
+// wait_all is commit + wait_group 0.
 struct AsyncCopy {
   unsigned char* dst;
   const unsigned char* src;
@@ -157,6 +158,8 @@ struct AsyncCopy {
 void cp_async_issue(const AsyncCopy& copy, const char* file, int line);
 void cp_async_commit(const char* file, int line);
 std::vector<AsyncCopy> cp_async_wait(int newest_pending, const char* file, int line);
+// The copies issued and not yet handed back by a wait (open and committed).
+std::vector<AsyncCopy> cp_async_pending(const char* file, int line);
 unsigned char* dynamic_smem(const char* file, int line);
 // cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
 // bytes): a launch of that kernel may then ask for up to `bytes` of dynamic

@@ -115,7 +115,8 @@ inline void ldmatrix(int count, bool trans, uint32_t* r, uint32_t addr, const ch
 }
 
 // cp.async.{ca,cg}.shared.global [dst], [src], bytes, src_bytes: checked,
-// queued, and the destination poisoned until the wait that lands it (async.cpp).
+// queued, and the destination poisoned until the wait that lands it (async.cpp;
+// cp_async_wait below poisons it again at every wait it outlives).
 inline void cp_async(const char* name, uint32_t dst, const void* src, int bytes, int src_bytes, const char* file,
                      int line) {
   unsigned char* d = ::emu::shared_pointer(dst, size_t(bytes), size_t(bytes), name, file, line);
@@ -130,11 +131,16 @@ inline void cp_async(const char* name, uint32_t dst, const void* src, int bytes,
   ::emu::cp_async_issue({d, static_cast<const unsigned char*>(src), bytes, src_bytes}, file, line);
 }
 
+// Lands the copies the wait covers, in issue order, then poisons again the
+// destinations of those still pending: on a GPU they may land at any moment
+// from now on, so an older copy that just landed over one of them must not
+// be read as if it were the pending one's data.
 inline void cp_async_wait(int newest_pending, const char* file, int line) {
   for (const ::emu::AsyncCopy& c : ::emu::cp_async_wait(newest_pending, file, line)) {
     if (c.src_bytes) std::memcpy(c.dst, c.src, size_t(c.src_bytes));
     if (c.src_bytes < c.bytes) std::memset(c.dst + c.src_bytes, 0, size_t(c.bytes - c.src_bytes));
   }
+  for (const ::emu::AsyncCopy& c : ::emu::cp_async_pending(file, line)) std::memset(c.dst, 0xFF, size_t(c.bytes));
 }
 
 }  // namespace emu::tc

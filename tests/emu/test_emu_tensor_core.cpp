@@ -74,6 +74,22 @@ __global__ void cp_async_kernel(const float* in, float* out, Wait waits) {
   for (int i = 0; i < 4; ++i) out[i] = stage[0][i], out[4 + i] = stage[1][i];
 }
 
+// A prefetch into the buffer the thread is about to read: the second copy
+// (group 2) goes where the first (group 1) went, and wait_group 1 lands only
+// the first. On a GPU the second may land before or during the read; the
+// emulator keeps its destination poisoned, so the read is NaN, not the
+// first copy's data by luck. With two buffers (`fixed`) the read is clean.
+__global__ void cp_async_overwrite_kernel(const float* in, float* out, bool fixed) {
+  __shared__ __align__(16) float stage[2][4];
+  eng::tc::cp_async_ca<16>(eng::tc::smem_addr(stage[0]), in);
+  eng::tc::cp_async_commit();
+  eng::tc::cp_async_ca<16>(eng::tc::smem_addr(stage[fixed ? 1 : 0]), in + 4);
+  eng::tc::cp_async_commit();
+  eng::tc::cp_async_wait_group<1>();
+  for (int i = 0; i < 4; ++i) out[i] = stage[0][i];
+  eng::tc::cp_async_wait_all();
+}
+
 __global__ void cp_async_misuse_kernel(const float* in, int offset, int src_bytes) {
   __shared__ __align__(16) float stage[4];
   eng::tc::cp_async_ca<16>(eng::tc::smem_addr(stage), in + offset, src_bytes);
@@ -139,6 +155,15 @@ TEST_CASE("emu tensor cores: a cp.async lands at the wait that covers it, not be
   // A missing wait reads poison, not the data by luck.
   run(Wait::none);
   for (int i = 0; i < 8; ++i) CHECK(std::isnan(out[size_t(i)]));
+}
+
+TEST_CASE("emu tensor cores: a copy still pending after a wait keeps its destination poisoned", "[emu]") {
+  const std::vector<float> in{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> out(4, 0.f);
+  LAUNCH_KERNEL(cp_async_overwrite_kernel, 1, 1, 0, nullptr, in.data(), out.data(), false);
+  for (int i = 0; i < 4; ++i) CHECK(std::isnan(out[size_t(i)]));
+  LAUNCH_KERNEL(cp_async_overwrite_kernel, 1, 1, 0, nullptr, in.data(), out.data(), true);
+  CHECK(out == std::vector<float>{1, 2, 3, 4});
 }
 
 TEST_CASE("emu tensor cores: cp.async's sizes and alignment are checked", "[emu]") {

@@ -31,10 +31,11 @@ using namespace eng::test;
 namespace {
 constexpr int32_t kIgnore = -100;
 
-// The fused kernel's form while in scope, the default after.
+// The fused kernel's form while in scope, the one before after.
 struct Form {
-  explicit Form(gpu::CrossEntropyForm f) { gpu::set_cross_entropy_form(f); }
-  ~Form() { gpu::set_cross_entropy_form(gpu::CrossEntropyForm::automatic); }
+  explicit Form(gpu::CrossEntropyForm f) : before(gpu::cross_entropy_form()) { gpu::set_cross_entropy_form(f); }
+  ~Form() { gpu::set_cross_entropy_form(before); }
+  gpu::CrossEntropyForm before;
 };
 constexpr gpu::CrossEntropyForm kForms[] = {gpu::CrossEntropyForm::prefetch, gpu::CrossEntropyForm::cached,
                                             gpu::CrossEntropyForm::twice};
