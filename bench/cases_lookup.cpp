@@ -129,8 +129,8 @@ static Case embedding_bwd(int64_t n, int64_t V, int64_t C) {
       if (dev.type == DeviceType::cpu)
         cpu::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dw.data<float>(), n, V, C, 0);
       else
-        ENGINE_GPU_CALL(dev, embedding_backward, gpu::Storage::f32, dout.data_ptr(), d_order.data<int32_t>(),
-                        d_row_start.data<int32_t>(), dw.data_ptr(), false, n, V, C, nullptr);
+        ENGINE_GPU_CALL(dev, embedding_backward, gpu::Storage::f32, gpu::Storage::f32, dout.data_ptr(),
+                        d_order.data<int32_t>(), d_row_start.data<int32_t>(), dw.data_ptr(), false, n, V, C, nullptr);
     };
     return Runner{run, [=] { return host(dw); }};
   };

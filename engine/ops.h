@@ -172,6 +172,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, VocabShard shard);
 // table's gradient is the column sums of the output's over b (rows outside
 // [first, first + T) zero): no ids, no bucketing (llm.c's encoder).
 Tensor add_positions(const Tensor& x, const Tensor& table, int64_t first, DType out_dtype);
+// add_positions(embedding(w, ids), pos, first, out_dtype) for (B, T) ids: on
+// emu/cuda with fp32 tables and a 16-bit out_dtype one kernel forward and
+// no fp32 copy of the gradient backward (GPT-2's embeddings); the same
+// values either way (engine/ops/embedding.cpp).
+Tensor embedding_positions(const Tensor& w, const Tensor& ids, const Tensor& pos, int64_t first, DType out_dtype);
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims);
 Tensor transpose(const Tensor& x, int d0, int d1);

@@ -14,6 +14,7 @@
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/bias_grad.h"
 #include "kernels/cuda/bucket_by_id.h"
 #include "kernels/cuda/gemm.h"
 
@@ -49,8 +50,8 @@ static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os, i
     ENGINE_CHECK(accumulate || !dw.defined(), "embedding: the table's gradient ", dw.desc(), " is not (", V, ", ", C,
                  ") in ", dtype_name(g.dtype()));
     if (!accumulate) dw = Tensor::empty({V, C}, g.dtype(), dev);
-    ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), g.data_ptr(), d_order.data<int32_t>(),
-                    d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C, nullptr);
+    ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), storage_of(g.dtype()), g.data_ptr(),
+                    d_order.data<int32_t>(), d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C, nullptr);
     return std::vector<Tensor>{dw};
   });
   return out;
@@ -127,6 +128,72 @@ Tensor add_positions(const Tensor& x, const Tensor& table, int64_t first, DType 
     }
     return std::vector<Tensor>{needs[0] ? dx : Tensor(), dtable};
   });
+  return out;
+}
+
+// add_positions(embedding(w, ids), pos, first, out_dtype). On emu/cuda, with
+// fp32 tables and a 16-bit sum (autocast's compute dtype), one kernel
+// gathers, adds and casts: no (B, T, C) fp32 tensor written and read back,
+// and the backward takes the 16-bit gradient into the tables' fp32
+// gradients directly (no fp32 copy of it cast first and read again: at
+// GPT-2's B 64 about 0.8 GB and two launches a micro-step). The token
+// table's gradient as embedding's (bucketed, in position order; added into
+// a gradient the table holds, to the rows used); the position table's as
+// the column sums over b of the gradient (bias_grad, fp32 out, added into
+// a gradient it holds). Elsewhere the composition itself.
+Tensor embedding_positions(const Tensor& w, const Tensor& ids, const Tensor& pos, int64_t first, DType out_dtype) {
+  const bool fused = on_gpu(w) && w.dtype() == DType::f32 && pos.dtype() == DType::f32 && dtype_size(out_dtype) == 2 &&
+                     is_floating(out_dtype) && w.ndim() == 2 && pos.ndim() == 2 && ids.ndim() == 2 &&
+                     pos.size(1) == w.size(1);
+  if (!fused) return add_positions(embedding(w, ids), pos, first, out_dtype);
+  check_float_inputs("embedding_positions", {w, pos}, GpuKernel::yes);
+  check_ids("embedding_positions", ids, w);
+  const int64_t V = w.size(0), C = w.size(1), B = ids.size(0), T = ids.size(1), n = ids.numel(), P = pos.size(0);
+  ENGINE_CHECK(first >= 0 && first + T <= P, "embedding_positions: positions ", first, "..", first + T - 1,
+               " outside the table's ", P, " rows");
+  ENGINE_CHECK(n < (int64_t(1) << 31), "embedding_positions: ", n,
+               " ids do not fit the int32 positions of the backward");
+  // As embedding's: checked on the host, not during a capture (a captured
+  // step checks its batches before uploading them).
+  if (!capturing()) check_id_range("embedding_positions", ids, V);
+  Tensor out = Tensor::empty({B, T, C}, out_dtype, w.device());
+  ENGINE_GPU_CALL(w.device(), embedding_positions_forward, gpu::Storage::f32, storage_of(out_dtype), w.data_ptr(),
+                  ids.data<int32_t>(), pos.data_ptr(), out.data_ptr(), n, T, C, 0, V, first, nullptr);
+  Tensor sids = needs_record({w, pos}) ? ids : Tensor();
+  record("embedding_positions", out, {w, pos},
+         [sids, V, C, B, T, n, P, first](const Tensor& g, const std::vector<bool>& needs) {
+           const Device dev = g.device();
+           Tensor dw, dpos;
+           if (needs[0]) {
+             Tensor d_order = Tensor::empty({n}, DType::i32, dev), d_start = Tensor::empty({V + 1}, DType::i32, dev);
+             Tensor work = Tensor::empty({gpu::bucket_workspace(n)}, DType::i32, dev);
+             ENGINE_GPU_CALL(dev, bucket_by_id, sids.data<int32_t>(), n, 0, V, d_order.data<int32_t>(),
+                             d_start.data<int32_t>(), work.data<int32_t>(), nullptr);
+             dw = take_leaf_grad(0);
+             const bool accumulate = dw.defined() && dw.dtype() == DType::f32 && dw.shape() == Shape{V, C};
+             ENGINE_CHECK(accumulate || !dw.defined(), "embedding_positions: the token table's gradient ", dw.desc(),
+                          " is not (", V, ", ", C, ") in f32");
+             if (!accumulate) dw = Tensor::empty({V, C}, DType::f32, dev);
+             ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), gpu::Storage::f32, g.data_ptr(),
+                             d_order.data<int32_t>(), d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C,
+                             nullptr);
+           }
+           if (needs[1]) {
+             dpos = take_leaf_grad(1);
+             const bool add = dpos.defined() && dpos.dtype() == DType::f32 && dpos.shape() == Shape{P, C};
+             ENGINE_CHECK(add || !dpos.defined(), "embedding_positions: the position table's gradient ", dpos.desc(),
+                          " is not (", P, ", ", C, ") in f32");
+             if (!add) {
+               dpos = Tensor::empty({P, C}, DType::f32, dev);
+               if (P > T) fill_(dpos, 0.0);  // rows no position reached
+             }
+             // Rows [first, first + T) = the sums over b of g (B, T C).
+             const Tensor scratch = Tensor::empty({gpu::bias_grad_scratch_floats(B, T * C)}, DType::f32, dev);
+             ENGINE_GPU_CALL(dev, bias_grad, storage_of(g.dtype()), g.data_ptr(), B, T * C, scratch.data<float>(),
+                             dpos.data<float>() + first * C, true, add, nullptr);
+           }
+           return std::vector<Tensor>{dw, dpos};
+         });
   return out;
 }
 

@@ -9,6 +9,7 @@
 // Conventions: fp32 math whatever the storage T (the backward accumulates in
 // fp32 and rounds once); dw is written with =, rows of absent ids get zeros.
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/rowwise.cuh"
 #include "kernels/cuda/storage.cuh"
 
 namespace eng::ENGINE_GPU_NS {
@@ -63,17 +64,23 @@ constexpr int kEmbeddingUnroll = 8;  // a group's rows in flight (16-byte packs)
 // One block an SM (the launch bounds' 1): left to itself ptxas held the
 // kernel to 32 registers for two, and interleaved the unrolled loads with
 // the adds, two rows in flight instead of kEmbeddingUnroll.
-template <typename T, bool kVec, bool kAccumulate>
+// dout in TG, dw in TW: the same type, or a 16-bit dout into an fp32 table
+// (GPT-2's, from embedding_positions: no fp32 copy of dout made first); a
+// pack is dout's 16 bytes, written as P values of TW (two 16-byte stores
+// for bf16 into f32).
+template <typename TG, typename TW, bool kVec, bool kAccumulate>
 __global__ void __launch_bounds__(1024, 1)
-    embedding_backward_kernel(const T* __restrict__ dout, const int32_t* __restrict__ d_order,
-                              const int32_t* __restrict__ d_row_start, T* __restrict__ dw, int64_t V, int64_t C) {
+    embedding_backward_kernel(const TG* __restrict__ dout, const int32_t* __restrict__ d_order,
+                              const int32_t* __restrict__ d_row_start, TW* __restrict__ dw, int64_t V, int64_t C) {
+  using T = TG;
   constexpr int P = kVec ? Pack128<T>::size : 1;
-  DYNAMIC_SMEM(float, sums);  // [groups][blockDim.x * P]
+  using Out = rowwise::RawVec<P, TW>;  // P values of dw, one or two 16-byte stores
+  DYNAMIC_SMEM(float, sums);           // [groups][blockDim.x * P]
   const int groups = int(blockDim.y), g = int(threadIdx.y), width = int(blockDim.x) * P;
   for (int64_t v = blockIdx.x; v < V; v += gridDim.x) {
     const int32_t begin = d_row_start[v], end = d_row_start[v + 1];
     if (kAccumulate && begin == end) continue;  // the same for every thread of the block
-    T* row = dw + v * C;
+    TW* row = dw + v * C;
     for (int64_t base = 0; base < C; base += width) {  // the same trip count for every thread: barriers below
       const int64_t c = base + int64_t(threadIdx.x) * P;
       float acc[P] = {};
@@ -114,16 +121,16 @@ __global__ void __launch_bounds__(1024, 1)
         for (int y = 0; y < groups; ++y)
           for (int k = 0; k < P; ++k) acc[k] += sums[y * width + int(threadIdx.x) * P + k];
         if constexpr (kVec) {
-          Pack128<T> p;
+          Out p;
           if constexpr (kAccumulate) {
-            const Pack128<T> old = load128(row + c);
+            const Out old = load_wide<Out>(row + c);
             for (int k = 0; k < P; ++k) acc[k] = to_f32(old.v[k]) + acc[k];
           }
-          for (int k = 0; k < P; ++k) p.v[k] = from_f32<T>(acc[k]);
-          store128(row + c, p);
+          for (int k = 0; k < P; ++k) p.v[k] = from_f32<TW>(acc[k]);
+          store_wide(row + c, p);
         } else {
           if constexpr (kAccumulate) acc[0] = to_f32(row[c]) + acc[0];
-          row[c] = from_f32<T>(acc[0]);
+          row[c] = from_f32<TW>(acc[0]);
         }
       }
       __syncthreads();  // sums is refilled by the next chunk or row
@@ -185,32 +192,93 @@ void embedding_forward(gpu::Storage st, const void* w, const int32_t* ids, void*
   });
 }
 
-void embedding_backward(gpu::Storage st, const void* dout, const int32_t* d_order, const int32_t* d_row_start, void* dw,
-                        bool accumulate, int64_t /*n: d_row_start[V], for the cost*/, int64_t V, int64_t C,
-                        void* stream) {
+// out[i, :] = w[ids[i] - start, :] + pos[first + i % T, :], TI in and TO out
+// (the sum rounded once to TO): the token embedding gathered and the position
+// embedding added in one pass, as llm.c's encoder_forward, with the autocast
+// cast fused. The same values as embedding_forward then add_positions_forward
+// (the gather is a copy, the sum the same fp32 add and rounding), without
+// the (n, C) tensor in TI between them. An id outside [start, start + V)
+// gives its position row alone (a zero token row). Launch: 1-D grid-stride
+// over the n C elements, 256 threads, P at a time (P = a 16-byte pack of TI
+// when C % P == 0 and w, pos and out allow it, else 1), grid_for(n C / P, 256).
+// bytes = n C (sizeof(TI) + sizeof(TO)) + T C sizeof(TI) + 4 n; flops = n C.
+template <typename TI, typename TO, int P>
+__global__ void embedding_positions_kernel(const TI* __restrict__ w, const int32_t* __restrict__ ids,
+                                           const TI* __restrict__ pos, TO* __restrict__ out, int64_t n, int64_t T,
+                                           int64_t C, int64_t start, int64_t V, int64_t first) {
+  using In = rowwise::RawVec<P, TI>;
+  using Out = rowwise::RawVec<P, TO>;
+  const int64_t total = n * C, stride = int64_t(gridDim.x) * blockDim.x * P;
+  for (int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * P; e < total; e += stride) {
+    const int64_t i = e / C, c = e - i * C, id = int64_t(ids[i]) - start;
+    const In p = load_wide<In>(pos + (first + i % T) * C + c);
+    In x{};
+    if (id >= 0 && id < V) x = load_wide<In>(w + id * C + c);
+    Out o;
+    for (int k = 0; k < P; ++k) o.v[k] = from_f32<TO>(to_f32(x.v[k]) + to_f32(p.v[k]));
+    store_wide(out + e, o);
+  }
+}
+
+void embedding_positions_forward(gpu::Storage st, gpu::Storage out_st, const void* w, const int32_t* ids,
+                                 const void* pos, void* out, int64_t n, int64_t T, int64_t C, int64_t start, int64_t V,
+                                 int64_t first, void* stream) {
+  if (n == 0 || C == 0) return;
+  dispatch_storage(st, [&]<typename TI>() {
+    dispatch_storage(out_st, [&]<typename TO>() {
+      constexpr int P = Pack128<TI>::size;
+      auto launch = [&]<int kP>() {
+        LAUNCH_KERNEL((embedding_positions_kernel<TI, TO, kP>), grid_for(n * C / kP, 256), 256, 0, as_stream(stream),
+                      static_cast<const TI*>(w), ids, static_cast<const TI*>(pos), static_cast<TO*>(out), n, T, C,
+                      start, V, first);
+      };
+      if (C % P == 0 && aligned16(w, pos) && aligned_to(out, P * sizeof(TO)))
+        launch.template operator()<P>();
+      else
+        launch.template operator()<1>();
+    });
+  });
+}
+
+// The launch of embedding_backward_kernel<TG, TW>, its block and its grid.
+template <typename T, typename TW>
+void embedding_backward_as(const void* dout, const int32_t* d_order, const int32_t* d_row_start, void* dw,
+                           bool accumulate, int64_t V, int64_t C, void* stream) {
+  constexpr int P = Pack128<T>::size;
+  const T* pd = static_cast<const T*>(dout);
+  TW* pw = static_cast<TW*>(dw);
+  // dw's P values a pack are 32 bytes in f32 from 16-bit dout: aligned so.
+  const bool vec = aligned16(dout, dw) && aligned_to(dw, P * sizeof(TW)) && C % P == 0;
+  const int64_t lanes = vec ? C / P : C;
+  const unsigned width = unsigned(lanes >= 256 ? 256 : (lanes + 31) / 32 * 32);
+  const unsigned groups = unsigned(kEmbeddingGroups) * width <= 1024 ? unsigned(kEmbeddingGroups) : 1024 / width;
+  const dim3 block(width, groups);
+  const size_t smem = size_t(groups) * width * (vec ? P : 1) * sizeof(float);  // at most 32 KiB
+  auto launch = [&]<bool kVec, bool kAcc>() {
+    LAUNCH_KERNEL((embedding_backward_kernel<T, TW, kVec, kAcc>), grid_for(V, 1), block, smem, as_stream(stream), pd,
+                  d_order, d_row_start, pw, V, C);
+  };
+  if (vec && accumulate)
+    launch.template operator()<true, true>();
+  else if (vec)
+    launch.template operator()<true, false>();
+  else if (accumulate)
+    launch.template operator()<false, true>();
+  else
+    launch.template operator()<false, false>();
+}
+
+void embedding_backward(gpu::Storage st, gpu::Storage dw_st, const void* dout, const int32_t* d_order,
+                        const int32_t* d_row_start, void* dw, bool accumulate,
+                        int64_t /*n: d_row_start[V], for the cost*/, int64_t V, int64_t C, void* stream) {
   if (V == 0 || C == 0) return;
+  ENGINE_CHECK(dw_st == st || dw_st == gpu::Storage::f32, "embedding_backward: a ", int(st), " gradient into a ",
+               int(dw_st), " table (the same type, or fp32)");
   dispatch_storage(st, [&]<typename T>() {
-    constexpr int P = Pack128<T>::size;
-    const T* pd = static_cast<const T*>(dout);
-    T* pw = static_cast<T*>(dw);
-    const bool vec = aligned16(dout, dw) && C % P == 0;
-    const int64_t lanes = vec ? C / P : C;
-    const unsigned width = unsigned(lanes >= 256 ? 256 : (lanes + 31) / 32 * 32);
-    const unsigned groups = unsigned(kEmbeddingGroups) * width <= 1024 ? unsigned(kEmbeddingGroups) : 1024 / width;
-    const dim3 block(width, groups);
-    const size_t smem = size_t(groups) * width * (vec ? P : 1) * sizeof(float);  // at most 32 KiB
-    auto launch = [&]<bool kVec, bool kAcc>() {
-      LAUNCH_KERNEL((embedding_backward_kernel<T, kVec, kAcc>), grid_for(V, 1), block, smem, as_stream(stream), pd,
-                    d_order, d_row_start, pw, V, C);
-    };
-    if (vec && accumulate)
-      launch.template operator()<true, true>();
-    else if (vec)
-      launch.template operator()<true, false>();
-    else if (accumulate)
-      launch.template operator()<false, true>();
+    if (dw_st == st)
+      embedding_backward_as<T, T>(dout, d_order, d_row_start, dw, accumulate, V, C, stream);
     else
-      launch.template operator()<false, false>();
+      embedding_backward_as<T, float>(dout, d_order, d_row_start, dw, accumulate, V, C, stream);
   });
 }
 

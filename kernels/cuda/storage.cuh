@@ -131,4 +131,23 @@ inline unsigned grid_for(int64_t work, int64_t per_block) {
   return unsigned(blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks));
 }
 
+// The blocks of kKernel (at `threads` threads and `smem` dynamic bytes) the
+// device holds at once, its occupancy times its SMs, and at most `want`: a
+// grid-stride kernel given these runs in one wave, each block looping over
+// its share, where kMaxGrid blocks of a short kernel run in waves whose
+// last is part empty. Only for kernels whose results do not depend on the
+// grid (the SM count differs between GPUs). The emulator: grid_for's cap.
+template <auto kKernel>
+unsigned resident_grid(int threads, size_t smem, int64_t want) {
+#if defined(__CUDACC__)
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, smem));
+  const int64_t fit = int64_t(per_sm > 0 ? per_sm : 1) * device_limits().sms;
+  return grid_for(want < fit ? want : fit, 1);
+#else
+  (void)threads, (void)smem;
+  return grid_for(want, 1);
+#endif
+}
+
 }  // namespace eng::ENGINE_GPU_NS

@@ -96,13 +96,13 @@ Tensor GPT2::forward_padded(const Tensor& ids, Recompute recompute, const Autoca
   ENGINE_CHECK(T <= cfg_.block_size, "gpt2: sequence length ", T, " exceeds the model's block_size ", cfg_.block_size);
   // The token embeddings are gathered from the fp32 table and the position
   // embeddings added, the sum in the compute dtype (casting the (V, C) table
-  // would copy all of it for B*T rows). On emu/cuda one kernel adds and casts
-  // (add_positions; the cpu rounds in ac.cast after).
+  // would copy all of it for B*T rows). On emu/cuda one kernel gathers, adds
+  // and casts (embedding_positions; the cpu rounds in ac.cast after).
   Tensor x;
   {
     const profile::LayerRange r(gpt2_layers().embeddings);
     const DType sum_t = ac.active() && ids.device().type != DeviceType::cpu ? ac.policy().compute : DType::f32;
-    x = ac.cast(add_positions(wte->forward(ids), wpe->weight, 0, sum_t));
+    x = ac.cast(embedding_positions(wte->weight, ids, wpe->weight, 0, sum_t));
   }
   for (const auto& block : h) {
     if (recompute == Recompute::yes) {

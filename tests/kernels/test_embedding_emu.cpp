@@ -4,10 +4,13 @@
 // rows of dw than the emulator's 4-block grid holds in one pass, ids absent
 // from the batch (their rows of dw must be zero), bitwise-identical dw across
 // runs, and an unaligned view of the weight; a shard of the vocabulary (tp)
-// against the whole table with the other rows zeroed, on cpu and emu.
+// against the whole table with the other rows zeroed, on cpu and emu; the
+// token and position embeddings fused (embedding_positions) against their
+// composition, bit for bit where the sums are the same.
 // Tolerances: the forward is a copy (exact); the backward sums in fp32 and
 // rounds once, as the reference sums in f32 on rounded values: emu_check.h's.
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "engine/autograd.h"
@@ -253,4 +256,73 @@ TEST_CASE("emu add_positions: the sum, fused with the cast, and the table's colu
                     Catch::Contains("positions 2..6 outside the table's 6 rows"));
   CHECK_THROWS_WITH(add_positions(Tensor::zeros({2, 5, 4}), Tensor::zeros({6, 4}), 0, DType::bf16),
                     Catch::Contains("a 16-bit compute dtype on emu/cuda only"));
+}
+
+// GPT-2's embeddings in one op on emu (embedding_positions: fp32 tables, the
+// sum in a 16-bit dtype): the output is the composition's it fuses
+// (embedding, then add_positions casting) bit for bit, and so is the token
+// table's gradient (the same sums in the same order, from the 16-bit
+// gradient instead of its fp32 copy); the position table's is the column
+// sums of another kernel, equal to fp32 rounding. A second backward (a
+// second micro-batch) adds into both gradients in place. Forward, one
+// kernel; backward, no cast of the gradient. C = 40 takes 16-byte packs of
+// the tables, C = 6 single elements; the positions start at 0 and at 2.
+TEST_CASE("emu embedding_positions: the fused token and position embeddings equal their composition",
+          "[emu][kernels]") {
+  struct Shape {
+    int64_t V, C, P, first;
+  };
+  const int64_t B = 3, T = 7;
+  for (DType t : {DType::bf16, DType::f16})
+    for (const Shape& s : {Shape{23, 40, 9, 0}, Shape{23, 40, 12, 2}, Shape{5, 6, 7, 0}}) {
+      INFO(dtype_name(t) << " V " << s.V << " C " << s.C << " P " << s.P << " first " << s.first);
+      const Tensor w0 = Tensor::randn({s.V, s.C}, 70), p0 = Tensor::randn({s.P, s.C}, 71);
+      const Tensor ids = Tensor::from_ints(make_ids(B * T, s.V), {B, T}, kEmu);
+      const Tensor g1 = Tensor::randn({B, T, s.C}, 72), g2 = Tensor::randn({B, T, s.C}, 73);
+      struct Result {
+        std::vector<double> out, dw, dpos;
+        std::vector<std::string> forward, backward;
+      };
+      auto run = [&](bool fused) {
+        Tensor w = w0.to(kEmu).set_requires_grad(true), pos = p0.to(kEmu).set_requires_grad(true);
+        Result r;
+        for (const Tensor& g : {g1, g2}) {
+          KernelProfile prof(kEmu);
+          prof.start();
+          Tensor out =
+              fused ? embedding_positions(w, ids, pos, s.first, t) : add_positions(embedding(w, ids), pos, s.first, t);
+          prof.stop();
+          for (const KernelCall& c : prof.calls()) r.forward.push_back(c.name);
+          KernelProfile back(kEmu);
+          back.start();
+          out.backward(on_emu(g, t));
+          back.stop();
+          for (const KernelCall& c : back.calls()) r.backward.push_back(c.name);
+          r.out = values(out.to(kCPU));
+        }
+        r.dw = values(w.grad().to(kCPU));
+        r.dpos = values(pos.grad().to(kCPU));
+        return r;
+      };
+      const Result fused = run(true), composed = run(false);
+      CHECK(fused.out == composed.out);
+      CHECK(fused.dw == composed.dw);
+      CHECK_CLOSE(fused.dpos, composed.dpos, 1e-6, 1e-6);
+      CHECK(fused.forward == std::vector<std::string>{"embedding_positions_forward", "embedding_positions_forward"});
+      for (const std::string& k : fused.backward) CHECK(k != "cast_storage");
+      CHECK(std::count(composed.backward.begin(), composed.backward.end(), "cast_storage") > 0);
+      // And against the cpu: the fp32 composition of the rounded gradients, the sum rounded to t.
+      Tensor wr = w0.detach().set_requires_grad(true), pr = p0.detach().set_requires_grad(true);
+      const Tensor idc = ids.to(kCPU);
+      for (const Tensor& g : {g1, g2})
+        add_positions(embedding(wr, idc), pr, s.first, DType::f32).backward(rounded(g, t));
+      const Tol f32 = tol_for(DType::f32);
+      CHECK_CLOSE(fused.dw, values(wr.grad()), f32.atol, f32.rtol);
+      CHECK_CLOSE(fused.dpos, values(pr.grad()), f32.atol, f32.rtol);
+    }
+  const Tensor w = Tensor::randn({4, 8}, 1).to(kEmu), pos = Tensor::randn({3, 8}, 2).to(kEmu);
+  CHECK_THROWS_WITH(embedding_positions(w, Tensor::from_ints({1, 4}, {1, 2}, kEmu), pos, 0, DType::bf16),
+                    Catch::Contains("embedding_positions: id 4 at position 1 outside the vocabulary [0, 4)"));
+  CHECK_THROWS_WITH(embedding_positions(w, Tensor::from_ints({1, 2, 3, 0}, {1, 4}, kEmu), pos, 0, DType::bf16),
+                    Catch::Contains("embedding_positions: positions 0..3 outside the table's 3 rows"));
 }
