@@ -56,8 +56,9 @@ __global__ void embedding_forward_kernel(const T* __restrict__ w, const int32_t*
 // sum thousands of rows alone; the byte tokens of GPT-2's benchmark runs,
 // 256 ids for 65,536 positions, took 2.3 ms a step at 5% of HBM on the H200.)
 // Preconditions: d_order/d_row_start as built by the engine (embedding.h);
-// kVec only if dout and dw are 16-byte aligned and C % pack == 0.
-// bytes = n C sizeof(T) (dout) + V C sizeof(T) (dw; accumulate: 2 R C sizeof(T),
+// kVec only if dout is 16-byte aligned, dw aligned to a pack's P values of
+// TW (16 bytes, or 32 for a 16-bit dout into f32) and C % pack == 0.
+// bytes = n C sizeof(TG) (dout) + V C sizeof(TW) (dw; accumulate: 2 R C sizeof(TW),
 // R <= min(n, V) the rows used) + 4 (n + V + 1); flops = n C adds.
 constexpr int kEmbeddingGroups = 8;
 constexpr int kEmbeddingUnroll = 8;  // a group's rows in flight (16-byte packs)

@@ -33,9 +33,9 @@ ENGINE_GPU_DECLARE(ENGINE_EMBEDDING_LAUNCHERS)
 // Costs (kernels/kernel_cost.h): forward: bytes = 2 n C sizeof(T) + 4 n,
 // flops = 0. backward (n = d_row_start[V], the positions bucketed, passed for
 // this; a vocabulary shard's caller passes every position: an upper bound):
-// bytes = n C sizeof(T) (dout) + V C sizeof(T) (every row of dw written; with
-// accumulate, min(n, V) rows at most read and written: 2 min(n, V) C
-// sizeof(T)) + 4 (n + V + 1) (the order and row starts), flops = n C.
+// bytes = n C sizeof(st) (dout) + V C sizeof(dw_st) (every row of dw written;
+// with accumulate, min(n, V) rows at most read and written: 2 min(n, V) C
+// sizeof(dw_st)) + 4 (n + V + 1) (the order and row starts), flops = n C.
 namespace eng::kcost {
 inline kprof::Cost embedding_forward(gpu::Storage st, const void*, const int32_t*, void*, int64_t n, int64_t C, int64_t,
                                      int64_t, void*) {
