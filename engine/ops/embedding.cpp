@@ -29,6 +29,30 @@ static void check_id_range(const char* op, const Tensor& ids, int64_t V) {
                  ")");
 }
 
+// The gradient of input 0, a (V, C) table in table_t, from g (n rows of C)
+// on emu/cuda: the positions bucketed by id on the device, then each row of
+// the table gathered from its bucket. A table that already holds a gradient
+// (tied to the lm_head, whose backward ran first; an earlier micro-batch's)
+// gets this one added in place, to the rows the ids name only
+// (take_leaf_grad): no (V, C) tensor, no zero rows written, no add over the
+// whole table.
+static Tensor table_grad_gpu(const char* op, const Tensor& g, const Tensor& sids, int64_t V, int64_t C, int64_t n,
+                             int64_t start, DType table_t) {
+  const Device dev = g.device();
+  Tensor d_order = Tensor::empty({n}, DType::i32, dev), d_start = Tensor::empty({V + 1}, DType::i32, dev);
+  Tensor work = Tensor::empty({gpu::bucket_workspace(n)}, DType::i32, dev);
+  ENGINE_GPU_CALL(dev, bucket_by_id, sids.data<int32_t>(), n, start, V, d_order.data<int32_t>(),
+                  d_start.data<int32_t>(), work.data<int32_t>(), nullptr);
+  Tensor dw = take_leaf_grad(0);
+  const bool accumulate = dw.defined() && dw.dtype() == table_t && dw.shape() == Shape{V, C};
+  ENGINE_CHECK(accumulate || !dw.defined(), op, ": the table's gradient ", dw.desc(), " is not (", V, ", ", C, ") in ",
+               dtype_name(table_t));
+  if (!accumulate) dw = Tensor::empty({V, C}, table_t, dev);
+  ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), storage_of(table_t), g.data_ptr(),
+                  d_order.data<int32_t>(), d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C, nullptr);
+  return dw;
+}
+
 static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os, int64_t start) {
   const int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
   Tensor out = Tensor::empty(os, weight.dtype(), weight.device());
@@ -36,23 +60,7 @@ static Tensor embedding_gpu(const Tensor& weight, const Tensor& ids, Shape os, i
                   ids.data<int32_t>(), out.data_ptr(), n, C, start, V, nullptr);
   Tensor sids = needs_record({weight}) ? ids : Tensor();
   record("embedding", out, {weight}, [sids, V, C, n, start](const Tensor& g, const std::vector<bool>&) {
-    const Device dev = g.device();
-    Tensor d_order = Tensor::empty({n}, DType::i32, dev), d_start = Tensor::empty({V + 1}, DType::i32, dev);
-    Tensor work = Tensor::empty({gpu::bucket_workspace(n)}, DType::i32, dev);
-    ENGINE_GPU_CALL(dev, bucket_by_id, sids.data<int32_t>(), n, start, V, d_order.data<int32_t>(),
-                    d_start.data<int32_t>(), work.data<int32_t>(), nullptr);
-    // A table that already holds a gradient (tied to the lm_head, whose
-    // backward ran first; an earlier micro-batch's) gets this one added in
-    // place, to the rows the ids name only (take_leaf_grad): no (V, C)
-    // tensor, no zero rows written, no add over the whole table.
-    Tensor dw = take_leaf_grad(0);
-    const bool accumulate = dw.defined() && dw.dtype() == g.dtype() && dw.shape() == Shape{V, C};
-    ENGINE_CHECK(accumulate || !dw.defined(), "embedding: the table's gradient ", dw.desc(), " is not (", V, ", ", C,
-                 ") in ", dtype_name(g.dtype()));
-    if (!accumulate) dw = Tensor::empty({V, C}, g.dtype(), dev);
-    ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), storage_of(g.dtype()), g.data_ptr(),
-                    d_order.data<int32_t>(), d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C, nullptr);
-    return std::vector<Tensor>{dw};
+    return std::vector<Tensor>{table_grad_gpu("embedding", g, sids, V, C, n, start, g.dtype())};
   });
   return out;
 }
@@ -164,20 +172,7 @@ Tensor embedding_positions(const Tensor& w, const Tensor& ids, const Tensor& pos
          [sids, V, C, B, T, n, P, first](const Tensor& g, const std::vector<bool>& needs) {
            const Device dev = g.device();
            Tensor dw, dpos;
-           if (needs[0]) {
-             Tensor d_order = Tensor::empty({n}, DType::i32, dev), d_start = Tensor::empty({V + 1}, DType::i32, dev);
-             Tensor work = Tensor::empty({gpu::bucket_workspace(n)}, DType::i32, dev);
-             ENGINE_GPU_CALL(dev, bucket_by_id, sids.data<int32_t>(), n, 0, V, d_order.data<int32_t>(),
-                             d_start.data<int32_t>(), work.data<int32_t>(), nullptr);
-             dw = take_leaf_grad(0);
-             const bool accumulate = dw.defined() && dw.dtype() == DType::f32 && dw.shape() == Shape{V, C};
-             ENGINE_CHECK(accumulate || !dw.defined(), "embedding_positions: the token table's gradient ", dw.desc(),
-                          " is not (", V, ", ", C, ") in f32");
-             if (!accumulate) dw = Tensor::empty({V, C}, DType::f32, dev);
-             ENGINE_GPU_CALL(dev, embedding_backward, storage_of(g.dtype()), gpu::Storage::f32, g.data_ptr(),
-                             d_order.data<int32_t>(), d_start.data<int32_t>(), dw.data_ptr(), accumulate, n, V, C,
-                             nullptr);
-           }
+           if (needs[0]) dw = table_grad_gpu("embedding_positions", g, sids, V, C, n, 0, DType::f32);
            if (needs[1]) {
              dpos = take_leaf_grad(1);
              const bool add = dpos.defined() && dpos.dtype() == DType::f32 && dpos.shape() == Shape{P, C};

@@ -41,6 +41,18 @@ constexpr int kUnroll = 4;
 constexpr int kPrefetchThreads = 1024;
 }  // namespace
 
+// The row's dlogits past its 16-byte packs, both kernels': the V % pack
+// classes one by one from global memory, then 0 in the padding [V, ld).
+template <typename T>
+__device__ __forceinline__ void write_tail(const T* x, T* d, int64_t vec_end, int64_t V, int64_t ld, int32_t target,
+                                           float lse, float dloss_scale) {
+  for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) {
+    const float onehot = v == target ? 1.f : 0.f;
+    d[v] = from_f32<T>(dloss_scale * (exp2_approx((to_f32(x[v]) - lse) * kLog2e) - onehot));
+  }
+  for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);
+}
+
 // The fused classifier. Launch: grid-stride over rows, one block per row,
 // grid_for(N, 1) blocks of a multiple of 32 threads (<= 512, about one 16-byte
 // pack per thread for small V). Pass 1 folds the row into per-thread MaxSums
@@ -122,11 +134,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
       }
       store128(d + v, g);
     }
-    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) {
-      const float onehot = v == target ? 1.f : 0.f;
-      d[v] = from_f32<T>(dloss_scale * (exp2_approx((to_f32(x[v]) - lse) * kLog2e) - onehot));
-    }
-    for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);  // the padding
+    write_tail(x, d, vec_end, V, ld, target, lse, dloss_scale);
   }
 }
 
@@ -222,11 +230,7 @@ __global__ void __launch_bounds__(kPrefetchThreads, 1)
       }
       store128(d + w, g);
     }
-    for (int64_t v = vec_end + threadIdx.x; v < V; v += blockDim.x) {
-      const float onehot = v == target ? 1.f : 0.f;
-      d[v] = from_f32<T>(dloss_scale * (exp2_approx((to_f32(x[v]) - lse) * kLog2e) - onehot));
-    }
-    for (int64_t v = V + threadIdx.x; v < ld; v += blockDim.x) d[v] = from_f32<T>(0.f);  // the padding
+    write_tail(x, d, vec_end, V, ld, target, lse, dloss_scale);
   }
   tc::cp_async_wait_all();  // no copy outlives the block (the last group is empty)
 }

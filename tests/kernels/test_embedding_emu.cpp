@@ -228,6 +228,14 @@ TEST_CASE("gradcheck: add_positions", "[gradcheck]") {
                   {test::leaf({3, 4, 5}, 70), test::leaf({7, 5}, 71)});
 }
 
+// On the cpu (f64) embedding_positions is the composition; its gradients
+// by finite differences, both tables, positions 1..4 of 6 rows.
+TEST_CASE("gradcheck: embedding_positions", "[gradcheck]") {
+  const Tensor ids = Tensor::from_ints({0, 3, 3, 1, 2, 0, 4, 3}, {2, 4});
+  CHECK_GRADCHECK([&](const std::vector<Tensor>& in) { return embedding_positions(in[0], ids, in[1], 1, DType::f64); },
+                  {test::leaf({5, 3}, 74), test::leaf({6, 3}, 75)});
+}
+
 TEST_CASE("emu add_positions: the sum, fused with the cast, and the table's column sums match the cpu",
           "[emu][kernels]") {
   // C 8 (the 4-wide path) and 5 (the scalar path); the sum in f32 and in
