@@ -39,7 +39,9 @@
 #      cuDNN's, forward and backward (docs/kernels/attention.md);
 #      throughput-bias-apart, profile-bias-apart-b64: run 3 and the B 64
 #      profile with the bias gradients apart from their GEMMs
-#      (ENGINE_BIAS_GRAD=apart, docs/kernels/gemm.md); throughput-ce-cached,
+#      (ENGINE_BIAS_GRAD=apart, docs/kernels/gemm.md); throughput-bias-fused,
+#      profile-bias-fused-b64: the same with c_fc's from the DGELU GEMM's
+#      DGELU_BGRAD epilogue (ENGINE_BIAS_GRAD=fused); throughput-ce-cached,
 #      profile-ce-cached-b64: the same with the cross-entropy's one-buffer
 #      form (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md).
 #      run_torch prints every throughput run's ratio to PyTorch's.
@@ -223,6 +225,10 @@ run_tuned() { ENGINE_CUBLASLT_TUNE=1 throughput_run throughput-tuned --attention
 # tokens/s at the config's micro-batch, and a B 64 micro-step profiled beside profile-cudnn-b64.
 run_throughput_bias_apart() { ENGINE_BIAS_GRAD=apart throughput_run throughput-bias-apart --attention cudnn; }
 run_profile_bias_apart_b64() { ENGINE_BIAS_GRAD=apart BATCH=64 profile profile-bias-apart-b64 --attention cudnn; }
+# The same, with c_fc's bias gradient from the GEMM that makes its gradient
+# (ENGINE_BIAS_GRAD=fused: cuBLASLt's DGELU_BGRAD), the other three apart.
+run_throughput_bias_fused() { ENGINE_BIAS_GRAD=fused throughput_run throughput-bias-fused --attention cudnn; }
+run_profile_bias_fused_b64() { ENGINE_BIAS_GRAD=fused BATCH=64 profile profile-bias-fused-b64 --attention cudnn; }
 # The cross-entropy's one-buffer form, the default before the prefetching one
 # (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md): the A/B beside throughput.
 run_throughput_ce_cached() { ENGINE_CROSS_ENTROPY=cached throughput_run throughput-ce-cached --attention cudnn; }

@@ -22,10 +22,14 @@ namespace eng {
 // offers GELU's derivative at its saved pre-activation (cuBLASLt's DGELU):
 // the next layer's input-gradient GEMM applies it and sets `applied`, and
 // linear_gelu's backward then takes its gradient as dpre, with no
-// gelu_backward pass.
+// gelu_backward pass. With want_dbias (bias gradients fused, engine/ops.h)
+// that GEMM also writes the column sums of the gradient it makes into
+// dbias: linear_gelu's bias gradient, with no pass over it of its own.
 struct GradEpilogue {
-  Tensor gelu_pre;  // gradient -> gradient * gelu'(gelu_pre)
+  Tensor gelu_pre = {};  // gradient -> gradient * gelu'(gelu_pre)
   bool applied = false;
+  bool want_dbias = false;
+  Tensor dbias = {};  // the sums, in the gradient's dtype, when applied with want_dbias
 };
 
 // grad: gradient of the op's output; needs[i]: whether input i wants a

@@ -36,13 +36,24 @@ GemmImpl gemm_impl();
 const char* gemm_impl_name(GemmImpl impl);
 GemmImpl parse_gemm_impl(const std::string& name);
 // Where a linear layer's bias gradient is made on emu and cuda,
-// process-wide: by the weight gradient GEMM's epilogue (cuBLASLt's BGRADB;
-// ours on emu), the default, or apart (true), by a column-sum kernel after
-// a GEMM without one (kernels/cuda/bias_grad.h), added straight into an
-// fp32 master's gradient by later micro-batches. The first call reads
-// ENGINE_BIAS_GRAD (epilogue or apart) unless set_bias_grad_apart came first.
-void set_bias_grad_apart(bool on);
-bool bias_grad_apart();
+// process-wide:
+//   epilogue (the default): by the weight gradient GEMM's epilogue
+//     (cuBLASLt's BGRADB; ours on emu);
+//   apart: by a column-sum kernel after a GEMM without one
+//     (kernels/cuda/bias_grad.h), added straight into an fp32 master's
+//     gradient by later micro-batches;
+//   fused: apart, but a linear_gelu's from the GEMM that makes its
+//     gradient (the next layer's input gradient with GELU's derivative:
+//     cuBLASLt's DGELU_BGRAD; on emu that GEMM, then the column sums of
+//     what it wrote), in the gradient's 16-bit dtype as cuBLASLt writes it.
+// The first call of bias_grad_mode reads ENGINE_BIAS_GRAD (epilogue, apart
+// or fused) unless set_bias_grad_mode came first.
+enum class BiasGradMode : uint8_t { epilogue, apart, fused };
+void set_bias_grad_mode(BiasGradMode mode);
+BiasGradMode bias_grad_mode();
+// "epilogue" / "apart" / "fused", and back (an error naming the accepted values).
+const char* bias_grad_mode_name(BiasGradMode mode);
+BiasGradMode parse_bias_grad_mode(const std::string& name);
 // PyTorch's nn.functional.linear: x (..., in) @ w(out, in)^T + b(out).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 // gelu(linear(x, w, b)) in one op, the GELU fused into the GEMM's epilogue on

@@ -38,10 +38,15 @@ Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b) {
   // On emu/cuda the GEMM that computes out's gradient (the next layer's
   // input gradient) may apply GELU's derivative in its epilogue (autograd's
   // GradEpilogue, cuBLASLt's DGELU): g then arrives as dp already.
-  auto offer = on_gpu(x) && rec ? std::make_shared<GradEpilogue>(GradEpilogue{sp, false}) : nullptr;
+  // With the bias gradients fused (engine/ops.h), that GEMM also sums dp's
+  // columns: b's gradient, then not made again here.
+  auto offer = on_gpu(x) && rec ? std::make_shared<GradEpilogue>(GradEpilogue{
+                                      .gelu_pre = sp, .want_dbias = bias_grad_mode() == BiasGradMode::fused})
+                                : nullptr;
   record("linear_gelu", out, {x, w, b}, [sx, sw, sp, d, offer](const Tensor& g, const std::vector<bool>& needs) {
-    const Tensor dp = offer && offer->applied ? g : gelu_grad(sp, g);
-    return matmul_backward(sx, sw, dp, d, Trans::N, Trans::T, needs);
+    const bool applied = offer && offer->applied;
+    const Tensor dp = applied ? g : gelu_grad(sp, g);
+    return matmul_backward(sx, sw, dp, d, Trans::N, Trans::T, needs, applied ? offer->dbias : Tensor());
   });
   if (offer) offer_grad_epilogue(out, offer);
   return out;

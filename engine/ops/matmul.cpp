@@ -170,29 +170,37 @@ bool lt_takes_aux(const GemmCall& c) {
 // A step profile's name for one GEMM (kernels/kernel_cost.h): its shape, so
 // the table shows each class apart (lm_head's unaligned products above all).
 std::string gemm_name(const GemmCall& c, Epilogue epi, const kprof::Cost& cost) {
-  static const char* const kEpi[] = {"",        " +bias",          " +bias+gelu", " +bias+gelu",
-                                     " +dbias", " +bias+residual", " +dgelu",     " +residual"};
+  static const char* const kEpi[] = {
+      "",        " +bias",     " +bias+gelu",  " +bias+gelu", " +dbias", " +bias+residual",
+      " +dgelu", " +residual", " +dgelu+dbias"};
   return cat("gemm ", c.M, "x", c.N, "x", c.K, c.batch > 1 ? cat(" x", c.batch) : "", kEpi[int(epi)],
              c.out_f32 ? " f32out" : "", cost.aligned ? "" : " unaligned");
 }
 
 std::atomic<GemmImpl> g_gemm_impl{GemmImpl::cublaslt};
-// -1: not yet read from ENGINE_BIAS_GRAD.
-std::atomic<int> g_bias_grad_apart{-1};
+// -1: not yet read from ENGINE_BIAS_GRAD; else a BiasGradMode.
+std::atomic<int> g_bias_grad_mode{-1};
 }  // namespace
 
-void set_bias_grad_apart(bool on) { g_bias_grad_apart.store(on ? 1 : 0); }
-bool bias_grad_apart() {
-  int v = g_bias_grad_apart.load();
+void set_bias_grad_mode(BiasGradMode mode) { g_bias_grad_mode.store(int(mode)); }
+BiasGradMode parse_bias_grad_mode(const std::string& name) {
+  for (BiasGradMode m : {BiasGradMode::epilogue, BiasGradMode::apart, BiasGradMode::fused})
+    if (name == bias_grad_mode_name(m)) return m;
+  ENGINE_USER_FAIL("ENGINE_BIAS_GRAD '", name,
+                   "': epilogue (the default: the dW GEMM's), apart (a kernel of its own) or fused (apart, but "
+                   "linear_gelu's from the GEMM with GELU's derivative)");
+}
+const char* bias_grad_mode_name(BiasGradMode mode) {
+  return mode == BiasGradMode::apart ? "apart" : mode == BiasGradMode::fused ? "fused" : "epilogue";
+}
+BiasGradMode bias_grad_mode() {
+  int v = g_bias_grad_mode.load();
   if (v < 0) {
     const char* env = std::getenv("ENGINE_BIAS_GRAD");
-    const std::string s = env ? env : "";
-    ENGINE_USER_CHECK(s.empty() || s == "epilogue" || s == "apart", "ENGINE_BIAS_GRAD '", s,
-                      "': epilogue (the default: the dW GEMM's) or apart (a kernel of its own)");
-    v = s == "apart" ? 1 : 0;
-    g_bias_grad_apart.store(v);
+    v = int(env && *env ? parse_bias_grad_mode(env) : BiasGradMode::epilogue);
+    g_bias_grad_mode.store(v);
   }
-  return v == 1;
+  return BiasGradMode(v);
 }
 
 void set_gemm_impl(GemmImpl impl) { g_gemm_impl.store(impl); }
@@ -212,6 +220,42 @@ bool wide_output_ok(const GemmPlan& plan, Device dev) {
   return !plan.empty();
 }
 
+namespace {
+// One GEMM of a plan on emu/cuda, by the executor its call goes to
+// (cuBLASLt, our tensor-core GEMM, or the hand-written one), profiled as
+// one GEMM whichever runs it.
+void run_step(gpu::Storage st, const GemmCall& call, const char* x, const char* y, const Tensor& out, const void* bias,
+              Epilogue epi, const Tensor& aux, bool mma) {
+  void* aux_p = aux.defined() ? aux.data_ptr() : nullptr;
+  kprof::Scope profiled;
+  if (kprof::listening()) {
+    const kprof::Cost cost = kcost::tiled_gemm(st, call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
+    profiled.begin(cat(gemm_name(call, epi, cost), mma ? " mma" : "").c_str(), cost);
+  }
+  if (mma) {
+    ENGINE_GPU_CALL(out.device(), gemm_mma, st, call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
+    return;
+  }
+#if defined(ENGINE_HAVE_CUDA)
+  if (out.device().type == DeviceType::cuda) {
+    if (epi == Epilogue::gelu_aux_bias && !lt_takes_aux(call)) {
+      // cuBLASLt cannot lay out this aux: the bias epilogue into aux, then GELU.
+      cublaslt_step(st, aux, call, x, y, bias, Epilogue::bias);
+      cudak::gelu_forward(st, aux.data_ptr(), out.data_ptr(), out.numel(), nullptr);
+    } else if (epi == Epilogue::dgelu && !lt_takes_aux(call)) {
+      // Nor this one: the product, then GELU's backward over it.
+      cublaslt_step(st, out, call, x, y, nullptr, Epilogue::none);
+      cudak::gelu_backward(st, aux.data_ptr(), out.data_ptr(), out.data_ptr(), out.numel(), nullptr);
+    } else {
+      cublaslt_step(st, out, call, x, y, bias, epi, aux_p);
+    }
+    return;
+  }
+#endif
+  ENGINE_GPU_CALL(out.device(), tiled_gemm, st, call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
+}
+}  // namespace
+
 void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tensor& g, const Tensor& out,
               const PlanEpilogue& e) {
   const bool one_step = plan.size() == 1 && plan[0].call.beta == 0.f;
@@ -219,12 +263,15 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
   ENGINE_CHECK(!e.gelu_pre.defined() || e.bias.defined(), "matmul: the GELU epilogue needs a bias");
   ENGINE_CHECK((!e.residual.defined() && !e.dgelu_pre.defined()) || (one_step && on_gpu(out)),
                "matmul: the residual and GELU-gradient epilogues are one GEMM on emu/cuda");
-  ENGINE_CHECK(
-      int(e.gelu_pre.defined()) + int(e.residual.defined()) + int(e.dgelu_pre.defined()) + int(e.dbias.defined()) <= 1,
-      "matmul: one epilogue at a time (GELU, residual, GELU gradient or bias gradient)");
+  // dgelu_pre with dbias is one epilogue: GELU's gradient and its column sums.
+  ENGINE_CHECK(int(e.gelu_pre.defined()) + int(e.residual.defined()) + int(e.dgelu_pre.defined()) +
+                       int(e.dbias.defined() && !e.dgelu_pre.defined()) <=
+                   1,
+               "matmul: one epilogue at a time (GELU, residual, GELU gradient or bias gradient)");
   auto pick = [&](Operand o) -> const Tensor& { return o == Operand::a ? a : o == Operand::b ? b : g; };
-  const Epilogue epi = e.dbias.defined()       ? Epilogue::bgrad
-                       : e.gelu_pre.defined()  ? Epilogue::gelu_aux_bias
+  const Epilogue epi = e.dbias.defined() && e.dgelu_pre.defined() ? Epilogue::dgelu_bgrad
+                       : e.dbias.defined()                        ? Epilogue::bgrad
+                       : e.gelu_pre.defined()                     ? Epilogue::gelu_aux_bias
                        : e.residual.defined()  ? (e.bias.defined() ? Epilogue::bias_residual : Epilogue::residual)
                        : e.dgelu_pre.defined() ? Epilogue::dgelu
                        : e.bias.defined()      ? Epilogue::bias
@@ -245,41 +292,37 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
                  " is not in the output's dtype");
     const gpu::Storage st = storage_of(in_t);
     const size_t es = dtype_size(in_t);
-    // bgrad writes dbias through the bias pointer (cuBLASLt's convention).
-    const void* bias = epi == Epilogue::bgrad ? e.dbias.data_ptr() : e.bias.defined() ? e.bias.data_ptr() : nullptr;
-    void* aux_p = aux.defined() ? aux.data_ptr() : nullptr;
     for (GemmStep s : plan) {
       s.call.out_f32 = wide;
       const char* x = static_cast<const char*>(pick(s.first).data_ptr()) + s.offset_first * int64_t(es);
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
       const bool mma = gemm_impl() == GemmImpl::mma && gemm_mma_takes(st, s.call, x, y);
-      // The step profile sees one GEMM whichever executor runs it (cuBLASLt, or ours on emu).
-      kprof::Scope profiled;
-      if (kprof::listening()) {
-        const kprof::Cost cost = kcost::tiled_gemm(st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
-        profiled.begin(cat(gemm_name(s.call, epi, cost), mma ? " mma" : "").c_str(), cost);
-      }
-      if (mma) {
-        ENGINE_GPU_CALL(out.device(), gemm_mma, st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
-        continue;
-      }
+      // dgelu_bgrad is cuBLASLt's alone: elsewhere (emu, ours, an aux it
+      // cannot lay out, an empty reduction) the dgelu GEMM, then the
+      // bias_grad kernel sums what it wrote.
+      bool sums_after = false;
+      Epilogue step_epi = epi;
 #if defined(ENGINE_HAVE_CUDA)
-      if (out.device().type == DeviceType::cuda) {
-        if (epi == Epilogue::gelu_aux_bias && !lt_takes_aux(s.call)) {
-          // cuBLASLt cannot lay out this aux: the bias epilogue into aux, then GELU.
-          cublaslt_step(st, aux, s.call, x, y, bias, Epilogue::bias);
-          cudak::gelu_forward(st, aux.data_ptr(), out.data_ptr(), out.numel(), nullptr);
-        } else if (epi == Epilogue::dgelu && !lt_takes_aux(s.call)) {
-          // Nor this one: the product, then GELU's backward over it.
-          cublaslt_step(st, out, s.call, x, y, nullptr, Epilogue::none);
-          cudak::gelu_backward(st, aux.data_ptr(), out.data_ptr(), out.data_ptr(), out.numel(), nullptr);
-        } else {
-          cublaslt_step(st, out, s.call, x, y, bias, epi, aux_p);
-        }
-        continue;
-      }
+      const bool lt_fuses = out.device().type == DeviceType::cuda && !mma && s.call.K > 0 && lt_takes_aux(s.call);
+#else
+      const bool lt_fuses = false;
 #endif
-      ENGINE_GPU_CALL(out.device(), tiled_gemm, st, s.call, x, y, out.data_ptr(), bias, epi, aux_p, nullptr);
+      if (epi == Epilogue::dgelu_bgrad && !lt_fuses) {
+        ENGINE_CHECK(s.call.batch == 1 && s.call.ldc == s.call.N && s.call.beta == 0.f,
+                     "matmul: GELU's gradient with its column sums needs one whole (M, N) product");
+        step_epi = Epilogue::dgelu, sums_after = true;
+      }
+      // bgrad and dgelu_bgrad write dbias through the bias pointer (cuBLASLt's convention).
+      const void* bias = epilogue_takes_bias(step_epi) && !epilogue_adds_bias(step_epi) ? e.dbias.data_ptr()
+                         : e.bias.defined()                                             ? e.bias.data_ptr()
+                                                                                        : nullptr;
+      run_step(st, s.call, x, y, out, bias, step_epi, aux, mma);
+      if (sums_after) {
+        const Tensor scratch =
+            Tensor::empty({gpu::bias_grad_scratch_floats(s.call.M, s.call.N)}, DType::f32, out.device());
+        ENGINE_GPU_CALL(out.device(), bias_grad, st, out.data_ptr(), s.call.M, s.call.N, scratch.data<float>(),
+                        e.dbias.data_ptr(), e.dbias.dtype() == DType::f32, false, nullptr);
+      }
     }
     return;
   }
@@ -310,7 +353,7 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
 }
 
 std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Tensor& g, const MatmulDims& d, Trans ta,
-                                    Trans tb, const std::vector<bool>& needs) {
+                                    Trans tb, const std::vector<bool>& needs, const Tensor& dbias_made) {
   std::vector<Tensor> grads(3);
   if (needs[0]) {
     grads[0] = empty_like(sa);
@@ -321,7 +364,9 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
     GradEpilogue* offer = on_gpu(g) && grad_a.size() == 1 ? offered_grad_epilogue(0) : nullptr;
     if (offer && offer->gelu_pre.defined() && offer->gelu_pre.shape() == sa.shape() &&
         offer->gelu_pre.dtype() == sa.dtype()) {
-      run_plan(grad_a, sa, sb, g, grads[0], {.dgelu_pre = offer->gelu_pre});
+      // With want_dbias it sums dA's columns too: the GELU's layer's bias gradient.
+      if (offer->want_dbias) offer->dbias = Tensor::empty({sa.size(-1)}, sa.dtype(), sa.device());
+      run_plan(grad_a, sa, sb, g, grads[0], {.dgelu_pre = offer->gelu_pre, .dbias = offer->dbias});
       offer->applied = true;
     } else {
       run_plan(grad_a, sa, sb, g, grads[0]);
@@ -330,17 +375,21 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
   // On emu/cuda, a linear layer's bias gradient comes out of the dW GEMM's
   // epilogue (cuBLASLt's BGRADB; ours on emu) instead of a second pass over G.
   const GemmPlan grad_b = needs[1] ? plan_grad_b(d, ta, tb) : GemmPlan();
-  // Or, with set_bias_grad_apart (ENGINE_BIAS_GRAD=apart), by a kernel of
-  // its own after the GEMM (kernels/cuda/bias_grad.h), the GEMM without an
-  // epilogue.
-  const bool apart = needs[2] && on_gpu(g) && bias_grad_apart();
-  const bool fuse_dbias = !apart && needs[1] && needs[2] && on_gpu(g) && bias_grad_fusable(grad_b, d);
+  // Or, with the bias gradients apart or fused (engine/ops.h:
+  // ENGINE_BIAS_GRAD), by a kernel of its own after the GEMM
+  // (kernels/cuda/bias_grad.h), the GEMM without an epilogue; or made
+  // already (dbias_made), by the GEMM that made G.
+  const bool made = needs[2] && dbias_made.defined();
+  if (made) grads[2] = dbias_made;
+  const bool apart = needs[2] && !made && on_gpu(g) && bias_grad_mode() != BiasGradMode::epilogue;
+  const bool fuse_dbias = !apart && !made && needs[1] && needs[2] && on_gpu(g) && bias_grad_fusable(grad_b, d);
   // Written in fp32 from 16-bit operands when B is a cast of an fp32 master
   // weight (autocast's) that takes it (takes_wide_grad): no cast back after the
   // GEMM. The fused bias gradient is then fp32 too, so its cast must take it.
   const bool wide = needs[1] && dtype_size(g.dtype()) == 2 && takes_wide_grad(1) &&
                     wide_output_ok(grad_b, g.device()) && (!fuse_dbias || takes_wide_grad(2));
-  if (needs[2] && !apart) grads[2] = Tensor::empty({d.N}, fuse_dbias && wide ? DType::f32 : g.dtype(), g.device());
+  if (needs[2] && !apart && !made)
+    grads[2] = Tensor::empty({d.N}, fuse_dbias && wide ? DType::f32 : g.dtype(), g.device());
   if (needs[1]) {
     // Micro-batches after the first add into the master's gradient in the
     // GEMM itself (beta 1: take_master_grad), not by a pass after it.
@@ -365,7 +414,7 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
     ENGINE_GPU_CALL(g.device(), bias_grad, storage_of(g.dtype()), g.data_ptr(), rows, d.N, scratch.data<float>(),
                     db.data_ptr(), db.dtype() == DType::f32, add, nullptr);
     grads[2] = db;
-  } else if (needs[2] && !fuse_dbias) {
+  } else if (needs[2] && !fuse_dbias && !made) {
     const Tensor& dbias = grads[2];
     if (on_gpu(g))
       ENGINE_GPU_CALL(g.device(), bias_backward, storage_of(g.dtype()), g.data_ptr(), dbias.data_ptr(), d.batch * d.M,

@@ -54,7 +54,10 @@ bool bias_grad_fusable(const GemmPlan& grad_b, const MatmulDims& d);
 //   dgelu_pre: out = gelu'(dgelu_pre) * product, GELU's backward in the
 //             GEMM that computes its output's gradient (dgelu, emu/cuda);
 //   dbias:    receives the bias gradient from the epilogue (bgrad,
-//             emu/cuda, bias_grad_fusable plans).
+//             emu/cuda, bias_grad_fusable plans); with dgelu_pre, the
+//             column sums of out, the gradient it makes (dgelu_bgrad:
+//             cuBLASLt's DGELU_BGRAD; elsewhere the dgelu GEMM, then
+//             the bias_grad kernel over out).
 struct PlanEpilogue {
   Tensor bias = {}, gelu_pre = {}, residual = {}, dgelu_pre = {}, dbias = {};
 };
@@ -71,8 +74,10 @@ bool wide_output_ok(const GemmPlan& plan, Device dev);
 
 // matmul's backward for C = op(A) op(B) (+ bias) given G = dL/dC: the
 // gradients {dA, dB, dbias} that `needs` asks for (undefined otherwise), from
-// the saved A and B.
+// the saved A and B. dbias_made: the bias gradient when a kernel before
+// made it (the column sums of G that the GEMM making G wrote: GradEpilogue's
+// dbias), returned as it is in place of one made here.
 std::vector<Tensor> matmul_backward(const Tensor& a, const Tensor& b, const Tensor& g, const MatmulDims& d, Trans ta,
-                                    Trans tb, const std::vector<bool>& needs);
+                                    Trans tb, const std::vector<bool>& needs, const Tensor& dbias_made = Tensor());
 
 }  // namespace eng::detail

@@ -5,7 +5,7 @@
 // The GEMM's epilogue (cuBLASLt's BGRADB) computes the same while it streams
 // g, but keeps the GEMM from the kernels it runs fastest without one
 // (docs/kernels/gemm.md, "The bias gradient apart"); ENGINE_BIAS_GRAD=apart
-// (engine/ops.h, set_bias_grad_apart) takes this kernel instead.
+// (engine/ops.h, set_bias_grad_mode) takes this kernel instead.
 // Deterministic: each block sums one chunk of rows of a slab of columns in
 // row order, its warps' sums added in warp order into a row of fp32 partial
 // sums (no atomics), and partial_sums_reduce_kernel adds the chunks' rows in

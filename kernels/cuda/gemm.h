@@ -40,7 +40,8 @@ ENGINE_GPU_DECLARE(ENGINE_GEMM_LAUNCHERS)
 // row tile, which caches absorb: the kernel's efficiency, not its bytes). A
 // GEMM is timed by its shape, so the epilogues' ~20-30 M N flops are left
 // out; bgrad adds M elements of C's type written (its flops, M K, are the
-// GEMM's shadow). bias_backward: bytes = sizeof(T) (rows cols + cols), flops = rows cols.
+// GEMM's shadow), dgelu_bgrad N (cuBLASLt's: the sums of C's columns). bias_backward: bytes = sizeof(T) (rows cols +
+// cols), flops = rows cols.
 namespace eng::kcost {
 // A GEMM's cost, also the ladder's (ladder.h): the shape and its elements,
 // A and B of elem_bytes, C of c_bytes (0: elem_bytes).
@@ -65,6 +66,7 @@ inline kprof::Cost tiled_gemm(gpu::Storage st, const GemmCall& call, const void*
   const double aux = epilogue_takes_aux(epi) ? double(call.batch) * double(call.M) * double(call.N) : 0;
   kprof::Cost r = gemm_cost(call, t, (epilogue_adds_bias(epi) ? double(call.N) : 0) + aux, tc);
   if (epi == Epilogue::bgrad) r.bytes += double(tc) * double(call.M);
+  if (epi == Epilogue::dgelu_bgrad) r.bytes += double(tc) * double(call.N);  // cuBLASLt's alone
   return r;
 }
 inline kprof::Cost bias_backward(gpu::Storage st, const void*, void*, int64_t rows, int64_t cols, void*) {

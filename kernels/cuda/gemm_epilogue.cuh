@@ -42,6 +42,8 @@ inline void check_gemm_args(const char* who, gpu::Storage st, const GemmCall& c,
                             const void* aux) {
   ENGINE_CHECK(c.M >= 0 && c.N >= 0 && c.K >= 0 && c.batch >= 0, who, ": negative size (M ", c.M, ", N ", c.N, ", K ",
                c.K, ", batch ", c.batch, ")");
+  ENGINE_CHECK(epi != Epilogue::dgelu_bgrad, who,
+               ": no dgelu_bgrad epilogue (cuBLASLt's alone; run dgelu, then bias_grad over C)");
   ENGINE_CHECK(epi != Epilogue::bgrad || (c.ta == Trans::T && c.batch == 1), who,
                ": the bias-gradient epilogue sums op(A)'s rows: A transposed, one batch");
   const bool takes_bias = epilogue_takes_bias(epi);

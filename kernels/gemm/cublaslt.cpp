@@ -52,6 +52,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_DEFAULT;  // the same, without the bias
     case Epilogue::dgelu:
       return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::dgelu_bgrad:
+      return CUBLASLT_EPILOGUE_DGELU_BGRAD;  // its sums have D's rows: the row-major N (bias_len)
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -220,13 +222,14 @@ size_t CublasLtContext::cached_algorithms() const { return impl_->cache.size(); 
 void gemm(CublasLtContext& ctx, const GemmCall& call, gpu::Storage st, const void* A, const void* B, void* C,
           const void* bias, Epilogue epi, void* aux, ComputeMode mode, void* stream) {
   ENGINE_CHECK(compute_mode_fits(st, mode), "cublaslt: compute mode ", int(mode), " does not fit storage ", int(st));
-  const bool dgelu = epi == Epilogue::dgelu, residual = epilogue_adds_residual(epi);
+  const bool dgelu = epi == Epilogue::dgelu || epi == Epilogue::dgelu_bgrad, residual = epilogue_adds_residual(epi);
   // Whether cuBLASLt is given a bias pointer: read by the bias epilogues, written by bgrad.
   const bool has_bias = epilogue_takes_bias(epi);
   ENGINE_CHECK(!has_bias || bias, "cublaslt: the epilogue needs a bias pointer");
   ENGINE_CHECK(epi != Epilogue::residual || !bias,
                "cublaslt: the residual epilogue takes no bias (bias_residual does)");
-  ENGINE_CHECK(epi != Epilogue::bgrad || call.batch == 1, "cublaslt: the bias-gradient epilogue needs batch == 1");
+  ENGINE_CHECK((epi != Epilogue::bgrad && epi != Epilogue::dgelu_bgrad) || call.batch == 1,
+               "cublaslt: the bias-gradient epilogues need batch == 1");
   ENGINE_CHECK(epilogue_takes_aux(epi) == (aux != nullptr),
                "cublaslt: an aux matrix goes with the gelu_aux_bias, dgelu, bias_residual and residual epilogues, and "
                "only with them");

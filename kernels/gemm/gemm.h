@@ -53,8 +53,23 @@ struct GemmCall {
 //   residual:      C = t + aux[m, n]: bias_residual without a bias (a Llama
 //                  block's projections have none); cuBLASLt: aux as C, beta
 //                  1, into D, no epilogue
+//   dgelu_bgrad:   dgelu, and bias[n] = sum_m C[m, n] (one batch): the
+//                  gradient's column sums, the GELU's linear layer's bias
+//                  gradient (cuBLASLt's DGELU_BGRAD, bias in C's type; the
+//                  hand-written GEMMs take no such call: the engine runs
+//                  their dgelu, then the bias_grad kernel over C)
 // Shared by both executors so that they take the same arguments.
-enum class Epilogue : uint8_t { none, bias, gelu_bias, gelu_aux_bias, bgrad, bias_residual, dgelu, residual };
+enum class Epilogue : uint8_t {
+  none,
+  bias,
+  gelu_bias,
+  gelu_aux_bias,
+  bgrad,
+  bias_residual,
+  dgelu,
+  residual,
+  dgelu_bgrad
+};
 
 // What each epilogue is given, said once for every executor's checks and
 // costs. A bias read and added to C's columns:
@@ -62,13 +77,16 @@ constexpr bool epilogue_adds_bias(Epilogue e) {
   return e == Epilogue::bias || e == Epilogue::gelu_bias || e == Epilogue::gelu_aux_bias ||
          e == Epilogue::bias_residual;
 }
-// A bias pointer at all (bgrad writes its column sums through it).
-constexpr bool epilogue_takes_bias(Epilogue e) { return epilogue_adds_bias(e) || e == Epilogue::bgrad; }
+// A bias pointer at all (bgrad and dgelu_bgrad write their column sums through it).
+constexpr bool epilogue_takes_bias(Epilogue e) {
+  return epilogue_adds_bias(e) || e == Epilogue::bgrad || e == Epilogue::dgelu_bgrad;
+}
 // aux read as the residual stream, in place of beta C.
 constexpr bool epilogue_adds_residual(Epilogue e) { return e == Epilogue::bias_residual || e == Epilogue::residual; }
 // An aux matrix laid out as C: written (gelu_aux_bias) or read (the others).
 constexpr bool epilogue_takes_aux(Epilogue e) {
-  return e == Epilogue::gelu_aux_bias || e == Epilogue::dgelu || epilogue_adds_residual(e);
+  return e == Epilogue::gelu_aux_bias || e == Epilogue::dgelu || e == Epilogue::dgelu_bgrad ||
+         epilogue_adds_residual(e);
 }
 
 namespace cpu {

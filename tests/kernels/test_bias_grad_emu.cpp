@@ -7,8 +7,11 @@
 // and 520 (16-byte packs in every dtype), 100 (packs in f32, scalar in 16
 // bits); the sums written in fp32 or in the storage type, or added to an
 // fp32 gradient; an unaligned view (the scalar path); and the same bits
-// again on a second run. Then linear's backward with set_bias_grad_apart
-// against the default, the bias gradient in the dW GEMM's epilogue.
+// again on a second run. Then linear's backward with the bias gradient
+// apart (set_bias_grad_mode) against the default, the bias gradient in the
+// dW GEMM's epilogue; and an MLP's with them fused: linear_gelu's from the
+// GEMM that makes its gradient (cuBLASLt's DGELU_BGRAD on cuda; on emu the
+// dgelu GEMM, then bias_grad over its output).
 #include <cmath>
 
 #include "engine/kernel_profile.h"
@@ -84,10 +87,10 @@ TEST_CASE("emu bias_grad: linear's backward with the bias gradient apart equals 
                g2 = Tensor::randn({N, O}, 65).to(DType::bf16).to(kEmu);
   const Autocast ac(Precision::O2);
   struct Restore {
-    ~Restore() { set_bias_grad_apart(false); }
+    ~Restore() { set_bias_grad_mode(BiasGradMode::epilogue); }
   } restore;
   auto run = [&](bool apart, KernelProfile* prof) {
-    set_bias_grad_apart(apart);
+    set_bias_grad_mode(apart ? BiasGradMode::apart : BiasGradMode::epilogue);
     // x needs no gradient: its own would be added by a pass after (a leaf's).
     const Tensor x = x0.to(kEmu);
     std::vector<Tensor> p{W0.to(kEmu).detach().set_requires_grad(true), b0.to(kEmu).detach().set_requires_grad(true)};
@@ -119,4 +122,64 @@ TEST_CASE("emu bias_grad: linear's backward with the bias gradient apart equals 
     REQUIRE(fused[i].grad().dtype() == DType::f32);
     CHECK_CLOSE(values(apart[i].grad().to(kCPU)), values(fused[i].grad().to(kCPU)), 1e-4, 1e-5);
   }
+}
+
+TEST_CASE("emu bias_grad: an MLP's bias gradients fused equal the GEMM epilogue's", "[emu][kernels]") {
+  // y = r + gelu(x W1^T + b1) W2^T + b2 under autocast (GPT-2's MLP):
+  // fused, b1's gradient comes out of the GEMM that makes dp = gelu'(p) *
+  // (g W2), in bf16 as cuBLASLt writes it, b2's from bias_grad, and no dW
+  // GEMM has a bias-gradient epilogue; by default both from the dW GEMMs'.
+  const int64_t N = 300, C = 40, H = 96;
+  const Tensor x0 = Tensor::randn({N, C}, 71), W10 = Tensor::randn({H, C}, 72, 0.3f), b10 = Tensor::randn({H}, 73),
+               W20 = Tensor::randn({C, H}, 74, 0.2f), b20 = Tensor::randn({C}, 75), r0 = Tensor::randn({N, C}, 76);
+  const Tensor g0 = Tensor::randn({N, C}, 77).to(DType::bf16).to(kEmu);
+  const Autocast ac(Precision::O2);
+  struct Restore {
+    ~Restore() { set_bias_grad_mode(BiasGradMode::epilogue); }
+  } restore;
+  auto run = [&](BiasGradMode mode, KernelProfile& prof) {
+    set_bias_grad_mode(mode);
+    std::vector<Tensor> p;
+    for (const Tensor& t : {W10, b10, W20, b20}) p.push_back(t.to(kEmu).detach().set_requires_grad(true));
+    const Tensor h = linear_gelu(ac.cast(x0.to(kEmu)), ac.cast(p[0]), ac.cast(p[1]));
+    const Tensor y = linear_residual(h, ac.cast(p[2]), ac.cast(p[3]), ac.cast(r0.to(kEmu)));
+    prof.start();
+    y.backward(g0);
+    prof.stop();
+    return p;
+  };
+  KernelProfile pf(kEmu), pe(kEmu);
+  const std::vector<Tensor> fused = run(BiasGradMode::fused, pf), epi = run(BiasGradMode::epilogue, pe);
+  auto count = [](const KernelProfile& prof, const std::string& part) {
+    int n = 0;
+    for (const KernelCall& c : prof.calls()) n += c.name.find(part) != std::string::npos;
+    return n;
+  };
+  // cuda: one GEMM sums dp's columns; emu: its dgelu GEMM, then bias_grad.
+  const bool lt = kEmu.type == DeviceType::cuda;
+  CHECK(count(pf, "+dgelu+dbias") == (lt ? 1 : 0));
+  CHECK(count(pf, "bias_grad") == (lt ? 1 : 2));
+  CHECK(count(pf, " +dbias") == 0);
+  CHECK(count(pe, " +dbias") == 2);
+  CHECK(count(pe, "bias_grad") == 0);
+  // W1, W2, b2: fp32 sums of the same bf16 values in other orders. b1: the
+  // same, rounded once to bf16 (cuBLASLt writes the sums in D's type), so
+  // within 2^-8 of the epilogue's fp32 sums; a row left out or counted twice
+  // moves an entry by about its size over 300 rows' spread.
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(fused[i].grad().dtype() == DType::f32);
+    REQUIRE(epi[i].grad().dtype() == DType::f32);
+    if (i == 1)
+      CHECK_CLOSE(values(fused[i].grad().to(kCPU)), values(epi[i].grad().to(kCPU)), 1e-3, 0x1p-8);
+    else
+      CHECK_CLOSE(values(fused[i].grad().to(kCPU)), values(epi[i].grad().to(kCPU)), 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("bias gradient modes: names and a bad ENGINE_BIAS_GRAD's one-line error", "[ops]") {
+  for (BiasGradMode m : {BiasGradMode::epilogue, BiasGradMode::apart, BiasGradMode::fused})
+    CHECK(parse_bias_grad_mode(bias_grad_mode_name(m)) == m);
+  CHECK_THROWS_WITH(parse_bias_grad_mode("fast"), Catch::Contains("ENGINE_BIAS_GRAD 'fast'") &&
+                                                      Catch::Contains("epilogue") && Catch::Contains("fused"));
 }
