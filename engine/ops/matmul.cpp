@@ -16,6 +16,7 @@
 // shared with linear_gelu (engine/ops/linear_gelu.cpp), whose forward is the
 // same plan with the GELU epilogue.
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 #include "engine/ops/matmul_plan.h"
@@ -221,6 +222,21 @@ bool wide_output_ok(const GemmPlan& plan, Device dev) {
 }
 
 namespace {
+// Set once cuBLASLt has refused a DGELU_BGRAD call (no algorithm): the
+// dgelu GEMM and bias_grad from then on.
+std::atomic<bool> g_lt_dgelu_bgrad_refused{false};
+
+// Whether cuBLASLt runs this dgelu_bgrad step as one GEMM.
+bool lt_dgelu_bgrad_ok([[maybe_unused]] Device dev, [[maybe_unused]] const GemmCall& c,
+                       [[maybe_unused]] bool mma) {
+#if defined(ENGINE_HAVE_CUDA)
+  return dev.type == DeviceType::cuda && !mma && c.K > 0 && c.batch == 1 && lt_takes_aux(c) &&
+         !g_lt_dgelu_bgrad_refused.load();
+#else
+  return false;
+#endif
+}
+
 // One GEMM of a plan on emu/cuda, by the executor its call goes to
 // (cuBLASLt, our tensor-core GEMM, or the hand-written one), profiled as
 // one GEMM whichever runs it.
@@ -298,31 +314,33 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
       const char* y = static_cast<const char*>(pick(s.second).data_ptr()) + s.offset_second * int64_t(es);
       const bool mma = gemm_impl() == GemmImpl::mma && gemm_mma_takes(st, s.call, x, y);
       // dgelu_bgrad is cuBLASLt's alone: elsewhere (emu, ours, an aux it
-      // cannot lay out, an empty reduction) the dgelu GEMM, then the
-      // bias_grad kernel sums what it wrote.
-      bool sums_after = false;
-      Epilogue step_epi = epi;
-#if defined(ENGINE_HAVE_CUDA)
-      const bool lt_fuses = out.device().type == DeviceType::cuda && !mma && s.call.K > 0 && lt_takes_aux(s.call);
-#else
-      const bool lt_fuses = false;
-#endif
-      if (epi == Epilogue::dgelu_bgrad && !lt_fuses) {
+      // cannot lay out, an empty reduction, a cuBLASLt with no algorithm
+      // for it) the dgelu GEMM, then the bias_grad kernel sums what it wrote.
+      if (epi == Epilogue::dgelu_bgrad && lt_dgelu_bgrad_ok(out.device(), s.call, mma)) {
+        try {
+          run_step(st, s.call, x, y, out, e.dbias.data_ptr(), epi, aux, mma);
+          continue;
+        } catch (const Error& err) {
+          // Refused before any launch (the heuristic found no algorithm):
+          // the two kernels from now on, said once.
+          g_lt_dgelu_bgrad_refused.store(true);
+          std::fprintf(stderr, "note: cuBLASLt has no DGELU_BGRAD for this GEMM (%s); its column sums by bias_grad\n",
+                       err.what());
+        }
+      }
+      if (epi == Epilogue::dgelu_bgrad) {
         ENGINE_CHECK(s.call.batch == 1 && s.call.ldc == s.call.N && s.call.beta == 0.f,
                      "matmul: GELU's gradient with its column sums needs one whole (M, N) product");
-        step_epi = Epilogue::dgelu, sums_after = true;
-      }
-      // bgrad and dgelu_bgrad write dbias through the bias pointer (cuBLASLt's convention).
-      const void* bias = epilogue_takes_bias(step_epi) && !epilogue_adds_bias(step_epi) ? e.dbias.data_ptr()
-                         : e.bias.defined()                                             ? e.bias.data_ptr()
-                                                                                        : nullptr;
-      run_step(st, s.call, x, y, out, bias, step_epi, aux, mma);
-      if (sums_after) {
+        run_step(st, s.call, x, y, out, nullptr, Epilogue::dgelu, aux, mma);
         const Tensor scratch =
             Tensor::empty({gpu::bias_grad_scratch_floats(s.call.M, s.call.N)}, DType::f32, out.device());
         ENGINE_GPU_CALL(out.device(), bias_grad, st, out.data_ptr(), s.call.M, s.call.N, scratch.data<float>(),
                         e.dbias.data_ptr(), e.dbias.dtype() == DType::f32, false, nullptr);
+        continue;
       }
+      // bgrad writes dbias through the bias pointer (cuBLASLt's convention).
+      const void* bias = epi == Epilogue::bgrad ? e.dbias.data_ptr() : e.bias.defined() ? e.bias.data_ptr() : nullptr;
+      run_step(st, s.call, x, y, out, bias, epi, aux, mma);
     }
     return;
   }
