@@ -227,8 +227,7 @@ namespace {
 std::atomic<bool> g_lt_dgelu_bgrad_refused{false};
 
 // Whether cuBLASLt runs this dgelu_bgrad step as one GEMM.
-bool lt_dgelu_bgrad_ok([[maybe_unused]] Device dev, [[maybe_unused]] const GemmCall& c,
-                       [[maybe_unused]] bool mma) {
+bool lt_dgelu_bgrad_ok([[maybe_unused]] Device dev, [[maybe_unused]] const GemmCall& c, [[maybe_unused]] bool mma) {
 #if defined(ENGINE_HAVE_CUDA)
   return dev.type == DeviceType::cuda && !mma && c.K > 0 && c.batch == 1 && lt_takes_aux(c) &&
          !g_lt_dgelu_bgrad_refused.load();

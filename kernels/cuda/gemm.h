@@ -40,8 +40,8 @@ ENGINE_GPU_DECLARE(ENGINE_GEMM_LAUNCHERS)
 // row tile, which caches absorb: the kernel's efficiency, not its bytes). A
 // GEMM is timed by its shape, so the epilogues' ~20-30 M N flops are left
 // out; bgrad adds M elements of C's type written (its flops, M K, are the
-// GEMM's shadow), dgelu_bgrad N (cuBLASLt's: the sums of C's columns). bias_backward: bytes = sizeof(T) (rows cols +
-// cols), flops = rows cols.
+// GEMM's shadow), dgelu_bgrad N (cuBLASLt's: the sums of C's columns).
+// bias_backward: bytes = sizeof(T) (rows cols + cols), flops = rows cols.
 namespace eng::kcost {
 // A GEMM's cost, also the ladder's (ladder.h): the shape and its elements,
 // A and B of elem_bytes, C of c_bytes (0: elem_bytes).
