@@ -45,7 +45,8 @@ GemmImpl parse_gemm_impl(const std::string& name);
 //   fused: apart, but a linear_gelu's from the GEMM that makes its
 //     gradient (the next layer's input gradient with GELU's derivative:
 //     cuBLASLt's DGELU_BGRAD; on emu that GEMM, then the column sums of
-//     what it wrote), in the gradient's 16-bit dtype as cuBLASLt writes it.
+//     what it wrote), in the gradient's dtype as cuBLASLt writes it (bf16
+//     under autocast).
 // The first call of bias_grad_mode reads ENGINE_BIAS_GRAD (epilogue, apart
 // or fused) unless set_bias_grad_mode came first.
 enum class BiasGradMode : uint8_t { epilogue, apart, fused };

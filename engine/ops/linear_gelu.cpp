@@ -40,9 +40,10 @@ Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b) {
   // GradEpilogue, cuBLASLt's DGELU): g then arrives as dp already.
   // With the bias gradients fused (engine/ops.h), that GEMM also sums dp's
   // columns: b's gradient, then not made again here.
-  auto offer = on_gpu(x) && rec ? std::make_shared<GradEpilogue>(GradEpilogue{
-                                      .gelu_pre = sp, .want_dbias = bias_grad_mode() == BiasGradMode::fused})
-                                : nullptr;
+  auto offer = on_gpu(x) && rec
+                   ? std::make_shared<GradEpilogue>(GradEpilogue{
+                         .gelu_pre = sp, .want_dbias = b.requires_grad() && bias_grad_mode() == BiasGradMode::fused})
+                   : nullptr;
   record("linear_gelu", out, {x, w, b}, [sx, sw, sp, d, offer](const Tensor& g, const std::vector<bool>& needs) {
     const bool applied = offer && offer->applied;
     const Tensor dp = applied ? g : gelu_grad(sp, g);

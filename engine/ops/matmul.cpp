@@ -229,7 +229,7 @@ std::atomic<bool> g_lt_dgelu_bgrad_refused{false};
 // Whether cuBLASLt runs this dgelu_bgrad step as one GEMM.
 bool lt_dgelu_bgrad_ok([[maybe_unused]] Device dev, [[maybe_unused]] const GemmCall& c, [[maybe_unused]] bool mma) {
 #if defined(ENGINE_HAVE_CUDA)
-  return dev.type == DeviceType::cuda && !mma && c.K > 0 && c.batch == 1 && lt_takes_aux(c) &&
+  return dev.type == DeviceType::cuda && !mma && c.M > 0 && c.N > 0 && c.K > 0 && c.batch == 1 && lt_takes_aux(c) &&
          !g_lt_dgelu_bgrad_refused.load();
 #else
   return false;
@@ -320,8 +320,11 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
           run_step(st, s.call, x, y, out, e.dbias.data_ptr(), epi, aux, mma);
           continue;
         } catch (const Error& err) {
-          // Refused before any launch (the heuristic found no algorithm):
-          // the two kernels from now on, said once.
+          // Refused before any launch (the heuristic found no algorithm, or
+          // cuBLASLt does not support it): the two kernels from now on, said
+          // once. Any other error is the caller's.
+          const std::string what = err.what();
+          if (what.find("no algorithm") == std::string::npos && what.find("NOT_SUPPORTED") == std::string::npos) throw;
           g_lt_dgelu_bgrad_refused.store(true);
           std::fprintf(stderr, "note: cuBLASLt has no DGELU_BGRAD for this GEMM (%s); its column sums by bias_grad\n",
                        err.what());
@@ -381,8 +384,12 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
     GradEpilogue* offer = on_gpu(g) && grad_a.size() == 1 ? offered_grad_epilogue(0) : nullptr;
     if (offer && offer->gelu_pre.defined() && offer->gelu_pre.shape() == sa.shape() &&
         offer->gelu_pre.dtype() == sa.dtype()) {
-      // With want_dbias it sums dA's columns too: the GELU's layer's bias gradient.
-      if (offer->want_dbias) offer->dbias = Tensor::empty({sa.size(-1)}, sa.dtype(), sa.device());
+      // With want_dbias it sums dA's columns too, the GELU's layer's bias
+      // gradient, where dA is one whole (rows, N) product (a batched one's
+      // bias gradient is left to its own backward).
+      const GemmCall& c = grad_a[0].call;
+      if (offer->want_dbias && c.batch == 1 && c.ldc == c.N && c.beta == 0.f)
+        offer->dbias = Tensor::empty({sa.size(-1)}, sa.dtype(), sa.device());
       run_plan(grad_a, sa, sb, g, grads[0], {.dgelu_pre = offer->gelu_pre, .dbias = offer->dbias});
       offer->applied = true;
     } else {
