@@ -14,7 +14,6 @@
 #include "engine/graph.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cuda/bias_grad.h"
 #include "kernels/cuda/bucket_by_id.h"
 #include "kernels/cuda/gemm.h"
 
@@ -183,9 +182,7 @@ Tensor embedding_positions(const Tensor& w, const Tensor& ids, const Tensor& pos
                if (P > T) fill_(dpos, 0.0);  // rows no position reached
              }
              // Rows [first, first + T) = the sums over b of g (B, T C).
-             const Tensor scratch = Tensor::empty({gpu::bias_grad_scratch_floats(B, T * C)}, DType::f32, dev);
-             ENGINE_GPU_CALL(dev, bias_grad, storage_of(g.dtype()), g.data_ptr(), B, T * C, scratch.data<float>(),
-                             dpos.data<float>() + first * C, true, add, nullptr);
+             column_sums_gpu(g, B, T * C, dpos.data<float>() + first * C, true, add);
            }
            return std::vector<Tensor>{dw, dpos};
          });

@@ -221,6 +221,12 @@ bool wide_output_ok(const GemmPlan& plan, Device dev) {
   return !plan.empty();
 }
 
+void column_sums_gpu(const Tensor& g, int64_t rows, int64_t cols, void* db, bool db_f32, bool add) {
+  const Tensor scratch = Tensor::empty({gpu::bias_grad_scratch_floats(rows, cols)}, DType::f32, g.device());
+  ENGINE_GPU_CALL(g.device(), bias_grad, storage_of(g.dtype()), g.data_ptr(), rows, cols, scratch.data<float>(), db,
+                  db_f32, add, nullptr);
+}
+
 namespace {
 // Set once cuBLASLt has refused a DGELU_BGRAD call (no algorithm): the
 // dgelu GEMM and bias_grad from then on.
@@ -334,10 +340,7 @@ void run_plan(const GemmPlan& plan, const Tensor& a, const Tensor& b, const Tens
         ENGINE_CHECK(s.call.batch == 1 && s.call.ldc == s.call.N && s.call.beta == 0.f,
                      "matmul: GELU's gradient with its column sums needs one whole (M, N) product");
         run_step(st, s.call, x, y, out, nullptr, Epilogue::dgelu, aux, mma);
-        const Tensor scratch =
-            Tensor::empty({gpu::bias_grad_scratch_floats(s.call.M, s.call.N)}, DType::f32, out.device());
-        ENGINE_GPU_CALL(out.device(), bias_grad, st, out.data_ptr(), s.call.M, s.call.N, scratch.data<float>(),
-                        e.dbias.data_ptr(), e.dbias.dtype() == DType::f32, false, nullptr);
+        column_sums_gpu(out, s.call.M, s.call.N, e.dbias.data_ptr(), e.dbias.dtype() == DType::f32, false);
         continue;
       }
       // bgrad writes dbias through the bias pointer (cuBLASLt's convention).
@@ -433,10 +436,7 @@ std::vector<Tensor> matmul_backward(const Tensor& sa, const Tensor& sb, const Te
     Tensor db = wide_b ? take_master_grad(2) : Tensor();
     const bool add = db.defined();
     if (!add) db = Tensor::empty({d.N}, wide_b ? DType::f32 : g.dtype(), g.device());
-    const int64_t rows = d.batch * d.M;
-    const Tensor scratch = Tensor::empty({gpu::bias_grad_scratch_floats(rows, d.N)}, DType::f32, g.device());
-    ENGINE_GPU_CALL(g.device(), bias_grad, storage_of(g.dtype()), g.data_ptr(), rows, d.N, scratch.data<float>(),
-                    db.data_ptr(), db.dtype() == DType::f32, add, nullptr);
+    column_sums_gpu(g, d.batch * d.M, d.N, db.data_ptr(), db.dtype() == DType::f32, add);
     grads[2] = db;
   } else if (needs[2] && !fuse_dbias && !made) {
     const Tensor& dbias = grads[2];

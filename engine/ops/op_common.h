@@ -75,6 +75,12 @@ inline int norm_dim(const char* op, int dim, int ndim) {
 
 inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
 
+// The column sums of g's first rows x cols elements (contiguous rows) on
+// emu/cuda, a bias gradient apart from its GEMM (kernels/cuda/bias_grad.h,
+// its scratch allocated here): written to db (fp32 when db_f32, else g's
+// dtype) or added to an fp32 db. db may point into a larger tensor
+// (engine/ops/matmul.cpp).
+void column_sums_gpu(const Tensor& g, int64_t rows, int64_t cols, void* db, bool db_f32, bool add);
 // dx = gelu'(x) * g on the tensors' device (engine/ops/activation.cpp); gelu's
 // backward, and linear_gelu's with x = the saved pre-activation.
 Tensor gelu_grad(const Tensor& x, const Tensor& g);

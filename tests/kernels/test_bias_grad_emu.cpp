@@ -26,6 +26,15 @@ using namespace eng;
 using namespace eng::test;
 
 namespace {
+// Puts back the bias gradient mode a test found (set_bias_grad_mode is process-wide).
+struct RestoreBiasGradMode {
+  BiasGradMode was = bias_grad_mode();
+  RestoreBiasGradMode() = default;
+  RestoreBiasGradMode(const RestoreBiasGradMode&) = delete;
+  RestoreBiasGradMode& operator=(const RestoreBiasGradMode&) = delete;
+  ~RestoreBiasGradMode() { set_bias_grad_mode(was); }
+};
+
 gpu::Storage storage(DType t) {
   return t == DType::f32 ? gpu::Storage::f32 : t == DType::bf16 ? gpu::Storage::bf16 : gpu::Storage::f16;
 }
@@ -87,10 +96,7 @@ TEST_CASE("emu bias_grad: linear's backward with the bias gradient apart equals 
   const Tensor g1 = Tensor::randn({N, O}, 64).to(DType::bf16).to(kEmu),
                g2 = Tensor::randn({N, O}, 65).to(DType::bf16).to(kEmu);
   const Autocast ac(Precision::O2);
-  struct Restore {
-    BiasGradMode was = bias_grad_mode();
-    ~Restore() { set_bias_grad_mode(was); }
-  } restore;
+  const RestoreBiasGradMode restore;
   auto run = [&](bool apart, KernelProfile* prof) {
     set_bias_grad_mode(apart ? BiasGradMode::apart : BiasGradMode::epilogue);
     // x needs no gradient: its own would be added by a pass after (a leaf's).
@@ -136,10 +142,7 @@ TEST_CASE("emu bias_grad: an MLP's bias gradients fused equal the GEMM epilogue'
                W20 = Tensor::randn({C, H}, 74, 0.2f), b20 = Tensor::randn({C}, 75), r0 = Tensor::randn({N, C}, 76);
   const Tensor g0 = Tensor::randn({N, C}, 77).to(DType::bf16).to(kEmu);
   const Autocast ac(Precision::O2);
-  struct Restore {
-    BiasGradMode was = bias_grad_mode();
-    ~Restore() { set_bias_grad_mode(was); }
-  } restore;
+  const RestoreBiasGradMode restore;
   auto run = [&](BiasGradMode mode, KernelProfile& prof) {
     set_bias_grad_mode(mode);
     std::vector<Tensor> p;
@@ -210,10 +213,7 @@ TEST_CASE("emu bias_grad: fused, a batched consumer of linear_gelu leaves its bi
                W20 = Tensor::randn({B, H, O}, 84, 0.2f);
   const Tensor g0 = Tensor::randn({B, T, O}, 85).to(DType::bf16).to(kEmu);
   const Autocast ac(Precision::O2);
-  struct Restore {
-    BiasGradMode was = bias_grad_mode();
-    ~Restore() { set_bias_grad_mode(was); }
-  } restore;
+  const RestoreBiasGradMode restore;
   auto run = [&](BiasGradMode mode) {
     set_bias_grad_mode(mode);
     std::vector<Tensor> p;
