@@ -183,7 +183,8 @@ static Case layernorm_bwd(int64_t N, int64_t C) {
       else
         ENGINE_GPU_CALL(dev, fused_residual_layernorm_backward, gpu::Storage::f32, dout.data_ptr(), t.x.data_ptr(),
                         t.w.data_ptr(), t.mean.data<float>(), t.rstd.data<float>(), nullptr, dx.data_ptr(),
-                        dw.data_ptr(), db.data_ptr(), gpu::ParamGrads::storage, scratch.data<float>(), N, C, nullptr);
+                        dw.data_ptr(), db.data_ptr(), nullptr, gpu::ParamGrads::storage, scratch.data<float>(), N, C,
+                        nullptr);
     };
     return Runner{run, [=] { return concat({host(dx), host(dw), host(db)}); }};
   };

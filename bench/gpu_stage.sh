@@ -43,7 +43,9 @@
 #      profile-bias-fused-b64: the same with c_fc's from the DGELU GEMM's
 #      DGELU_BGRAD epilogue (ENGINE_BIAS_GRAD=fused); throughput-ce-cached,
 #      profile-ce-cached-b64: the same with the cross-entropy's one-buffer
-#      form (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md).
+#      form (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md);
+#      ncu-b64: Nsight Compute's sections for layer 3's and the loss's
+#      kernels of a B 64 micro-step (docs/profiling.md).
 #      run_torch prints every throughput run's ratio to PyTorch's.
 # RUNS names the runs to make, made in the order it names them (default:
 # profile-cudnn profile-ours profile-all-ours throughput torch tuned, the
@@ -233,6 +235,39 @@ run_profile_bias_fused_b64() { ENGINE_BIAS_GRAD=fused BATCH=64 profile profile-b
 # (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md): the A/B beside throughput.
 run_throughput_ce_cached() { ENGINE_CROSS_ENTROPY=cached throughput_run throughput-ce-cached --attention cudnn; }
 run_profile_ce_cached_b64() { ENGINE_CROSS_ENTROPY=cached BATCH=64 profile profile-ce-cached-b64 --attention cudnn; }
+# Nsight Compute on layer 3 and the loss of a B 64 micro-step (the bias
+# gradients fused, cuDNN's attention; O2: eager, the captured step's
+# kernels), step 3 alone (--profile_steps; not the last step, whose end
+# holds the validation and the sample): each kernel's speed of light,
+# occupancy, launch, warp stalls and memory workload, for what limits the kernels
+# the step profile can only time (layernorm's backward at 52% of HBM, the
+# cross-entropy at 66%, the GEMMs with epilogues). The whole report to the
+# files, its key lines to the log.
+run_ncu_b64() {
+  local t rc
+  if ! command -v ncu >/dev/null; then
+    echo "note: no ncu on this machine"
+    return 0
+  fi
+  t=$(left)
+  if ((t < 150)); then
+    echo "note: no time left for the ncu run ($t s)"
+    return 0
+  fi
+  echo "+ ncu: train B 64 O2, step 3's h.3 and loss kernels (limit ${t}s)"
+  ENGINE_BIAS_GRAD=fused timeout -k 5 "$t" ncu --profile-from-start off --nvtx --nvtx-include "h.3/" \
+    --nvtx-include "h.3 backward/" --nvtx-include "loss/" --nvtx-include "loss backward/" --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+    "$B/models/train" --config "$root/configs/gpt2-124M.json" "${data[@]}" --device cuda --precision O2 \
+    --batch_size 64 --grad_accum 1 --steps 4 --warmup_steps 1 --val_every 0 --val_batches 1 --sample_every 0 \
+    --checkpoint_every 0 --profile_steps 3:3 --attention cudnn --out_dir "$W/ncu-b64" >"$W/ncu-b64.log" 2>&1
+  rc=$?
+  echo "ncu: rc $rc"  # a note, not the stage's failure: ncu may lack the counters' permission
+  grep -E "Context [0-9]+, Stream|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per Thread|Warp Cycles Per Issued|==ERROR==|ERR_NVGPUCTRPERM" \
+    "$W/ncu-b64.log" | cut -c1-160 | awk 'NR <= 300'
+  cp "$W/ncu-b64.log" "$files/" 2>/dev/null
+  rm -rf "$W/ncu-b64/checkpoint"
+}
 for r in "${runs[@]}"; do
   if ! declare -F "run_${r//-/_}" >/dev/null; then
     echo "note: no run named $r"

@@ -195,6 +195,14 @@ GradEpilogue* offered_grad_epilogue(size_t input) {
   return up ? up->grad_epilogue.get() : nullptr;
 }
 
+GradEpilogue* offered_grad_sums(size_t input) {
+  if (!t_running || input >= t_running->next.size()) return nullptr;
+  const Edge& e = t_running->next[input];
+  if (!e.fn || e.fn->pending != 1 || !e.fn->grad_epilogue) return nullptr;
+  GradEpilogue* offer = e.fn->grad_epilogue.get();
+  return !offer->gelu_pre.defined() && offer->want_dbias && !offer->applied ? offer : nullptr;
+}
+
 void offer_grad_epilogue(const Tensor& out, std::shared_ptr<GradEpilogue> offer) {
   ENGINE_CHECK(out.impl()->grad_fn, "offer_grad_epilogue: ", out.desc(), " was not recorded");
   out.impl()->grad_fn->grad_epilogue = std::move(offer);

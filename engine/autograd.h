@@ -25,11 +25,15 @@ namespace eng {
 // gelu_backward pass. With want_dbias (bias gradients fused, engine/ops.h)
 // that GEMM also writes the column sums of the gradient it makes into
 // dbias: linear_gelu's bias gradient, with no pass over it of its own.
+// An offer of the sums alone (no gelu_pre: linear_residual's, whose output
+// is a residual stream) goes to the backward that finishes the gradient
+// (offered_grad_sums): layernorm's on emu/cuda, whose kernel writes the
+// whole gradient and sums its columns as it stores them (dbias in fp32).
 struct GradEpilogue {
   Tensor gelu_pre = {};  // gradient -> gradient * gelu'(gelu_pre)
   bool applied = false;
   bool want_dbias = false;
-  Tensor dbias = {};  // the sums, in the gradient's dtype, when applied with want_dbias
+  Tensor dbias = {};  // the sums when applied with want_dbias: the gradient's dtype (a GEMM's), fp32 (layernorm's)
 };
 
 // grad: gradient of the op's output; needs[i]: whether input i wants a
@@ -61,7 +65,9 @@ struct Node {
   // gradient, already accumulated into in place (autograd adds nothing).
   bool passes_master_grad = false;
   // What this node offers to have done to its output's gradient by the
-  // GEMM that computes it (offered_grad_epilogue); dropped once it has run.
+  // GEMM that computes it (offered_grad_epilogue), or the column sums of
+  // that gradient by the backward that finishes it (offered_grad_sums);
+  // dropped once it has run.
   std::shared_ptr<GradEpilogue> grad_epilogue;
 };
 
@@ -162,6 +168,13 @@ void accept_wide_grad(const Tensor& out);
 // contribute to that gradient; nullptr otherwise. A backward that applies
 // it returns the transformed gradient and sets `applied`.
 GradEpilogue* offered_grad_epilogue(size_t input);
+// Inside a node's backward: the offer input `input`'s producer makes of its
+// gradient's column sums alone (GradEpilogue without gelu_pre, want_dbias),
+// when this backward is the last to contribute to that gradient (every
+// other consumer's is summed and pending); nullptr otherwise. A backward
+// that applies it must return the input's whole gradient, the pending one
+// taken and added in (take_pending_grad), and its sums in `dbias`.
+GradEpilogue* offered_grad_sums(size_t input);
 // Attaches the offer to out's node (out must have been recorded).
 void offer_grad_epilogue(const Tensor& out, std::shared_ptr<GradEpilogue> offer);
 

@@ -46,7 +46,9 @@ GemmImpl parse_gemm_impl(const std::string& name);
 //     gradient (the next layer's input gradient with GELU's derivative:
 //     cuBLASLt's DGELU_BGRAD; on emu that GEMM, then the column sums of
 //     what it wrote), in the gradient's dtype as cuBLASLt writes it (bf16
-//     under autocast).
+//     under autocast); and a linear_residual's from the layernorm backward
+//     that finishes its output's gradient (a pre-LN block's next
+//     layernorm: its kernel sums dx's columns as it stores dx, in fp32).
 // The first call of bias_grad_mode reads ENGINE_BIAS_GRAD (epilogue, apart
 // or fused) unless set_bias_grad_mode came first.
 enum class BiasGradMode : uint8_t { epilogue, apart, fused };

@@ -2,7 +2,8 @@
 // the layernorm that follows it). Both save x (or the sum), mean and rstd for
 // backward: per row, in the input's dtype on the cpu, in fp32 on emu/cuda.
 // On emu/cuda the backward also adds x's pending gradient (the residual
-// stream's) into dx in its kernel.
+// stream's) into dx in its kernel, and sums dx's columns where x's producer
+// (linear_residual) offers to take them as its bias gradient.
 // On emu/cuda: kernels/cuda/layernorm.cu; on the cpu: kernels/cpu/layernorm.cpp.
 #include <algorithm>
 
@@ -51,10 +52,22 @@ void record_layernorm(const char* name, Tensor& out, const Tensor& x, const Tens
         dw = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
         db = Tensor::empty(sw.shape(), wide ? DType::f32 : sw.dtype(), g.device());
       }
-      Tensor scratch = Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C)}, DType::f32, g.device());
+      // dx is then x's whole gradient: where x's producer asks for its column
+      // sums (linear_residual's bias gradient, with the bias gradients fused:
+      // engine/ops.h), the kernel sums dx as it stores it, and the producer
+      // makes no pass over it of its own.
+      GradEpilogue* sums = C <= gpu::kLayernormBackwardMaxCSums ? offered_grad_sums(0) : nullptr;
+      Tensor dx_sums = sums ? Tensor::empty({C}, DType::f32, g.device()) : Tensor();
+      Tensor scratch =
+          Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C, sums != nullptr)}, DType::f32, g.device());
       ENGINE_GPU_CALL(g.device(), fused_residual_layernorm_backward, storage_of(g.dtype()), g.data_ptr(), sx.data_ptr(),
                       sw.data_ptr(), mean.data<float>(), rstd.data<float>(), dres.defined() ? dres.data_ptr() : nullptr,
-                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), mode, scratch.data<float>(), N, C, nullptr);
+                      dx.data_ptr(), dw.data_ptr(), db.data_ptr(), sums ? dx_sums.data<float>() : nullptr, mode,
+                      scratch.data<float>(), N, C, nullptr);
+      if (sums) {
+        sums->dbias = dx_sums;
+        sums->applied = true;
+      }
     } else {
       dw = empty_like(sw), db = empty_like(sw);
       dispatch_float(g.dtype(), [&]<typename T>() {

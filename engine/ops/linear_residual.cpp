@@ -14,7 +14,10 @@
 // Without a bias (b undefined: a Llama block's projections) the same with
 // r alone (Epilogue::residual; cuBLASLt's C = r, beta 1, no epilogue).
 // Backward: matmul's for x, W and b (engine/ops/matmul.cpp); r's gradient
-// is g itself.
+// is g itself. With the bias gradients fused (engine/ops.h), b's gradient
+// on emu/cuda comes from the backward that finishes g, where that is a
+// layernorm's (a pre-LN block's next one: autograd's offered_grad_sums):
+// its kernel sums g's columns as it writes g, no pass over g here.
 #include "engine/ops/matmul_plan.h"
 #include "engine/ops/op_common.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -49,11 +52,18 @@ Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const 
   }
   const bool rec = needs_record({x, w, b, r});
   Tensor sx = rec ? x.detach() : Tensor(), sw = rec ? w.detach() : Tensor();
-  record("linear_residual", out, {x, w, b, r}, [sx, sw, d](const Tensor& g, const std::vector<bool>& needs) {
-    std::vector<Tensor> grads = matmul_backward(sx, sw, g, d, Trans::N, Trans::T, {needs[0], needs[1], needs[2]});
+  auto offer = on_gpu(x) && rec && b.defined() && b.requires_grad() && bias_grad_mode() == BiasGradMode::fused
+                   ? std::make_shared<GradEpilogue>(GradEpilogue{.want_dbias = true})
+                   : nullptr;
+  record("linear_residual", out, {x, w, b, r}, [sx, sw, d, offer](const Tensor& g, const std::vector<bool>& needs) {
+    const bool made = needs[2] && offer && offer->applied && offer->dbias.numel() == d.N;
+    std::vector<Tensor> grads =
+        matmul_backward(sx, sw, g, d, Trans::N, Trans::T, {needs[0], needs[1], needs[2] && !made});
+    if (made) grads[2] = bias_grad_from_sums(offer->dbias, g.dtype(), 2);
     grads.push_back(needs[3] ? g : Tensor());
     return grads;
   });
+  if (offer) offer_grad_epilogue(out, offer);
   return out;
 }
 

@@ -227,6 +227,17 @@ void column_sums_gpu(const Tensor& g, int64_t rows, int64_t cols, void* db, bool
                   db_f32, add, nullptr);
 }
 
+Tensor bias_grad_from_sums(const Tensor& sums, DType dtype, size_t input) {
+  if (sums.dtype() == dtype) return sums;
+  if (dtype_size(dtype) == 2 && takes_wide_grad(input)) {
+    Tensor acc = take_master_grad(input);
+    if (!acc.defined()) return sums;
+    add_(acc, sums);
+    return acc;
+  }
+  return sums.to(dtype);
+}
+
 namespace {
 // Set once cuBLASLt has refused a DGELU_BGRAD call (no algorithm): the
 // dgelu GEMM and bias_grad from then on.

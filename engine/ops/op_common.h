@@ -81,6 +81,13 @@ inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dt
 // dtype) or added to an fp32 db. db may point into a larger tensor
 // (engine/ops/matmul.cpp).
 void column_sums_gpu(const Tensor& g, int64_t rows, int64_t cols, void* db, bool db_f32, bool add);
+// Inside a node's backward: input `input`'s gradient (a bias) from fp32
+// column sums another kernel made (GradEpilogue::dbias, layernorm's):
+// as they are where the input is autocast's 16-bit copy of an fp32 master
+// that takes them (takes_wide_grad), added into the master's gradient where
+// that holds one (a later micro-batch: take_master_grad); else cast to
+// `dtype`, the input's.
+Tensor bias_grad_from_sums(const Tensor& sums, DType dtype, size_t input);
 // dx = gelu'(x) * g on the tensors' device (engine/ops/activation.cpp); gelu's
 // backward, and linear_gelu's with x = the saved pre-activation.
 Tensor gelu_grad(const Tensor& x, const Tensor& g);

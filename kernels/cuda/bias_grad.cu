@@ -104,13 +104,13 @@ void bias_grad(gpu::Storage st, const void* g, int64_t rows, int64_t cols, float
     const dim3 grid = grid_for((cols + 31) / 32, 1), block(32, kReduceRows);
     if (db_f32 && add)
       LAUNCH_KERNEL((partial_sums_reduce_kernel<float, true>), grid, block, 0, as_stream(stream), scratch,
-                    static_cast<float*>(db), static_cast<float*>(nullptr), int(chunks), int(cols), int(cols));
+                    static_cast<float*>(db), static_cast<float*>(nullptr), nullptr, int(chunks), int(cols), int(cols));
     else if (db_f32)
       LAUNCH_KERNEL((partial_sums_reduce_kernel<float, false>), grid, block, 0, as_stream(stream), scratch,
-                    static_cast<float*>(db), static_cast<float*>(nullptr), int(chunks), int(cols), int(cols));
+                    static_cast<float*>(db), static_cast<float*>(nullptr), nullptr, int(chunks), int(cols), int(cols));
     else
       LAUNCH_KERNEL((partial_sums_reduce_kernel<T, false>), grid, block, 0, as_stream(stream), scratch,
-                    static_cast<T*>(db), static_cast<T*>(nullptr), int(chunks), int(cols), int(cols));
+                    static_cast<T*>(db), static_cast<T*>(nullptr), nullptr, int(chunks), int(cols), int(cols));
   });
 }
 

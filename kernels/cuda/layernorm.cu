@@ -228,11 +228,13 @@ __device__ __forceinline__ void backward_sums(const RawVec<V, T>& dv, const RawV
 }
 // backward_pack writes the pack of dx = rstd (g - mg - xhat mgx) + dresidual
 // (rv: the residual's gradient there, if has_rv) and adds its dw, db terms
-// into adw, adb.
+// into adw, adb, and dx as stored (rounded to T) into ads unless it is null
+// (the column sums of dx: the bias gradient of the linear layer whose
+// output x is, engine/ops/layernorm.cpp).
 template <int V, bool kRms, typename T>
 __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawVec<V, T>& xv, const T* w,
                                               const RawVec<V, T>& rv, bool has_rv, T* dxr, int i, float m, float rs,
-                                              float mg, float mgx, float* adw, float* adb) {
+                                              float mg, float mgx, float* adw, float* adb, float* ads) {
   float wv[V], o[V];
   load_vec<V>(w + i, wv);
   for (int k = 0; k < V; ++k) o[k] = has_rv ? to_f32(rv.v[k]) : 0.f;
@@ -242,6 +244,8 @@ __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawV
     adw[k] += d * xhat;
     if constexpr (!kRms) adb[k] += d;
   }
+  if (ads)
+    for (int k = 0; k < V; ++k) ads[k] += to_f32(from_f32<T>(o[k]));
   store_vec<V>(dxr + i, o);
 }
 
@@ -256,22 +260,28 @@ __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawV
 // re-reading L1/L2: the launcher's choice (norm_backward).
 // At the end the block's warps add their registers into shared memory one
 // warp after the other (warp order: fixed bits), and the block writes its
-// row of partial. Launch: kWarps warps, grid <= kLayernormBackwardWarpBlocks,
-// dynamic smem 2 C floats. Preconditions: C <= 32 V kIters; V > 1 only if
-// all rows are 16-byte aligned and C % V == 0.
+// row of partial. kSumDx: a third sum in registers, dx's columns as stored
+// (dx's column sums, a linear layer's bias gradient), and rows of partial 3 C
+// wide. Launch: kWarps warps, grid <= kLayernormBackwardWarpBlocks,
+// dynamic smem 2 C floats (3 C with kSumDx). Preconditions: C <= 32 V kIters;
+// V > 1 only if all rows are 16-byte aligned and C % V == 0.
 // bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
+// kSumDx: grid 3 C 4 for the partials, flops + N C.
 // kRms: mean(g) = 0, no db: partial rows of C (grid C 4), 4 N for rstd alone.
-template <typename T, int V, int kIters, bool kRms, bool kStaged, int kWarps>
+template <typename T, int V, int kIters, bool kRms, bool kStaged, int kWarps, bool kSumDx = false>
 __global__ void __launch_bounds__(32 * kWarps)
     layernorm_backward_warp_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                    const float* __restrict__ mean, const float* __restrict__ rstd,
                                    const T* __restrict__ dresidual, T* __restrict__ dx, float* __restrict__ partial,
                                    int64_t N, int C) {
-  DYNAMIC_SMEM(float, smem);  // [0, C): dw, [C, 2C): db, the block's sums
+  static_assert(!(kRms && kSumDx), "dx's column sums are a bias gradient: LayerNorm's, not RMSNorm's");
+  DYNAMIC_SMEM(float, smem);  // [0, C): dw, [C, 2C): db, [2C, 3C): dx (kSumDx), the block's sums
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), nwarps = int(blockDim.x / 32);
-  float adw[kIters][V], adb[kIters][V];
+  float adw[kIters][V], adb[kIters][V], ads[kSumDx ? kIters : 1][V];
   for (int j = 0; j < kIters; ++j)
     for (int k = 0; k < V; ++k) adw[j][k] = adb[j][k] = 0.f;
+  for (int j = 0; j < (kSumDx ? kIters : 1); ++j)
+    for (int k = 0; k < V; ++k) ads[j][k] = 0.f;
   for (int64_t row = int64_t(blockIdx.x) * nwarps + warp; row < N; row += int64_t(gridDim.x) * nwarps) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
@@ -301,7 +311,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       for (int j = 0; j < kIters; ++j)
         if ((lane + 32 * j) * V < C)
           backward_pack<V, kRms>(dv[j], xv[j], w, rv[j], dres != nullptr, dx + row * C, (lane + 32 * j) * V, m, rs, mg,
-                                 mgx, adw[j], adb[j]);
+                                 mgx, adw[j], adb[j], kSumDx ? ads[kSumDx ? j : 0] : nullptr);
     } else {
 #pragma unroll
       for (int j = 0; j < kIters; ++j) {
@@ -315,7 +325,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         if (i < C)
           backward_pack<V, kRms>(load_raw<V>(dr + i), load_raw<V>(xr + i), w,
                                  dres ? load_raw<V>(dres + i) : RawVec<V, T>{}, dres != nullptr, dx + row * C, i, m, rs,
-                                 mg, mgx, adw[j], adb[j]);
+                                 mg, mgx, adw[j], adb[j], kSumDx ? ads[kSumDx ? j : 0] : nullptr);
       }
     }
   }
@@ -327,11 +337,12 @@ __global__ void __launch_bounds__(32 * kWarps)
           for (int k = 0; k < V; ++k) {
             smem[i + k] = wp == 0 ? adw[j][k] : smem[i + k] + adw[j][k];
             smem[C + i + k] = wp == 0 ? adb[j][k] : smem[C + i + k] + adb[j][k];
+            if constexpr (kSumDx) smem[2 * C + i + k] = wp == 0 ? ads[j][k] : smem[2 * C + i + k] + ads[j][k];
           }
       }
     __syncthreads();
   }
-  constexpr int kParts = kRms ? 1 : 2;  // dw (and db)
+  constexpr int kParts = kRms ? 1 : kSumDx ? 3 : 2;  // dw (and db, and dx's sums)
   float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
   for (int i = int(threadIdx.x); i < kParts * C; i += int(blockDim.x)) prow[i] = smem[i];
 }
@@ -342,24 +353,30 @@ __global__ void __launch_bounds__(32 * kWarps)
 // Thread t owns elements t*V + k*blockDim*V (+ 0..V-1) of every row; it
 // accumulates their dw/db in shared memory that no other thread touches, in
 // row order, so the partial sums need neither atomics nor barriers.
+// sum_dx: dx's column sums too, a third accumulator in shared memory and
+// partial rows of 3 C (the warp kernel's kSumDx).
 // Launch: blockDim a multiple of 32 (<= 256), grid <= kLayernormBackwardMaxBlocks,
-// dynamic smem = (2 C + 64) floats. Preconditions: C >= 1, C <=
-// kLayernormBackwardMaxC; V > 1 only if all rows are 16-byte aligned.
+// dynamic smem = (2 C + 64) floats, (3 C + 64) with sum_dx. Preconditions: C >= 1, C <=
+// kLayernormBackwardMaxC (kLayernormBackwardMaxCSums with sum_dx); V > 1 only if all rows are 16-byte aligned.
 // bytes = N C (3 + [dresidual]) sizeof(T) + 8 N + C sizeof(T) + grid 2 C 4;  flops = ~15 N C.
 // kRms: as the warp kernel's.
 template <typename T, int V, bool kRms>
 __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
                                           const float* __restrict__ mean, const float* __restrict__ rstd,
                                           const T* __restrict__ dresidual, T* __restrict__ dx,
-                                          float* __restrict__ partial, int64_t N, int C) {
+                                          float* __restrict__ partial, int64_t N, int C, bool sum_dx) {
   DYNAMIC_SMEM(float, smem);
   float* const smem_dw = smem;
   float* const smem_db = smem + C;
-  float* const smem_red = smem + 2 * C;  // [0, 32): sums of g, [32, 64): sums of g * xhat, one per warp
+  float* const smem_ds = sum_dx ? smem + 2 * C : nullptr;
+  float* const smem_red = smem + (sum_dx ? 3 : 2) * C;  // [0, 32): sums of g, [32, 64): sums of g * xhat, one per warp
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, nwarps = int(blockDim.x / 32);
   const int step = int(blockDim.x) * V;
   for (int i = tid * V; i < C; i += step)
-    for (int k = 0; k < V; ++k) smem_dw[i + k] = smem_db[i + k] = 0.f;
+    for (int k = 0; k < V; ++k) {
+      smem_dw[i + k] = smem_db[i + k] = 0.f;
+      if (sum_dx) smem_ds[i + k] = 0.f;
+    }
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const T* dr = dout + row * C;
     const T* xr = x + row * C;
@@ -385,15 +402,17 @@ __global__ void layernorm_backward_kernel(const T* __restrict__ dout, const T* _
     const T* dres = dresidual ? dresidual + row * C : nullptr;
     for (int i = tid * V; i < C; i += step) {
       backward_pack<V, kRms>(load_raw<V>(dr + i), load_raw<V>(xr + i), w, dres ? load_raw<V>(dres + i) : RawVec<V, T>{},
-                             dres != nullptr, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i);
+                             dres != nullptr, dx + row * C, i, m, rs, mg, mgx, smem_dw + i, smem_db + i,
+                             sum_dx ? smem_ds + i : nullptr);
     }
   }
-  constexpr int kParts = kRms ? 1 : 2;  // dw (and db)
-  float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
+  const int parts = kRms ? 1 : sum_dx ? 3 : 2;  // dw (and db, and dx's sums)
+  float* const prow = partial + int64_t(blockIdx.x) * parts * C;
   for (int i = tid * V; i < C; i += step)
     for (int k = 0; k < V; ++k) {
       prow[i + k] = smem_dw[i + k];
       if constexpr (!kRms) prow[C + i + k] = smem_db[i + k];
+      if (sum_dx) prow[2 * C + i + k] = smem_ds[i + k];
     }
 }
 
@@ -465,13 +484,17 @@ void norm_residual_forward(const char* fn, gpu::Storage st, const void* x, const
 
 template <bool kRms>
 void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void* x, const void* w, const float* mean,
-                   const float* rstd, const void* dresidual, void* dx, void* dw, void* db, gpu::ParamGrads param_grads,
-                   float* scratch, int64_t N, int64_t C, void* stream) {
+                   const float* rstd, const void* dresidual, void* dx, void* dw, void* db, float* dx_sums,
+                   gpu::ParamGrads param_grads, float* scratch, int64_t N, int64_t C, void* stream) {
   if (C == 0) return;
   ENGINE_CHECK(param_grads == gpu::ParamGrads::storage || st != gpu::Storage::f32, fn,
                ": fp32 weight gradients are for 16-bit storage");
   ENGINE_CHECK(C <= gpu::kLayernormBackwardMaxC, fn, ": rows of ", C, " elements exceed the ",
                gpu::kLayernormBackwardMaxC, " the shared-memory dweight/dbias accumulators hold");
+  const bool sums = dx_sums != nullptr;
+  ENGINE_CHECK(!sums || C <= gpu::kLayernormBackwardMaxCSums, fn, ": dx's column sums of rows of ", C,
+               " elements exceed the ", gpu::kLayernormBackwardMaxCSums,
+               " a third shared-memory accumulator leaves room for");
   dispatch_storage(st, [&]<typename T>() {
     const T* pd = static_cast<const T*>(dout);
     const T* px = static_cast<const T*>(x);
@@ -482,7 +505,7 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
     const bool vec = rowwise::rows_vectorizable<T>(C, dout, x, dx) && aligned16(w, dresidual);
     const int64_t per_lane = vec ? P : 1;
     const int64_t iters = (C + 32 * per_lane - 1) / (32 * per_lane);  // a lane's elements of a row, in packs
-    const size_t smem = size_t(2 * C + 64) * sizeof(float);
+    const size_t smem = size_t((sums ? 3 : 2) * C + 64) * sizeof(float);
     int nblocks = 0;
     if (N > 0 && iters <= 8) {
       // The warp kernel: the row's share of each lane in registers.
@@ -497,31 +520,39 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
       // 256 blocks in two waves, a warp's 4 rows too few to hide them), so
       // only a long grid-stride takes it: 16 rows a warp or more. At three
       // packs a lane its block is 12 warps (kStagedWarps), at four 8.
+      // With dx's column sums (kSum: 24 floats a lane more at GPT-2's C =
+      // 768) the staged kernel at three packs still fits 12 warps: 168
+      // registers (ptxas -v, sm_90, bf16; 168 at most), no spill.
       const int64_t staged_warps = iters == 3 ? kStagedWarps : kBackwardWarps;
       const bool staged = iters >= 3 && iters <= 4 && N >= 16 * staged_warps * grid(staged_warps);
       nblocks = grid(staged ? staged_warps : kBackwardWarps);
-      auto launch = [&]<int V, int kIters, bool kStaged = false, int kWarps = kBackwardWarps>() {
-        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms, kStaged, kWarps>), unsigned(nblocks),
+      auto launch = [&]<int V, int kIters, bool kStaged, int kWarps, bool kSum>() {
+        LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms, kStaged, kWarps, kSum>), unsigned(nblocks),
                       32 * kWarps, smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
       };
-      auto by_iters = [&]<int V>() {
+      auto by_iters = [&]<int V, bool kSum>() {
         // No kIters = 1: ptxas (CUDA 13, sm_90) spills 12 bytes in the f32
         // instantiation at 48 registers; rows of one pack a lane take 2.
         if (iters <= 2)
-          launch.template operator()<V, 2>();
+          launch.template operator()<V, 2, false, kBackwardWarps, kSum>();
         else if (staged && iters == 3)  // GPT-2's C = 768 in 16-bit packs: no idle pack's registers
-          launch.template operator()<V, 3, true, kStagedWarps>();
+          launch.template operator()<V, 3, true, kStagedWarps, kSum>();
         else if (staged)
-          launch.template operator()<V, 4, true>();
+          launch.template operator()<V, 4, true, kBackwardWarps, kSum>();
         else if (iters <= 4)
-          launch.template operator()<V, 4>();
+          launch.template operator()<V, 4, false, kBackwardWarps, kSum>();
         else
-          launch.template operator()<V, 8>();
+          launch.template operator()<V, 8, false, kBackwardWarps, kSum>();
+      };
+      auto by_sums = [&]<int V>() {
+        if constexpr (!kRms)
+          if (sums) return by_iters.template operator()<V, true>();
+        by_iters.template operator()<V, false>();
       };
       if (vec)
-        by_iters.template operator()<P>();
+        by_sums.template operator()<P>();
       else
-        by_iters.template operator()<1>();
+        by_sums.template operator()<1>();
     } else if (N > 0) {
       // Wider rows: a block per row, a thread per V elements (at most 256).
       const int64_t threads_needed = (C + per_lane - 1) / per_lane;
@@ -530,23 +561,23 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
       nblocks = int(N < cap ? N : cap);
       if (vec)
         LAUNCH_KERNEL((layernorm_backward_kernel<T, P, kRms>), unsigned(nblocks), threads, smem, as_stream(stream), pd,
-                      px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
+                      px, pw, mean, rstd, pr, pdx, scratch, N, int(C), sums);
       else
         LAUNCH_KERNEL((layernorm_backward_kernel<T, 1, kRms>), unsigned(nblocks), threads, smem, as_stream(stream), pd,
-                      px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
-    }
-    const int cols = int(kRms ? C : 2 * C);
+                      px, pw, mean, rstd, pr, pdx, scratch, N, int(C), sums);
+    }  // no rows: the reduce's sums of no partial rows write dw, db (and dx's sums) as 0
+    const int cols = int(kRms ? C : sums ? 3 * C : 2 * C);
     const dim3 grid = grid_for((cols + 31) / 32, 1), block(32, kReduceRows);
     const float* part = static_cast<const float*>(scratch);
     if (param_grads == gpu::ParamGrads::f32)
       LAUNCH_KERNEL((partial_sums_reduce_kernel<float, false>), grid, block, 0, as_stream(stream), part,
-                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C), cols);
+                    static_cast<float*>(dw), static_cast<float*>(db), dx_sums, nblocks, int(C), cols);
     else if (param_grads == gpu::ParamGrads::f32_add)
       LAUNCH_KERNEL((partial_sums_reduce_kernel<float, true>), grid, block, 0, as_stream(stream), part,
-                    static_cast<float*>(dw), static_cast<float*>(db), nblocks, int(C), cols);
+                    static_cast<float*>(dw), static_cast<float*>(db), dx_sums, nblocks, int(C), cols);
     else
       LAUNCH_KERNEL((partial_sums_reduce_kernel<T, false>), grid, block, 0, as_stream(stream), part,
-                    static_cast<T*>(dw), static_cast<T*>(db), nblocks, int(C), cols);
+                    static_cast<T*>(dw), static_cast<T*>(db), dx_sums, nblocks, int(C), cols);
   });
 }
 }  // namespace
@@ -565,9 +596,9 @@ void fused_residual_layernorm_forward(gpu::Storage st, const void* x, const void
 
 void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,
                                        const float* mean, const float* rstd, const void* dresidual, void* dx, void* dw,
-                                       void* db, gpu::ParamGrads param_grads, float* scratch, int64_t N, int64_t C,
-                                       void* stream) {
-  norm_backward<false>("fused_residual_layernorm_backward", st, dout, x, w, mean, rstd, dresidual, dx, dw, db,
+                                       void* db, float* dx_sums, gpu::ParamGrads param_grads, float* scratch, int64_t N,
+                                       int64_t C, void* stream) {
+  norm_backward<false>("fused_residual_layernorm_backward", st, dout, x, w, mean, rstd, dresidual, dx, dw, db, dx_sums,
                        param_grads, scratch, N, C, stream);
 }
 
@@ -586,7 +617,7 @@ void fused_residual_rmsnorm_backward(gpu::Storage st, const void* dout, const vo
                                      const void* dresidual, void* dx, void* dw, gpu::ParamGrads param_grads,
                                      float* scratch, int64_t N, int64_t C, void* stream) {
   norm_backward<true>("fused_residual_rmsnorm_backward", st, dout, x, w, nullptr, rstd, dresidual, dx, dw, nullptr,
-                      param_grads, scratch, N, C, stream);
+                      nullptr, param_grads, scratch, N, C, stream);
 }
 
 }  // namespace eng::ENGINE_GPU_NS

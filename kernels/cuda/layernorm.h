@@ -3,7 +3,11 @@
 // with the forward, and the backward (dx, dweight, dbias; deterministic),
 // which adds the residual stream's pending gradient into dx when given one
 // (dresidual; nullptr: the plain backward), and writes dweight/dbias in
-// the storage type or in fp32, or adds them to fp32 ones (gpu::ParamGrads).
+// the storage type or in fp32, or adds them to fp32 ones (gpu::ParamGrads),
+// and, given dx_sums (nullptr: none), dx's column sums as stored, in fp32:
+// the bias gradient of the linear layer whose output x is, when dx is its
+// output's whole gradient (engine/ops/layernorm.cpp), with no pass over dx
+// of its own.
 // The rmsnorm_* launchers: RMSNorm (Llama's) by the same kernels, no mean,
 // no bias, rstd alone saved; the same scratch, row widths and grids.
 #pragma once
@@ -25,12 +29,15 @@ enum class ParamGrads : uint8_t { storage, f32, f32_add };
 // wider rows a block per row.
 inline constexpr int64_t kLayernormBackwardMaxBlocks = 1024;
 inline constexpr int64_t kLayernormBackwardWarpBlocks = 256;
-inline int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C) {
-  return 2 * C * (N < kLayernormBackwardMaxBlocks ? N : kLayernormBackwardMaxBlocks);
+// With dx's column sums (dx_sums), 3 C per block.
+inline int64_t layernorm_backward_scratch_floats(int64_t N, int64_t C, bool dx_sums = false) {
+  return (dx_sums ? 3 : 2) * C * (N < kLayernormBackwardMaxBlocks ? N : kLayernormBackwardMaxBlocks);
 }
 // The widest row fused_residual_layernorm_backward takes: 2 C fp32 accumulators per block
-// must fit the 48 KiB of shared memory a kernel gets without opting in.
+// must fit the 48 KiB of shared memory a kernel gets without opting in; 3 C
+// with dx's column sums.
 inline constexpr int64_t kLayernormBackwardMaxC = 6000;
+inline constexpr int64_t kLayernormBackwardMaxCSums = 4000;
 // The blocks the backward of N rows of C launches on a GPU (the emulator
 // caps every grid lower): the warp kernel's, or one a row for wide rows.
 // The warp kernel takes rows of up to 8 x 32 lanes x 16-byte packs; the
@@ -53,8 +60,8 @@ inline int64_t layernorm_backward_blocks(int64_t N, int64_t C, Storage st) {
                                         double eps, void* stream);                                                   \
   void fused_residual_layernorm_backward(gpu::Storage st, const void* dout, const void* x, const void* w,            \
                                          const float* mean, const float* rstd, const void* dresidual, void* dx,      \
-                                         void* dw, void* db, gpu::ParamGrads param_grads, float* scratch, int64_t N, \
-                                         int64_t C, void* stream);
+                                         void* dw, void* db, float* dx_sums, gpu::ParamGrads param_grads,            \
+                                         float* scratch, int64_t N, int64_t C, void* stream);
 ENGINE_GPU_DECLARE(ENGINE_LAYERNORM_LAUNCHERS)
 
 #define ENGINE_RMSNORM_LAUNCHERS                                                                                    \
@@ -74,7 +81,9 @@ ENGINE_GPU_DECLARE(ENGINE_RMSNORM_LAUNCHERS)
 // written), then blocks 2 C 4 + 2 C sizeof(T) (read, dw and db written;
 // 4 bytes each for ParamGrads::f32, 8 read and written for f32_add),
 // flops ~ 15 N C + 2 blocks C, blocks the grid of the kernel the row width
-// takes (layernorm_backward_blocks). RMSNorm: forward bytes = N C (2
+// takes (layernorm_backward_blocks); with dx_sums, blocks C 8 more (the third
+// partial written and read) and 4 C (the sums written), flops + N C + blocks
+// C. RMSNorm: forward bytes = N C (2
 // sizeof(T)) + C sizeof(T) + 4 N, flops ~ 4 N C; fused residual: N C (4
 // sizeof(T)) + C sizeof(T) + 4 N, flops ~ 5 N C; backward: as layernorm's
 // with 4 N (rstd alone), no db (C (t + tw)), partials of C (8 blocks C),
@@ -92,15 +101,16 @@ inline kprof::Cost fused_residual_layernorm_forward(gpu::Storage st, const void*
 }
 inline kprof::Cost fused_residual_layernorm_backward(gpu::Storage st, const void*, const void*, const void*,
                                                      const float*, const float*, const void* dresidual, void*, void*,
-                                                     void*, gpu::ParamGrads param_grads, float*, int64_t N, int64_t C,
-                                                     void*) {
+                                                     void*, float* dx_sums, gpu::ParamGrads param_grads, float*,
+                                                     int64_t N, int64_t C, void*) {
   const double nc = double(N) * double(C), t = gpu::storage_bytes(st);
   // dw and db: written in T or fp32, or read and written in fp32
   const double tw = param_grads == gpu::ParamGrads::storage ? t : param_grads == gpu::ParamGrads::f32 ? 4 : 8;
   const double blocks = double(gpu::layernorm_backward_blocks(N, C, st));
-  return kprof::memory(
-      (dresidual ? 4 : 3) * nc * t + 8 * double(N) + double(C) * (t + 2 * tw) + 16 * blocks * double(C),
-      15 * nc + 2 * blocks * double(C));
+  const double sums = dx_sums ? 1 : 0;  // dx's column sums: a third partial, C floats written
+  return kprof::memory((dresidual ? 4 : 3) * nc * t + 8 * double(N) + double(C) * (t + 2 * tw + 4 * sums) +
+                           (16 + 8 * sums) * blocks * double(C),
+                       (15 + sums) * nc + (2 + sums) * blocks * double(C));
 }
 inline kprof::Cost rmsnorm_forward(gpu::Storage st, const void*, const void*, void*, float*, int64_t N, int64_t C,
                                    double, void*) {

@@ -9,8 +9,10 @@
 namespace eng::ENGINE_GPU_NS {
 
 // partial_sums_reduce_kernel: dw[c] = sum over b of partial[b][c] for the
-// first C of cols columns, db[c - C] for the rest (layernorm: cols = 2 C,
-// dw then db; RMSNorm and the bias gradient: cols = C, dw alone, db unused),
+// first C of cols columns, db[c - C] for the next C, ds[c - 2 C] (fp32,
+// written, never added) for the rest (layernorm: cols = 2 C, dw then db, or
+// 3 C with dx's column sums; RMSNorm and the bias gradient: cols = C, dw
+// alone, db and ds unused),
 // in a fixed order: each of a block's 8 thread rows sums the rows b = y,
 // y + 8, ... of 32 columns, then row 0 adds the 8 sums in y order. TW: the
 // storage type, or float (fp32 gradients of 16-bit weights' masters);
@@ -25,8 +27,8 @@ namespace eng::ENGINE_GPU_NS {
 inline constexpr int kReduceRows = 8;
 template <typename TW, bool kAdd>
 __global__ void __launch_bounds__(32 * kReduceRows)
-    partial_sums_reduce_kernel(const float* __restrict__ partial, TW* __restrict__ dw, TW* __restrict__ db, int nrows,
-                               int C, int cols) {
+    partial_sums_reduce_kernel(const float* __restrict__ partial, TW* __restrict__ dw, TW* __restrict__ db,
+                               float* __restrict__ ds, int nrows, int C, int cols) {
   __shared__ float sums[kReduceRows][32];
   const int tiles = (cols + 31) / 32;
   for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x)) {
@@ -39,8 +41,12 @@ __global__ void __launch_bounds__(32 * kReduceRows)
     if (threadIdx.y == 0 && col < cols) {
       float t = 0.f;
       for (int y = 0; y < kReduceRows; ++y) t += sums[y][threadIdx.x];
-      TW* out = col < C ? dw + col : db + (col - C);
-      *out = from_f32<TW>(kAdd ? to_f32(*out) + t : t);
+      if (col >= 2 * C) {
+        ds[col - 2 * C] = t;
+      } else {
+        TW* out = col < C ? dw + col : db + (col - C);
+        *out = from_f32<TW>(kAdd ? to_f32(*out) + t : t);
+      }
     }
     __syncthreads();  // sums is refilled by the next tile
   }

@@ -196,6 +196,92 @@ TEST_CASE("emu bias_grad: an MLP's bias gradients fused equal the GEMM epilogue'
   }
 }
 
+TEST_CASE("emu bias_grad: a pre-LN block's projection bias gradient from the next layernorm's backward",
+          "[emu][kernels]") {
+  // x1 = r + h W2^T + b2; x2 = x1 + gelu(layernorm(x1) W3^T + b3) W4^T + b4
+  // (GPT-2's attention output, then its MLP) under autocast, two
+  // micro-batches. x1's gradient is finished by the layernorm's backward,
+  // which adds the residual's (x2's) in its kernel: fused, that kernel sums
+  // its columns too, b2's gradient, and no bias_grad reads it again; b4's
+  // (no layernorm finishes x2's gradient) from bias_grad, b3's from the
+  // DGELU GEMM (cuda) or bias_grad after it (emu). Against the default, every
+  // bias gradient from its dW GEMM's epilogue.
+  const int64_t N = 300, C = 48, Hd = 32, F = 96;
+  const Tensor h0 = Tensor::randn({N, Hd}, 91), r0 = Tensor::randn({N, C}, 92);
+  const std::vector<Tensor> p0{Tensor::randn({C, Hd}, 93, 0.2f), Tensor::randn({C}, 94),
+                               Tensor::randn({C}, 95),           Tensor::randn({C}, 96),
+                               Tensor::randn({F, C}, 97, 0.2f),  Tensor::randn({F}, 98),
+                               Tensor::randn({C, F}, 99, 0.2f),  Tensor::randn({C}, 100)};
+  const Tensor g1 = Tensor::randn({N, C}, 101).to(DType::bf16).to(kEmu),
+               g2 = Tensor::randn({N, C}, 102).to(DType::bf16).to(kEmu);
+  const Autocast ac(Precision::O2);
+  const RestoreBiasGradMode restore;
+  std::vector<double> first_b3;  // b3's gradient after the first micro-batch
+  auto run = [&](BiasGradMode mode, KernelProfile& prof) {
+    set_bias_grad_mode(mode);
+    std::vector<Tensor> p;
+    for (const Tensor& t : p0) p.push_back(t.to(kEmu).detach().set_requires_grad(true));
+    auto fwd = [&] {
+      const Tensor x1 = linear_residual(ac.cast(h0.to(kEmu)), ac.cast(p[0]), ac.cast(p[1]), ac.cast(r0.to(kEmu)));
+      const Tensor z = layernorm(x1, ac.cast(p[2]), ac.cast(p[3]));
+      return linear_residual(linear_gelu(z, ac.cast(p[4]), ac.cast(p[5])), ac.cast(p[6]), ac.cast(p[7]), x1);
+    };
+    fwd().backward(g1);
+    first_b3 = values(p[5].grad().to(kCPU));
+    const Tensor x2 = fwd();
+    prof.start();
+    x2.backward(g2);  // the second micro-batch: b2's sums added into its master's gradient
+    prof.stop();
+    return p;
+  };
+  KernelProfile pf(kEmu), pe(kEmu);
+  const std::vector<Tensor> fused = run(BiasGradMode::fused, pf), epi = run(BiasGradMode::epilogue, pe);
+  const std::vector<double> epi_first_b3 = first_b3;
+  auto count = [](const KernelProfile& prof, const std::string& part) {
+    int n = 0;
+    for (const KernelCall& c : prof.calls()) n += c.name.find(part) != std::string::npos;
+    return n;
+  };
+  const bool lt = kEmu.type == DeviceType::cuda;
+  INFO("on cuda, a stderr note 'cuBLASLt has no DGELU_BGRAD' says b3's sums fell back to bias_grad");
+  CHECK(count(pf, "bias_grad") == (lt ? 1 : 2));  // b4's (and b3's on emu): not b2's
+  CHECK(count(pf, " +dbias") == 0);
+  CHECK(count(pf, "fused_residual_layernorm_backward") == 1);
+  CHECK(count(pe, " +dbias") == 3);
+  CHECK(count(pe, "bias_grad") == 0);
+  // b2: fp32 sums of x1's gradient as stored (bf16), the layernorm's by
+  // block and lane, the epilogue's by the dW GEMM: the same values in
+  // another order (entries up to about 40, a few ulps apart; a row left out
+  // or counted twice moves one by about 1). b3: each micro-batch's sums
+  // rounded once to bf16, half an ulp each: 2^-8 of the two micro-batches'
+  // sums' magnitudes (the epilogue's, up to about 30, where the total may be
+  // near 0). The rest as the MLP's test.
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(fused[i].grad().dtype() == DType::f32);
+    REQUIRE(epi[i].grad().dtype() == DType::f32);
+    const std::vector<double> f = values(fused[i].grad().to(kCPU)), e = values(epi[i].grad().to(kCPU));
+    if (lt) {
+      REQUIRE(f.size() == e.size());
+      double worst = 0, largest = 0;
+      for (size_t j = 0; j < f.size(); ++j)
+        worst = std::max(worst, std::abs(f[j] - e[j])), largest = std::max(largest, std::abs(e[j]));
+      INFO("worst difference " << worst << ", largest entry " << largest);
+      CHECK(worst <= 0x1p-7 * largest);
+    } else if (i == 5) {
+      REQUIRE(epi_first_b3.size() == e.size());
+      int bad = 0;
+      for (size_t j = 0; j < e.size(); ++j) {
+        const double s1 = epi_first_b3[j], s2 = e[j] - s1;
+        bad += !(std::abs(f[j] - e[j]) <= 0x1p-8 * (std::abs(s1) + std::abs(s2)) * 1.01 + 1e-4);
+      }
+      CHECK(bad == 0);
+    } else {
+      CHECK_CLOSE(f, e, 1e-4, 1e-5);
+    }
+  }
+}
+
 TEST_CASE("bias gradient modes: names and a bad ENGINE_BIAS_GRAD's one-line error", "[ops]") {
   for (BiasGradMode m : {BiasGradMode::epilogue, BiasGradMode::apart, BiasGradMode::fused})
     CHECK(parse_bias_grad_mode(bias_grad_mode_name(m)) == m);

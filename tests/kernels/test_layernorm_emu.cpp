@@ -8,9 +8,13 @@
 // capped grid (32 rows per pass of the forward and of the warp backward, 4
 // of the block backward); rows too wide for the warp backward's registers
 // (C = 300 scalar, 1100 in f32 packs: the block-per-row kernel); unaligned
-// views (the scalar path); and the residual stream's pending gradient added
-// in the backward kernel (no in-place add after it).
+// views (the scalar path); the residual stream's pending gradient added
+// in the backward kernel (no in-place add after it); and dx's column sums
+// (a linear layer's bias gradient) made by the backward kernels.
+#include <cmath>
+
 #include "engine/kernel_profile.h"
+#include "kernels/cuda/layernorm.h"
 #include "tests/kernels/emu_check.h"
 
 using namespace eng;
@@ -241,4 +245,66 @@ TEST_CASE("add_layernorm: finite-difference gradients on the cpu", "[kernels]") 
         return concat({sum, normed}, 0);
       },
       in);
+}
+
+TEST_CASE("emu layernorm: the backward's column sums of dx equal dx's, with dx, dw and db unchanged",
+          "[emu][kernels]") {
+  // Given dx_sums (a linear layer's bias gradient where dx is its output's
+  // whole gradient, engine/ops/layernorm.cpp), each kernel sums dx as it
+  // stores it. The launcher is called twice on the same inputs, without and
+  // with the sums: dx, dw and db the same bits both times, and the sums
+  // those of dx as stored, in double. Cases: 16-bit C = 768 at 37 rows (a
+  // pack at a time) and 800 (the staged kernel, 12 warps at three packs),
+  // f16 C = 1000 at 800 (staged, four packs), scalar C = 95, f32 C = 64,
+  // the block-per-row kernel (f32 C = 1100, bf16 C = 300 scalar), with and
+  // without the residual's pending gradient in dx; and no rows (sums of 0).
+  struct Case {
+    DType t;
+    int64_t N, C;
+    bool res;
+  };
+  for (const Case& cs :
+       {Case{DType::bf16, 37, 768, true}, Case{DType::bf16, 800, 768, true}, Case{DType::f16, 800, 1000, false},
+        Case{DType::bf16, 37, 95, true}, Case{DType::f32, 37, 64, false}, Case{DType::f32, 5, 1100, true},
+        Case{DType::bf16, 5, 300, false}, Case{DType::bf16, 0, 64, true}}) {
+    const int64_t N = cs.N, C = cs.C;
+    INFO(dtype_name(cs.t) << " N = " << N << " C = " << C << (cs.res ? " with the residual's gradient" : ""));
+    const gpu::Storage st = gpu::storage_of(cs.t);
+    const Tensor x = on_emu(Tensor::randn({N, C}, uint64_t(N + C), 2.f), cs.t);
+    const Tensor w = on_emu(Tensor::randn({C}, 81), cs.t), b = on_emu(Tensor::randn({C}, 82), cs.t);
+    const Tensor dout = on_emu(Tensor::randn({N, C}, 83), cs.t), dres = on_emu(Tensor::randn({N, C}, 84), cs.t);
+    const Tensor out = Tensor::empty({N, C}, cs.t, kEmu), mean = Tensor::empty({N}, DType::f32, kEmu),
+                 rstd = Tensor::empty({N}, DType::f32, kEmu);
+    ENGINE_GPU_CALL(kEmu, layernorm_forward, st, x.data_ptr(), w.data_ptr(), b.data_ptr(), out.data_ptr(),
+                    mean.data<float>(), rstd.data<float>(), N, C, 1e-5, nullptr);
+    auto run = [&](bool sums) {
+      std::vector<Tensor> r{Tensor::empty({N, C}, cs.t, kEmu), Tensor::empty({C}, cs.t, kEmu),
+                            Tensor::empty({C}, cs.t, kEmu), Tensor::full({C}, std::nanf(""), DType::f32, kEmu)};
+      const Tensor scratch = Tensor::empty({gpu::layernorm_backward_scratch_floats(N, C, sums)}, DType::f32, kEmu);
+      ENGINE_GPU_CALL(kEmu, fused_residual_layernorm_backward, st, dout.data_ptr(), x.data_ptr(), w.data_ptr(),
+                      mean.data<float>(), rstd.data<float>(), cs.res ? dres.data_ptr() : nullptr, r[0].data_ptr(),
+                      r[1].data_ptr(), r[2].data_ptr(), sums ? r[3].data<float>() : nullptr, gpu::ParamGrads::storage,
+                      scratch.data<float>(), N, C, nullptr);
+      return r;
+    };
+    const std::vector<Tensor> plain = run(false), summed = run(true);
+    for (size_t i = 0; i < 3; ++i) {
+      INFO("output " << i << " (dx, dw, db)");
+      CHECK(values(summed[i].to(kCPU)) == values(plain[i].to(kCPU)));
+    }
+    const std::vector<double> dx = values(plain[0].to(kCPU)), got = values(summed[3].to(kCPU));
+    REQUIRE(got.size() == size_t(C));
+    // fp32 sums of N values in another order than the double sum, in a tree
+    // some 40 additions deep (a warp's rows, the block's warps, the blocks
+    // in the reduce): about 40 u = 2.4e-6 of the column's sum of magnitudes
+    // at the worst; checked at 2e-5 of it. A row left out or counted twice
+    // moves the sum by about 1 in N of that, 1.25e-3 at 800 rows.
+    int bad = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      double want = 0, mag = 0;
+      for (int64_t r = 0; r < N; ++r) want += dx[size_t(r * C + c)], mag += std::abs(dx[size_t(r * C + c)]);
+      bad += !(std::abs(got[size_t(c)] - want) <= 2e-5 * mag + 1e-6);
+    }
+    CHECK(bad == 0);
+  }
 }
