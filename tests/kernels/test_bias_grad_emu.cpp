@@ -55,6 +55,13 @@ void check_within_largest(const std::vector<double>& f, const std::vector<double
   CHECK(worst <= 0x1p-7 * largest);
 }
 
+// Two runs' gradients of a parameter, both fp32 (the masters' under autocast).
+std::pair<std::vector<double>, std::vector<double>> f32_grads(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.grad().dtype() == DType::f32);
+  REQUIRE(b.grad().dtype() == DType::f32);
+  return {values(a.grad().to(kCPU)), values(b.grad().to(kCPU))};
+}
+
 gpu::Storage storage(DType t) {
   return t == DType::f32 ? gpu::Storage::f32 : t == DType::bf16 ? gpu::Storage::bf16 : gpu::Storage::f16;
 }
@@ -193,9 +200,7 @@ TEST_CASE("emu bias_grad: an MLP's bias gradients fused equal the GEMM epilogue'
   // about 25; a row of dp left out or counted twice moves one by about 1).
   for (size_t i = 0; i < fused.size(); ++i) {
     INFO("parameter " << i);
-    REQUIRE(fused[i].grad().dtype() == DType::f32);
-    REQUIRE(epi[i].grad().dtype() == DType::f32);
-    const std::vector<double> f = values(fused[i].grad().to(kCPU)), e = values(epi[i].grad().to(kCPU));
+    const auto [f, e] = f32_grads(fused[i], epi[i]);
     if (lt)
       check_within_largest(f, e);
     else if (i == 1) {
@@ -263,9 +268,7 @@ TEST_CASE("emu bias_grad: a pre-LN block's projection bias gradient from the nex
   // near 0). The rest as the MLP's test.
   for (size_t i = 0; i < fused.size(); ++i) {
     INFO("parameter " << i);
-    REQUIRE(fused[i].grad().dtype() == DType::f32);
-    REQUIRE(epi[i].grad().dtype() == DType::f32);
-    const std::vector<double> f = values(fused[i].grad().to(kCPU)), e = values(epi[i].grad().to(kCPU));
+    const auto [f, e] = f32_grads(fused[i], epi[i]);
     if (lt)
       check_within_largest(f, e);
     else if (i == 5) {
