@@ -1,4 +1,4 @@
-// Row-wise cases: layernorm forward/backward (kernels/cuda/layernorm.cu) and
+// Row-wise cases: layernorm forward/backward (kernels/cuda/layernorm.cu, layernorm_backward.cu) and
 // softmax forward/backward (kernels/cuda/softmax.cu), at GPT-2 124M's shapes:
 // B*T = 4096 rows of C = 768, and causal attention scores B*NH = 8 blocks of
 // (T, T) = (1024, 1024).

@@ -4,7 +4,7 @@
 // On emu/cuda the backward also adds x's pending gradient (the residual
 // stream's) into dx in its kernel, and sums dx's columns where x's producer
 // (linear_residual) offers to take them as its bias gradient.
-// On emu/cuda: kernels/cuda/layernorm.cu; on the cpu: kernels/cpu/layernorm.cpp.
+// On emu/cuda: kernels/cuda/layernorm.cu and layernorm_backward.cu; on the cpu: kernels/cpu/layernorm.cpp.
 #include <algorithm>
 
 #include "engine/ops/op_common.h"

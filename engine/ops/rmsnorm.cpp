@@ -3,7 +3,7 @@
 // rstd for backward, per row in the input's dtype on the cpu, in fp32 on
 // emu/cuda, where the backward also adds x's pending gradient (the residual
 // stream's) into dx in its kernel, as layernorm's does (engine/ops/layernorm.cpp).
-// On emu/cuda: kernels/cuda/layernorm.cu (its kRms kernels); on the cpu:
+// On emu/cuda: kernels/cuda/layernorm.cu and layernorm_backward.cu (their kRms kernels); on the cpu:
 // kernels/cpu/rmsnorm.cpp.
 #include <algorithm>
 

@@ -1,4 +1,5 @@
-// Launchers of kernels/cuda/layernorm.cu: layernorm over the last dim (C) of
+// Launchers of kernels/cuda/layernorm.cu (the forwards) and
+// kernels/cuda/layernorm_backward.cu (the backwards): layernorm over the last dim (C) of
 // N rows, forward (saving fp32 mean and rstd per row), the residual add fused
 // with the forward, and the backward (dx, dweight, dbias; deterministic),
 // which adds the residual stream's pending gradient into dx when given one

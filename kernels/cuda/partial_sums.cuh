@@ -1,7 +1,7 @@
 // The second half of a deterministic column sum: the rows of partial sums
 // that a first kernel's blocks wrote, one row a block (or a chunk of rows),
 // added up in a fixed order. Layernorm's and RMSNorm's backward
-// (layernorm.cu: dw, db) and the bias gradient apart from its GEMM
+// (layernorm_backward.cu: dw, db) and the bias gradient apart from its GEMM
 // (bias_grad.cu) end with it; no float atomics, so the same bits every run.
 #pragma once
 #include "kernels/cuda/storage.cuh"

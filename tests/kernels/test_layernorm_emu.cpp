@@ -1,4 +1,4 @@
-// kernels/cuda/layernorm.cu under the emulator against the cpu reference
+// kernels/cuda/layernorm.cu and layernorm_backward.cu under the emulator against the cpu reference
 // (kernels/cpu/layernorm.cpp), through the engine ops layernorm and
 // add_layernorm, forward and backward, in f32, bf16 and f16 (emu_check.h's
 // tolerances: the fp32 statistics agree with the reference's to ~1e-6, so
