@@ -44,6 +44,9 @@
 #      DGELU_BGRAD epilogue (ENGINE_BIAS_GRAD=fused); throughput-ce-cached,
 #      profile-ce-cached-b64: the same with the cross-entropy's one-buffer
 #      form (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md);
+#      profile-ln-staged-b64: the B 64 profile with layernorm's
+#      register-staged backward, the default before the prefetching one
+#      (ENGINE_LAYERNORM_BACKWARD=staged, docs/kernels/layernorm.md);
 #      ncu-b64: Nsight Compute's sections for layer 3's and the loss's
 #      kernels of a B 64 micro-step (docs/profiling.md).
 #      run_torch prints every throughput run's ratio to PyTorch's.
@@ -235,6 +238,9 @@ run_profile_bias_fused_b64() { ENGINE_BIAS_GRAD=fused BATCH=64 profile profile-b
 # (ENGINE_CROSS_ENTROPY=cached, docs/kernels/cross_entropy.md): the A/B beside throughput.
 run_throughput_ce_cached() { ENGINE_CROSS_ENTROPY=cached throughput_run throughput-ce-cached --attention cudnn; }
 run_profile_ce_cached_b64() { ENGINE_CROSS_ENTROPY=cached BATCH=64 profile profile-ce-cached-b64 --attention cudnn; }
+# Layernorm's register-staged backward, the default before the prefetching one
+# (ENGINE_LAYERNORM_BACKWARD=staged, docs/kernels/layernorm.md): its B 64 rows beside profile-cudnn-b64's.
+run_profile_ln_staged_b64() { ENGINE_LAYERNORM_BACKWARD=staged BATCH=64 profile profile-ln-staged-b64 --attention cudnn; }
 # Nsight Compute on layer 3 and the loss of a B 64 micro-step (the bias
 # gradients fused, cuDNN's attention; O2: eager, the captured step's
 # kernels), step 3 alone (--profile_steps; not the last step, whose end

@@ -12,6 +12,10 @@
 // The rmsnorm_* launchers: RMSNorm (Llama's) by the same kernels, no mean,
 // no bias, rstd alone saved; the same scratch, row widths and grids.
 #pragma once
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
@@ -20,6 +24,37 @@ namespace eng::gpu {
 // autocast's weight copies: no cast after); or added in fp32 to what they
 // hold (a later micro-batch's, into the masters' gradients).
 enum class ParamGrads : uint8_t { storage, f32, f32_add };
+
+// Which form of the warp backward runs on rows of three or four 16-byte
+// packs a lane (GPT-2's C = 768 in 16-bit storage; docs/kernels/layernorm.md,
+// "Prefetched: the next row in shared memory"): `automatic` takes the
+// prefetching kernel (the warp's next row copied into shared memory by
+// cp.async while it works on this one) where the launcher picks the staged
+// kernel (16 rows a warp or more) and the device's shared memory holds the
+// block's row buffers; `prefetch` takes it at any number of rows; `staged`
+// keeps the register-staged kernel alone (the fourth H200 run's). Both give
+// the same bits. For A/B runs on a GPU (ENGINE_LAYERNORM_BACKWARD=auto|
+// prefetch|staged) and for tests.
+enum class LayernormBackwardForm { automatic, prefetch, staged };
+// -1: not yet read from ENGINE_LAYERNORM_BACKWARD. One variable for the
+// program (inline), whichever of the cuda and emulator builds reads it.
+inline std::atomic<int> g_layernorm_backward_form{-1};
+inline void set_layernorm_backward_form(LayernormBackwardForm f) { g_layernorm_backward_form.store(int(f)); }
+inline LayernormBackwardForm layernorm_backward_form() {
+  int v = g_layernorm_backward_form.load();
+  if (v < 0) {
+    const char* env = std::getenv("ENGINE_LAYERNORM_BACKWARD");
+    const std::string s = env ? env : "";
+    ENGINE_USER_CHECK(s.empty() || s == "auto" || s == "prefetch" || s == "staged", "ENGINE_LAYERNORM_BACKWARD '", s,
+                      "' is not a form of the layernorm backward: use auto, prefetch or staged ",
+                      "(docs/kernels/layernorm.md)");
+    v = int(s == "prefetch" ? LayernormBackwardForm::prefetch
+            : s == "staged" ? LayernormBackwardForm::staged
+                            : LayernormBackwardForm::automatic);
+    g_layernorm_backward_form.store(v);
+  }
+  return LayernormBackwardForm(v);
+}
 
 // fused_residual_layernorm_backward sums dweight/dbias per block into an
 // fp32 scratch buffer of this many floats (2 C per block, at most this many

@@ -15,11 +15,16 @@
 // its own row of an fp32 scratch buffer (its warps in warp order), and a
 // second kernel adds those rows up in block order, so the result is the same
 // bits on every run.
+// Rows of three or four 16-byte packs a lane over a long grid (GPT-2's
+// bf16 C = 768 at B 64) take the staged warp kernel, by default in its
+// prefetching form (the next row copied into shared memory while this one
+// is worked on; ENGINE_LAYERNORM_BACKWARD, layernorm.h): the same bits.
 #include <climits>
 
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/partial_sums.cuh"
 #include "kernels/cuda/rowwise.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 namespace eng::ENGINE_GPU_NS {
 using rowwise::load_raw;
@@ -38,6 +43,14 @@ constexpr int kBackwardWarps = 8;  // the warp backward: 8 warps a block, a row 
 // predicted; the kernel is not short of warps).
 constexpr int kStagedWarps = 12;
 }  // namespace
+
+// The prefetching kernel's shared memory: the block's sums (3 C floats, as
+// many as the kernel may use, rounded up to a 16-byte multiple), then two
+// row buffers a warp of three tensors' packs (dout, x, dresidual) each.
+__host__ __device__ inline int64_t prefetch_sums_floats(int64_t C) { return (3 * C + 3) / 4 * 4; }
+__host__ __device__ inline int64_t prefetch_smem_bytes(int64_t C, int warps, int iters) {
+  return prefetch_sums_floats(C) * 4 + int64_t(warps) * 2 * 3 * iters * 32 * 16;
+}
 
 // The backward's two steps on one pack of a row (i: its first element; dv
 // and xv: dout and x there, as loaded), shared by both backward kernels.
@@ -80,6 +93,55 @@ __device__ __forceinline__ void backward_pack(const RawVec<V, T>& dv, const RawV
   store_vec<V>(dxr + i, o);
 }
 
+// One row of the staged kernels, its packs in registers (dv, xv and rv:
+// dout, x and the residual's gradient at the lane's packs, as stored): the
+// two sums, then dx and the lane's dw, db (and dx's column sums into ads
+// unless kSumDx is false). Shared by the register-staged and the
+// prefetching kernel, so both give the same bits.
+template <int V, int kIters, bool kRms, bool kSumDx, typename T>
+__device__ __forceinline__ void staged_row(const RawVec<V, T> (&dv)[kIters], const RawVec<V, T> (&xv)[kIters],
+                                           const RawVec<V, T> (&rv)[kIters], bool has_rv, const T* w, T* dxr, int lane,
+                                           int C, float m, float rs, float (&adw)[kIters][V], float (&adb)[kIters][V],
+                                           float (&ads)[kSumDx ? kIters : 1][V]) {
+  float sg = 0.f, sgx = 0.f;
+#pragma unroll
+  for (int j = 0; j < kIters; ++j)
+    if ((lane + 32 * j) * V < C) backward_sums<V>(dv[j], xv[j], w, (lane + 32 * j) * V, m, rs, sg, sgx);
+  const float mg = kRms ? 0.f : warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+#pragma unroll
+  for (int j = 0; j < kIters; ++j)
+    if ((lane + 32 * j) * V < C)
+      backward_pack<V, kRms>(dv[j], xv[j], w, rv[j], has_rv, dxr, (lane + 32 * j) * V, m, rs, mg, mgx, adw[j], adb[j],
+                             kSumDx ? ads[kSumDx ? j : 0] : nullptr);
+}
+
+// The end of the warp kernels: the block's warps add their registers' dw,
+// db (and dx's column sums) into shared memory (smem, 2 C floats, 3 C with
+// kSumDx) one warp after the other (warp order: fixed bits), and the block
+// writes its row of partial.
+template <int V, int kIters, bool kRms, bool kSumDx>
+__device__ __forceinline__ void block_partials(float* smem, const float (&adw)[kIters][V],
+                                               const float (&adb)[kIters][V],
+                                               const float (&ads)[kSumDx ? kIters : 1][V], float* partial, int C) {
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), nwarps = int(blockDim.x / 32);
+  for (int wp = 0; wp < nwarps; ++wp) {  // one warp at a time, in order
+    if (warp == wp)
+      for (int j = 0; j < kIters; ++j) {
+        const int i = (lane + 32 * j) * V;
+        if (i < C)
+          for (int k = 0; k < V; ++k) {
+            smem[i + k] = wp == 0 ? adw[j][k] : smem[i + k] + adw[j][k];
+            smem[C + i + k] = wp == 0 ? adb[j][k] : smem[C + i + k] + adb[j][k];
+            if constexpr (kSumDx) smem[2 * C + i + k] = wp == 0 ? ads[j][k] : smem[2 * C + i + k] + ads[j][k];
+          }
+      }
+    __syncthreads();
+  }
+  constexpr int kParts = kRms ? 1 : kSumDx ? 3 : 2;  // dw (and db, and dx's sums)
+  float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
+  for (int i = int(threadIdx.x); i < kParts * C; i += int(blockDim.x)) prow[i] = smem[i];
+}
+
 // layernorm_backward_warp_kernel (rows up to 32 V kIters wide): one warp
 // per row, grid-stride over rows; no block barrier inside the row loop.
 // Lane l owns elements l V + j 32 V (+ 0..V-1), j < kIters, of every row its
@@ -118,7 +180,6 @@ __global__ void __launch_bounds__(32 * kWarps)
     const T* xr = x + row * C;
     const T* dres = dresidual ? dresidual + row * C : nullptr;
     const float m = kRms ? 0.f : mean[row], rs = rstd[row];
-    float sg = 0.f, sgx = 0.f;
     if constexpr (kStaged) {
       // Every pack of the lane's share of the row is loaded before any is
       // used (dout, x and the residual's gradient, as stored, in registers),
@@ -134,16 +195,9 @@ __global__ void __launch_bounds__(32 * kWarps)
         xv[j] = load_raw<V>(xr + i);
         rv[j] = dres ? load_raw<V>(dres + i) : RawVec<V, T>{};
       }
-#pragma unroll
-      for (int j = 0; j < kIters; ++j)
-        if ((lane + 32 * j) * V < C) backward_sums<V>(dv[j], xv[j], w, (lane + 32 * j) * V, m, rs, sg, sgx);
-      const float mg = kRms ? 0.f : warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
-#pragma unroll
-      for (int j = 0; j < kIters; ++j)
-        if ((lane + 32 * j) * V < C)
-          backward_pack<V, kRms>(dv[j], xv[j], w, rv[j], dres != nullptr, dx + row * C, (lane + 32 * j) * V, m, rs, mg,
-                                 mgx, adw[j], adb[j], kSumDx ? ads[kSumDx ? j : 0] : nullptr);
+      staged_row<V, kIters, kRms, kSumDx>(dv, xv, rv, dres != nullptr, w, dx + row * C, lane, C, m, rs, adw, adb, ads);
     } else {
+      float sg = 0.f, sgx = 0.f;
 #pragma unroll
       for (int j = 0; j < kIters; ++j) {
         const int i = (lane + 32 * j) * V;
@@ -160,22 +214,86 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
     }
   }
-  for (int wp = 0; wp < nwarps; ++wp) {  // one warp at a time, in order
-    if (warp == wp)
+  block_partials<V, kIters, kRms, kSumDx>(smem, adw, adb, ads, partial, C);
+}
+
+// layernorm_backward_prefetch_kernel (rows of up to 32 V kIters, V a
+// 16-byte pack): the staged warp kernel's rows, warps and arithmetic
+// (staged_row, block_partials: the same bits), but the row's packs come
+// from shared memory, copied there by cp.async one row ahead: while a warp
+// reduces and writes row r, row r + the grid's warps is on its way to its
+// second buffer (and that row's mean and rstd to registers). The staged
+// kernel has a row in flight a warp only while the warp waits for it, and
+// more warps an SM did not raise its bandwidth (the fourth H200 run: 8 ->
+// 12 warps, 1% faster): its warps wait, then compute, then wait again.
+// Each lane copies the packs it reads itself (its lane's slots of dout, x
+// and dresidual), so its own wait covers them: no warp or block barrier in
+// the loop. It issues the copy over a buffer only after it has read that
+// buffer's packs into registers (the row before: the emulator poisons a
+// copy's destination at issue, so a read after would see NaN). One commit
+// a row, empty past the warp's last, so wait_group 1 always leaves exactly
+// the next row's copy pending.
+// Launch: kWarps warps, grid <= kLayernormBackwardWarpBlocks, dynamic smem
+// prefetch_smem_bytes (the block's sums, then each warp's two row buffers).
+// Preconditions: as the staged kernel's. bytes, flops: as the warp kernel's.
+template <typename T, int V, int kIters, bool kRms, int kWarps, bool kSumDx>
+__global__ void __launch_bounds__(32 * kWarps)
+    layernorm_backward_prefetch_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ w,
+                                       const float* __restrict__ mean, const float* __restrict__ rstd,
+                                       const T* __restrict__ dresidual, T* __restrict__ dx, float* __restrict__ partial,
+                                       int64_t N, int C) {
+  static_assert(!(kRms && kSumDx), "dx's column sums are a bias gradient: LayerNorm's, not RMSNorm's");
+  DYNAMIC_SMEM(float, smem);  // the block's sums, as the warp kernel's; then the row buffers
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  constexpr int kSlot = 32 * V;  // one tensor's packs of a row in a buffer, lane by lane (no bank conflicts)
+  // This warp's buffers: [2][3][kIters][32 V] elements (dout, x, dresidual).
+  T* const bufs = reinterpret_cast<T*>(smem + prefetch_sums_floats(C)) + int64_t(warp) * 2 * 3 * kIters * kSlot;
+  auto slot = [&](int buf, int tensor, int j) { return bufs + ((buf * 3 + tensor) * kIters + j) * kSlot + lane * V; };
+  auto issue = [&](int64_t row, int buf) {
+    if (row < N)
+#pragma unroll
       for (int j = 0; j < kIters; ++j) {
-        const int i = (lane + 32 * j) * V;
-        if (i < C)
-          for (int k = 0; k < V; ++k) {
-            smem[i + k] = wp == 0 ? adw[j][k] : smem[i + k] + adw[j][k];
-            smem[C + i + k] = wp == 0 ? adb[j][k] : smem[C + i + k] + adb[j][k];
-            if constexpr (kSumDx) smem[2 * C + i + k] = wp == 0 ? ads[j][k] : smem[2 * C + i + k] + ads[j][k];
-          }
+        const int64_t i = row * C + min((lane + 32 * j) * V, C - V);  // clamped into the row, as the staged kernel's
+        tc::cp_async_cg(tc::smem_addr(slot(buf, 0, j)), dout + i);
+        tc::cp_async_cg(tc::smem_addr(slot(buf, 1, j)), x + i);
+        if (dresidual) tc::cp_async_cg(tc::smem_addr(slot(buf, 2, j)), dresidual + i);
       }
-    __syncthreads();
+    tc::cp_async_commit();
+  };
+  float adw[kIters][V], adb[kIters][V], ads[kSumDx ? kIters : 1][V];
+  for (int j = 0; j < kIters; ++j)
+    for (int k = 0; k < V; ++k) adw[j][k] = adb[j][k] = 0.f;
+  for (int j = 0; j < (kSumDx ? kIters : 1); ++j)
+    for (int k = 0; k < V; ++k) ads[j][k] = 0.f;
+  const int64_t stride = int64_t(gridDim.x) * kWarps;
+  int64_t row = int64_t(blockIdx.x) * kWarps + warp;
+  issue(row, 0);
+  float next_m = 0.f, next_rs = 0.f;
+  if (row < N) {
+    next_m = kRms ? 0.f : mean[row];
+    next_rs = rstd[row];
   }
-  constexpr int kParts = kRms ? 1 : kSumDx ? 3 : 2;  // dw (and db, and dx's sums)
-  float* const prow = partial + int64_t(blockIdx.x) * kParts * C;
-  for (int i = int(threadIdx.x); i < kParts * C; i += int(blockDim.x)) prow[i] = smem[i];
+  for (int turn = 0; row < N; row += stride, ++turn) {
+    const int cur = turn & 1;
+    const float m = next_m, rs = next_rs;
+    issue(row + stride, cur ^ 1);  // its buffer's packs were read into registers in the turn before
+    if (row + stride < N) {
+      next_m = kRms ? 0.f : mean[row + stride];
+      next_rs = rstd[row + stride];
+    }
+    tc::cp_async_wait_group<1>();  // this lane's packs of this row have landed
+    RawVec<V, T> dv[kIters], xv[kIters], rv[kIters];
+#pragma unroll
+    for (int j = 0; j < kIters; ++j) {
+      dv[j] = load_raw<V>(slot(cur, 0, j));
+      xv[j] = load_raw<V>(slot(cur, 1, j));
+      rv[j] = dresidual ? load_raw<V>(slot(cur, 2, j)) : RawVec<V, T>{};
+    }
+    staged_row<V, kIters, kRms, kSumDx>(dv, xv, rv, dresidual != nullptr, w, dx + row * C, lane, C, m, rs, adw, adb,
+                                        ads);
+  }
+  tc::cp_async_wait_all();  // no copy outlives the warp (the last group is empty)
+  block_partials<V, kIters, kRms, kSumDx>(smem, adw, adb, ads, partial, C);
 }
 
 // layernorm_backward_kernel (any row up to kLayernormBackwardMaxC): one
@@ -292,9 +410,27 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
       // 768) the staged kernel at three packs still fits 12 warps: 168
       // registers (ptxas -v, sm_90, bf16; 168 at most), no spill.
       const int64_t staged_warps = iters == 3 ? kStagedWarps : kBackwardWarps;
-      const bool staged = iters >= 3 && iters <= 4 && N >= 16 * staged_warps * grid(staged_warps);
+      const gpu::LayernormBackwardForm form = gpu::layernorm_backward_form();
+      const bool staged =
+          iters >= 3 && iters <= 4 &&
+          (N >= 16 * staged_warps * grid(staged_warps) || (vec && form == gpu::LayernormBackwardForm::prefetch));
+      // The prefetching form of the staged kernel (the next row's copy in
+      // flight) where the block's row buffers fit the device's shared
+      // memory (GPT-2's C = 768 in bf16: 117 KiB of sm_90's 227, sm_80's 163).
+      const size_t prefetch_bytes = size_t(prefetch_smem_bytes(C, int(staged_warps), int(iters)));
+      const bool prefetch =
+          staged && vec && form != gpu::LayernormBackwardForm::staged && prefetch_bytes <= device_limits().smem_optin;
       nblocks = grid(staged ? staged_warps : kBackwardWarps);
       auto launch = [&]<int V, int kIters, bool kStaged, int kWarps, bool kSum>() {
+        if constexpr (kStaged && V * sizeof(T) == 16) {  // copies of 16-byte packs
+          if (prefetch) {
+            constexpr auto kernel = layernorm_backward_prefetch_kernel<T, V, kIters, kRms, kWarps, kSum>;
+            gpu::allow_dynamic_smem<kernel>(prefetch_bytes);
+            LAUNCH_KERNEL(kernel, unsigned(nblocks), 32 * kWarps, prefetch_bytes, as_stream(stream), pd, px, pw, mean,
+                          rstd, pr, pdx, scratch, N, int(C));
+            return;
+          }
+        }
         LAUNCH_KERNEL((layernorm_backward_warp_kernel<T, V, kIters, kRms, kStaged, kWarps, kSum>), unsigned(nblocks),
                       32 * kWarps, smem, as_stream(stream), pd, px, pw, mean, rstd, pr, pdx, scratch, N, int(C));
       };
