@@ -418,14 +418,16 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
       // flight) where the block's row buffers fit the device's shared
       // memory (GPT-2's C = 768 in bf16: 117 KiB of sm_90's 227, sm_80's 163).
       const size_t prefetch_bytes = size_t(prefetch_smem_bytes(C, int(staged_warps), int(iters)));
-      const bool prefetch =
-          staged && vec && form != gpu::LayernormBackwardForm::staged && prefetch_bytes <= device_limits().smem_optin;
+      const size_t optin = staged && vec && form != gpu::LayernormBackwardForm::staged ? device_limits().smem_optin : 0;
+      const bool prefetch = prefetch_bytes <= optin;
       nblocks = grid(staged ? staged_warps : kBackwardWarps);
       auto launch = [&]<int V, int kIters, bool kStaged, int kWarps, bool kSum>() {
         if constexpr (kStaged && V * sizeof(T) == 16) {  // copies of 16-byte packs
           if (prefetch) {
             constexpr auto kernel = layernorm_backward_prefetch_kernel<T, V, kIters, kRms, kWarps, kSum>;
-            gpu::allow_dynamic_smem<kernel>(prefetch_bytes);
+            // Once a kernel, so the most the device allows: a wider row
+            // later (C = 1024 after 1000, one instance) asks for more.
+            gpu::allow_dynamic_smem<kernel>(optin);
             LAUNCH_KERNEL(kernel, unsigned(nblocks), 32 * kWarps, prefetch_bytes, as_stream(stream), pd, px, pw, mean,
                           rstd, pr, pdx, scratch, N, int(C));
             return;

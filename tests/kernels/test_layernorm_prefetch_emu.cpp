@@ -102,12 +102,17 @@ TEST_CASE("emu layernorm: the prefetching backward asked for at few rows matches
   // blocks of 12 warps): 37 rows leave 11 warps with none (their one
   // commit empty), 100 give every warp two and 4 warps a third (each
   // copied during the row before); f16 C = 1000 without it (4 blocks of
-  // 8): 37 rows give 5 warps a second. Through the ops: layernorm's
-  // backward, given x's pending gradient from the add.
+  // 8): 37 rows give 5 warps a second; then f16 C = 1024, the same kernel
+  // instance with more shared memory than C = 1000 asked for (the launcher
+  // allows each instance the device's most once, not its first call's
+  // size: a GPU refuses the launch over it, and so does the emulator).
+  // Through the ops: layernorm's backward, given x's pending gradient from
+  // the add.
   const Form form(gpu::LayernormBackwardForm::prefetch);
   for (const int64_t N : {37, 100})
     for (const Case& cs :
-         {Case{DType::bf16, N, 768, true, false, false}, Case{DType::f16, N, 1000, false, false, false}}) {
+         {Case{DType::bf16, N, 768, true, false, false}, Case{DType::f16, N, 1000, false, false, false},
+          Case{DType::f16, N, 1024, false, false, false}}) {
       const int64_t C = cs.C;
       INFO(dtype_name(cs.t) << " N = " << N << " C = " << C);
       const Tensor a0 = Tensor::randn({N, C}, uint64_t(N + C), 2.f), b0 = Tensor::randn({N, C}, 98);
