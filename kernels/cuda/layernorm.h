@@ -31,10 +31,10 @@ enum class ParamGrads : uint8_t { storage, f32, f32_add };
 // prefetching kernel (the warp's next row copied into shared memory by
 // cp.async while it works on this one) where the launcher picks the staged
 // kernel (16 rows a warp or more) and the device's shared memory holds the
-// block's row buffers; `prefetch` takes it at any number of rows; `staged`
-// keeps the register-staged kernel alone (the fourth H200 run's). Both give
-// the same bits. For A/B runs on a GPU (ENGINE_LAYERNORM_BACKWARD=auto|
-// prefetch|staged) and for tests.
+// block's row buffers; `prefetch` takes it and `staged` the register-staged
+// kernel alone (the fourth H200 run's) at any number of rows (16-byte
+// packs). Both give the same bits. For A/B runs on a GPU
+// (ENGINE_LAYERNORM_BACKWARD=auto|prefetch|staged) and for tests.
 enum class LayernormBackwardForm { automatic, prefetch, staged };
 // -1: not yet read from ENGINE_LAYERNORM_BACKWARD. One variable for the
 // program (inline), whichever of the cuda and emulator builds reads it.

@@ -68,12 +68,14 @@ std::vector<std::vector<double>> backward(const Case& cs, gpu::LayernormBackward
 }  // namespace
 
 TEST_CASE("emu layernorm: the prefetching backward gives the staged kernel's bits", "[emu][kernels]") {
-  // 800 rows, 16 or 17 a warp on the emulator's 4 blocks: the staged
-  // kernel's rows. 16-bit C = 768 (GPT-2's: three packs a lane, 12 warps)
-  // with the residual's gradient and dx's column sums, and without either;
-  // f16 C = 1000 (four packs, 8 warps, 3 lanes past the row's end in the
-  // fourth: their clamped copies); f32 C = 384 (three packs of 4); RMSNorm
-  // (no mean, no db) at C = 768.
+  // Both forms asked for by name (each takes its kernel at any number of
+  // rows), so on a GPU's grid too (ENGINE_TEST_GPU_DEVICE=cuda: 67 blocks
+  // at 800 rows). 800 rows, on the emulator's 4 blocks 16 or 17 a warp at
+  // 12 warps, 25 at 8: 16-bit C = 768 (GPT-2's: three packs a lane, 12
+  // warps) with the residual's gradient and dx's column sums, and without
+  // either; f16 C = 1000 (four packs, 8 warps, 3 lanes past the row's end
+  // in the fourth: their clamped copies); f32 C = 384 (three packs of 4);
+  // RMSNorm (no mean, no db) at C = 768.
   for (const Case& cs :
        {Case{DType::bf16, 800, 768, true, true, false}, Case{DType::bf16, 800, 768, false, false, false},
         Case{DType::f16, 800, 1000, true, false, false}, Case{DType::f32, 800, 384, true, true, false},
@@ -81,7 +83,7 @@ TEST_CASE("emu layernorm: the prefetching backward gives the staged kernel's bit
     INFO(dtype_name(cs.t) << " N = " << cs.N << " C = " << cs.C << (cs.res ? " with the residual's gradient" : "")
                           << (cs.sums ? ", dx's sums" : "") << (cs.rms ? ", RMSNorm" : ""));
     const auto staged = backward(cs, gpu::LayernormBackwardForm::staged);
-    const auto prefetched = backward(cs, gpu::LayernormBackwardForm::automatic);
+    const auto prefetched = backward(cs, gpu::LayernormBackwardForm::prefetch);
     REQUIRE(staged.size() == prefetched.size());
     for (size_t i = 0; i < staged.size(); ++i) {
       INFO("output " << i << " (dx, dw, db, dx's sums)");
@@ -151,6 +153,7 @@ TEST_CASE("emu layernorm: the prefetching backward asked for at few rows matches
 }
 
 TEST_CASE("emu layernorm: a bad ENGINE_LAYERNORM_BACKWARD is a one-line error", "[emu][kernels]") {
+  const Form restore(gpu::layernorm_backward_form());  // the form before, after
   const Tensor x = Tensor::randn({3, 8}, 1).to(kEmu).set_requires_grad(true);
   const Tensor w = Tensor::randn({8}, 2).to(kEmu), b = Tensor::randn({8}, 3).to(kEmu);
   const Tensor y = layernorm(x, w, b);
@@ -163,5 +166,4 @@ TEST_CASE("emu layernorm: a bad ENGINE_LAYERNORM_BACKWARD is a one-line error", 
   gpu::g_layernorm_backward_form.store(-1);
   CHECK(gpu::layernorm_backward_form() == gpu::LayernormBackwardForm::staged);
   ::unsetenv("ENGINE_LAYERNORM_BACKWARD");
-  gpu::set_layernorm_backward_form(gpu::LayernormBackwardForm::automatic);
 }
