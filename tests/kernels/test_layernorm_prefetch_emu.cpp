@@ -69,17 +69,20 @@ std::vector<std::vector<double>> backward(const Case& cs, gpu::LayernormBackward
 
 TEST_CASE("emu layernorm: the prefetching backward gives the staged kernel's bits", "[emu][kernels]") {
   // Both forms asked for by name (each takes its kernel at any number of
-  // rows), so on a GPU's grid too (ENGINE_TEST_GPU_DEVICE=cuda: 67 blocks
-  // at 800 rows). 800 rows, on the emulator's 4 blocks 16 or 17 a warp at
-  // 12 warps, 25 at 8: 16-bit C = 768 (GPT-2's: three packs a lane, 12
-  // warps) with the residual's gradient and dx's column sums, and without
-  // either; f16 C = 1000 (four packs, 8 warps, 3 lanes past the row's end
-  // in the fourth: their clamped copies); f32 C = 384 (three packs of 4);
-  // RMSNorm (no mean, no db) at C = 768.
-  for (const Case& cs :
-       {Case{DType::bf16, 800, 768, true, true, false}, Case{DType::bf16, 800, 768, false, false, false},
-        Case{DType::f16, 800, 1000, true, false, false}, Case{DType::f32, 800, 384, true, true, false},
-        Case{DType::bf16, 800, 768, true, false, true}}) {
+  // rows), at two to four rows a warp, so that each warp's second buffer
+  // is filled while it works on its first, and its first again: 100 rows
+  // on the emulator's 4 blocks (48 warps at three packs a lane, 32 at
+  // four), 8192 on a GPU's 256 (ENGINE_TEST_GPU_DEVICE=cuda: 3072 warps,
+  // 2048).
+  // 16-bit C = 768 (GPT-2's: three packs a lane, 12 warps) with the
+  // residual's gradient and dx's column sums, and without either; f16
+  // C = 1000 (four packs, 8 warps, 3 lanes past the row's end in the
+  // fourth: their clamped copies); f32 C = 384 (three packs of 4); RMSNorm
+  // (no mean, no db) at C = 768.
+  const int64_t N = kEmu.type == DeviceType::emu ? 100 : 8192;
+  for (const Case& cs : {Case{DType::bf16, N, 768, true, true, false}, Case{DType::bf16, N, 768, false, false, false},
+                         Case{DType::f16, N, 1000, true, false, false}, Case{DType::f32, N, 384, true, true, false},
+                         Case{DType::bf16, N, 768, true, false, true}}) {
     INFO(dtype_name(cs.t) << " N = " << cs.N << " C = " << cs.C << (cs.res ? " with the residual's gradient" : "")
                           << (cs.sums ? ", dx's sums" : "") << (cs.rms ? ", RMSNorm" : ""));
     const auto staged = backward(cs, gpu::LayernormBackwardForm::staged);
@@ -88,7 +91,7 @@ TEST_CASE("emu layernorm: the prefetching backward gives the staged kernel's bit
     for (size_t i = 0; i < staged.size(); ++i) {
       INFO("output " << i << " (dx, dw, db, dx's sums)");
       REQUIRE(prefetched[i].size() == staged[i].size());
-      // Counted, not compared as vectors: a failure prints two numbers, not 600,000.
+      // Counted, not compared as vectors: a failure prints two numbers, not a vector.
       size_t differ = 0, first = staged[i].size();
       for (size_t k = 0; k < staged[i].size(); ++k)
         if (!(prefetched[i][k] == staged[i][k]) && differ++ == 0) first = k;
