@@ -9,9 +9,8 @@
 // targets are int32 and losses fp32 whatever the storage dtype of the logits.
 #pragma once
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
+#include "kernels/cuda/env_form.h"
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
@@ -30,15 +29,8 @@ inline void set_cross_entropy_form(CrossEntropyForm f) { g_cross_entropy_form.st
 inline CrossEntropyForm cross_entropy_form() {
   int v = g_cross_entropy_form.load();
   if (v < 0) {
-    const char* env = std::getenv("ENGINE_CROSS_ENTROPY");
-    const std::string s = env ? env : "";
-    ENGINE_USER_CHECK(s.empty() || s == "auto" || s == "prefetch" || s == "cached" || s == "twice",
-                      "ENGINE_CROSS_ENTROPY '", s, "' is not a form of the fused cross-entropy: use auto, prefetch, ",
-                      "cached or twice (docs/kernels/cross_entropy.md)");
-    v = int(s == "prefetch" ? CrossEntropyForm::prefetch
-            : s == "cached" ? CrossEntropyForm::cached
-            : s == "twice"  ? CrossEntropyForm::twice
-                            : CrossEntropyForm::automatic);
+    v = env_form("ENGINE_CROSS_ENTROPY", {"auto", "prefetch", "cached", "twice"}, "the fused cross-entropy",
+                 "docs/kernels/cross_entropy.md");  // in the enum's order
     g_cross_entropy_form.store(v);
   }
   return CrossEntropyForm(v);

@@ -13,9 +13,8 @@
 // no bias, rstd alone saved; the same scratch, row widths and grids.
 #pragma once
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
+#include "kernels/cuda/env_form.h"
 #include "kernels/cuda/gpu_ops.h"
 
 namespace eng::gpu {
@@ -43,14 +42,8 @@ inline void set_layernorm_backward_form(LayernormBackwardForm f) { g_layernorm_b
 inline LayernormBackwardForm layernorm_backward_form() {
   int v = g_layernorm_backward_form.load();
   if (v < 0) {
-    const char* env = std::getenv("ENGINE_LAYERNORM_BACKWARD");
-    const std::string s = env ? env : "";
-    ENGINE_USER_CHECK(s.empty() || s == "auto" || s == "prefetch" || s == "staged", "ENGINE_LAYERNORM_BACKWARD '", s,
-                      "' is not a form of the layernorm backward: use auto, prefetch or staged ",
-                      "(docs/kernels/layernorm.md)");
-    v = int(s == "prefetch" ? LayernormBackwardForm::prefetch
-            : s == "staged" ? LayernormBackwardForm::staged
-                            : LayernormBackwardForm::automatic);
+    v = env_form("ENGINE_LAYERNORM_BACKWARD", {"auto", "prefetch", "staged"}, "the layernorm backward",
+                 "docs/kernels/layernorm.md");  // in the enum's order
     g_layernorm_backward_form.store(v);
   }
   return LayernormBackwardForm(v);
