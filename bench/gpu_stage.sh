@@ -150,6 +150,8 @@ run_profile_config() {
     return 0
   grep -E "^total|^modelled step on|graph replay of the same step|^step " "$W/profile-config.log"
   cp "$W/profile-config.log" "$files/" 2>/dev/null
+  # bench/gpu_forecast.py's starting step (tests/fixtures/kernel_profile_gpt2_124m_h200_config.json's rows)
+  cp "$W/profile-config/kernel_profile.json" "$files/kernel_profile_config.json" 2>/dev/null || true
 }
 # The Llama 3.2 1B shape: its step profiled (our grouped attention), its tokens/s; the block's kernels alone.
 run_llama() {
