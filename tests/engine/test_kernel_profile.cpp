@@ -190,7 +190,7 @@ TEST_CASE("gpu model: GPT-2 124M's step on the H200 after the third run's change
 // The fourth: the config's whole step (64 x 1024 x 8, 524,288 tokens, cuDNN's
 // attention) on the H200 (docs/gpu.md, the fourth run's first call), the
 // step bench/gpu_forecast.py starts from. Its shares were measured at B 8
-// (layernorm's backward reached 28% there, 51% at this shape), so this one
+// (layernorm's backward reached 28% there, 50% at this shape), so this one
 // checks the model away from the shape it was fitted on, against the replay.
 TEST_CASE("gpu model: GPT-2 124M's config step (64 x 1024 x 8) lands within 25% of its replay on the H200",
           "[profile]") {
