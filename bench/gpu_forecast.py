@@ -39,14 +39,14 @@ MICRO = 8  # micro-steps in the config's step (grad_accum)
 ASSUMED = 0.80  # the step model's share of HBM for a kernel not yet measured
 
 
-def share(s):
-    """A kernel at share s of HBM: its bytes over that bandwidth, in ms."""
-    return lambda r: r["bytes"] / (s * HBM) * 1e3
-
-
 def bytes_at(new_bytes, s):
     """A row's new bytes at share s of HBM, in ms."""
     return lambda r: new_bytes / (s * HBM) * 1e3
+
+
+def share(s):
+    """A kernel at share s of HBM: its own bytes over that bandwidth, in ms."""
+    return lambda r: bytes_at(r["bytes"], s)(r)
 
 
 def bytes_at_its_rate(new_bytes):

@@ -420,8 +420,9 @@ void norm_backward(const char* fn, gpu::Storage st, const void* dout, const void
       // flight) where the block's row buffers fit the device's shared
       // memory (GPT-2's C = 768 in bf16: 117 KiB of sm_90's 227, sm_80's 163).
       const size_t prefetch_bytes = size_t(prefetch_smem_bytes(C, int(staged_warps), int(iters)));
-      const size_t optin = staged && vec && form != gpu::LayernormBackwardForm::staged ? device_limits().smem_optin : 0;
-      const bool prefetch = prefetch_bytes <= optin;
+      const bool may_prefetch = staged && vec && form != gpu::LayernormBackwardForm::staged;
+      const size_t optin = may_prefetch ? device_limits().smem_optin : 0;  // queried only where it decides
+      const bool prefetch = may_prefetch && prefetch_bytes <= optin;
       nblocks = grid(staged ? staged_warps : kBackwardWarps);
       auto launch = [&]<int V, int kIters, bool kStaged, int kWarps, bool kSum>() {
         if constexpr (kStaged && V * sizeof(T) == 16) {  // copies of 16-byte packs
